@@ -1,0 +1,3 @@
+from gradcli.cli import main
+
+main(prog_name="gradcli")

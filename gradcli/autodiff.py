@@ -1,0 +1,143 @@
+"""Analytic derivatives: the one place that holds tapes and accumulators.
+
+Every function takes ``function`` (dict of tensors -> dict of output tensors)
+and ``point`` (dict of arrays) and returns numpy arrays. ``None`` stands for
+"TensorFlow returned no gradient" (disconnected), never for zero.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from gradcli.tf_import import import_tensorflow
+
+tf = import_tensorflow()
+
+
+def _tensors(point: dict) -> dict:
+    return {n: tf.convert_to_tensor(v) for n, v in point.items()}
+
+
+def _numpy(value):
+    return None if value is None else np.asarray(value)
+
+
+def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> dict:
+    """J^T c summed over outputs: ``GradientTape.gradient(output_gradients=c)``.
+
+    ``cotangents`` maps output name -> seed; outputs without one are left out of
+    the sum (a zero seed). Returns input name -> array, or None where disconnected.
+    """
+    values = _tensors(point)
+    with tf.GradientTape() as tape:
+        for name in wrt:
+            tape.watch(values[name])
+        outputs = function(values)
+    names = list(cotangents)
+    grads = tape.gradient(
+        [outputs[o] for o in names],
+        [values[n] for n in wrt],
+        output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
+        unconnected_gradients=tf.UnconnectedGradients.NONE,
+    )
+    return {n: _numpy(g) for n, g in zip(wrt, grads)}
+
+
+def jvp(function: Callable, point: dict, tangents: dict) -> dict:
+    """J t for every output, by forward mode (``tf.autodiff.ForwardAccumulator``).
+
+    Outputs that the tangents do not reach get zeros.
+    """
+    values = _tensors(point)
+    names = list(tangents)
+    primals = [values[n] for n in names]
+    with tf.autodiff.ForwardAccumulator(
+        primals, [tf.cast(tangents[n], values[n].dtype) for n in names]
+    ) as acc:
+        outputs = function(values)
+    result = {}
+    for o, y in outputs.items():
+        t = acc.jvp(y) if y.dtype.is_floating else None
+        result[o] = np.zeros(y.shape, y.dtype.as_numpy_dtype) if t is None else np.asarray(t)
+    return result
+
+
+@dataclass
+class Jacobians:
+    """``blocks[(output, input)]``: array of shape ``output.shape + input.shape``
+    (None where disconnected); ``mode`` "reverse" or "forward"; ``passes`` the
+    number of vectorised VJP/JVP passes, i.e. output or input elements."""
+
+    blocks: dict
+    mode: str
+    passes: int
+
+
+def choose_mode(output_size: int, input_size: int) -> str:
+    """Reverse mode needs one pass per output element, forward one per input
+    element: take the smaller (ties go to reverse, TensorFlow's native mode)."""
+    return "reverse" if output_size <= input_size else "forward"
+
+
+def jacobians(
+    function: Callable, point: dict, wrt: list[str], outputs: list[str], mode: str = "auto"
+) -> Jacobians:
+    """Full Jacobian blocks of ``outputs`` with respect to ``wrt``, vectorised with pfor."""
+    values = _tensors(point)
+    in_size = sum(int(np.size(point[n])) for n in wrt)
+    if mode == "auto":
+        shapes = {o: tuple(v.shape) for o, v in function(values).items()}
+        out_size = sum(int(np.prod(shapes[o], dtype=np.int64)) for o in outputs)
+        mode = choose_mode(out_size, in_size)
+    if mode == "reverse":
+        blocks, passes = _reverse(function, values, wrt, outputs)
+    else:
+        blocks, passes = _forward(function, values, wrt, outputs), in_size
+    return Jacobians(blocks=blocks, mode=mode, passes=passes)
+
+
+def _reverse(function, values, wrt, outputs):
+    with tf.GradientTape(persistent=True) as tape:
+        for n in wrt:
+            tape.watch(values[n])
+        result = function(values)
+    blocks, passes = {}, 0
+    for o in outputs:
+        jac = tape.jacobian(
+            result[o],
+            [values[n] for n in wrt],
+            unconnected_gradients=tf.UnconnectedGradients.NONE,
+            experimental_use_pfor=True,
+        )
+        passes += int(np.prod(result[o].shape, dtype=np.int64))
+        for n, j in zip(wrt, jac):
+            blocks[(o, n)] = _numpy(j)
+    return blocks, passes
+
+
+def _forward(function, values, wrt, outputs):
+    blocks = {}
+    for n in wrt:
+        x = values[n]
+        size = int(np.prod(x.shape, dtype=np.int64))
+
+        def column(tangent, n=n, x=x):
+            with tf.autodiff.ForwardAccumulator(x, tangent) as acc:
+                result = function({**values, n: x})
+            return {o: _jvp_or_zero(acc, result[o]) for o in outputs}
+
+        tangents = tf.reshape(tf.eye(size, dtype=x.dtype), (size,) + tuple(x.shape))
+        cols = tf.vectorized_map(column, tangents)
+        for o in outputs:
+            c = np.asarray(cols[o])  # [input size, *output shape]
+            out_shape = c.shape[1:]
+            c = np.moveaxis(c.reshape(size, -1), 0, 1)
+            blocks[(o, n)] = c.reshape(out_shape + tuple(x.shape))
+    return blocks
+
+
+def _jvp_or_zero(acc, y):
+    t = acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return tf.cast(t, y.dtype)

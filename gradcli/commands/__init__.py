@@ -1,0 +1,1 @@
+"""Click commands, one module each; ``gradcli.cli`` registers them."""

@@ -1,0 +1,479 @@
+"""Load a model definition file into a :class:`Model`: a pure function of named arrays.
+
+The contract (README, "Model files"): the file is imported (its code runs) and
+gradcli reads
+
+* ``model``: a callable of tensors (keyword arguments named like the inputs) or
+  a Keras model/layer; ``FILE.py:NAME`` picks another name;
+* ``inputs``: a dict name -> value, or a callable taking a
+  ``numpy.random.Generator`` and returning one;
+* ``wrt`` (optional): the names to differentiate with respect to;
+* ``check`` (optional): per-model defaults for ``gradcli check``.
+
+Whatever the file holds, the result is the same shape: ``Model.function`` maps
+a dict of tensors to a dict of named output tensors, and ``Model.point`` holds
+the value of every argument. A Keras model becomes a function of its weights
+(named by variable path, e.g. ``dense/kernel``) and its data inputs through
+``stateless_call``, so the numeric and analytic sides treat weights and inputs
+alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Callable
+
+import numpy as np
+
+from gradcli.errors import ModelError, UsageError
+from gradcli.values import check_unknown, fit_to_shape
+
+CHECK_DTYPE = np.float64
+
+
+@dataclass
+class Model:
+    """A loaded model: ``function(values) -> {output name: tensor}`` at ``point``."""
+
+    name: str
+    path: str
+    function: Callable[[dict], dict]
+    point: dict[str, np.ndarray]
+    wrt: list[str]
+    native_dtypes: dict[str, np.dtype]
+    kind: str = "function"  # "function" or "keras"
+    settings: dict = field(default_factory=dict)
+    module: ModuleType | None = None
+    notes: list[str] = field(default_factory=list)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
+    runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The floating dtype the checks run in (float64 unless the model refused it)."""
+        floats = [v.dtype for n, v in self.point.items() if n in self.wrt]
+        return floats[0] if floats else np.dtype(CHECK_DTYPE)
+
+    def call(self, values: dict | None = None) -> dict:
+        """Run the model eagerly at ``values`` (default: the point)."""
+        return run_model(self, self.point if values is None else values)
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """``FILE.py:NAME`` -> (FILE.py, NAME); a plain path -> (path, None)."""
+    if not os.path.exists(spec) and ":" in spec:
+        path, entry = spec.rsplit(":", 1)
+        if entry.isidentifier():
+            return path, entry
+    return spec, None
+
+
+def import_model_file(path: str) -> ModuleType:
+    """Import ``path`` as a fresh module; errors name the file and line."""
+    if not os.path.isfile(path):
+        raise UsageError(f"no such model file: {path}")
+    path = os.path.abspath(path)
+    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
+    module_name = f"gradcli_model_{digest}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ModelError(f"{path}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    folder = os.path.dirname(path)
+    sys.path.insert(0, folder)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as exc:
+        sys.modules.pop(module_name, None)
+        raise ModelError(
+            f"{_rel(exc.filename or path)}:{exc.lineno}: syntax error: {exc.msg}"
+        ) from None
+    except (Exception, SystemExit) as exc:
+        sys.modules.pop(module_name, None)
+        raise ModelError(
+            f"{where_raised(exc, path)}: {type(exc).__name__} while importing the model file: {exc}"
+        ) from None
+    finally:
+        if sys.path and sys.path[0] == folder:
+            sys.path.pop(0)
+    return module
+
+
+def where_raised(exc: BaseException, path: str) -> str:
+    """``file:line`` of the deepest frame of ``exc`` inside ``path`` (else the deepest frame)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    path = os.path.abspath(path)
+    inside = [f for f in frames if os.path.abspath(f.filename) == path]
+    frame = (inside or frames or [None])[-1]
+    if frame is None:
+        return _rel(path)
+    return f"{_rel(frame.filename)}:{frame.lineno}"
+
+
+def _rel(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def load_model(
+    spec: str,
+    *,
+    wrt: list[str] | None = None,
+    overrides: dict[str, np.ndarray] | None = None,
+    rng_seed: int = 0,
+    float64: bool = True,
+) -> Model:
+    """Load a model file (``FILE.py`` or ``FILE.py:NAME``) at its point.
+
+    ``overrides`` replace input values (``--set``); ``rng_seed`` seeds numpy,
+    TensorFlow and Keras before the file is imported and is passed to a callable
+    ``inputs``, so random weights and inputs are reproducible. With ``float64``
+    the floating inputs are promoted to float64; if the model cannot run in
+    float64 it runs in its own dtype and a note says so.
+    """
+    seed_everything(rng_seed)
+    path, entry = split_spec(spec)
+    module = import_model_file(path)
+    name = entry or "model"
+    if not hasattr(module, name):
+        defined = sorted(
+            k for k, v in vars(module).items() if callable(v) and not k.startswith("_")
+        )
+        if entry is None:
+            raise ModelError(
+                f"{_rel(path)}: defines no `model` (a model file must set `model` "
+                "to a callable or a Keras model)"
+            )
+        raise ModelError(
+            f"{_rel(path)}: no name {entry!r} (callables defined: {', '.join(defined) or 'none'})"
+        )
+    target = getattr(module, name)
+    settings = getattr(module, "check", {})
+    if not isinstance(settings, dict):
+        raise ModelError(f"{_rel(path)}: `check` must be a dict of option defaults")
+    display = f"{_rel(path)}:{entry}" if entry else _rel(path)
+    raw_inputs = _read_inputs(module, path, rng_seed, required=not _is_keras(target))
+    file_wrt = getattr(module, "wrt", None)
+    if _is_keras(target):
+        model = _keras_model(target, raw_inputs, display, path, float64)
+    elif callable(target):
+        model = Model(
+            name=display,
+            path=path,
+            function=_plain_function(target),
+            point=raw_inputs,
+            wrt=[],
+            native_dtypes={},
+        )
+    else:
+        raise ModelError(
+            f"{_rel(path)}: `{name}` is a {type(target).__name__}, not a callable or Keras model"
+        )
+    model.module = module
+    model.settings = dict(settings)
+    _apply_overrides(model, overrides or {})
+    model.native_dtypes = {n: v.dtype for n, v in model.point.items()}
+    model.wrt = _choose_wrt(model, wrt, file_wrt)
+    _check_finite_inputs(model)
+    _settle_dtype(model, float64)
+    return model
+
+
+def seed_everything(seed: int) -> None:
+    import tensorflow as tf
+
+    np.random.seed(seed)
+    tf.random.set_seed(seed)
+    try:
+        import keras
+
+        keras.utils.set_random_seed(seed)
+    except Exception:  # keras absent or older: TF and numpy are seeded already
+        pass
+
+
+def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
+    raw = getattr(module, "inputs", None)
+    if raw is None:
+        if required:
+            raise ModelError(
+                f"{_rel(path)}: defines no `inputs` (a dict of name -> value, or a "
+                "callable taking a numpy Generator)"
+            )
+        return {}
+    if callable(raw) and not isinstance(raw, dict):
+        try:
+            raw = raw(np.random.default_rng(rng_seed))
+        except Exception as exc:
+            raise ModelError(
+                f"{where_raised(exc, path)}: {type(exc).__name__} in `inputs`: {exc}"
+            ) from None
+    if not isinstance(raw, dict):
+        raise ModelError(f"{_rel(path)}: `inputs` must be a dict or return one")
+    return {str(k): _to_array(v, k, path) for k, v in raw.items()}
+
+
+def _to_array(value: Any, name: str, path: str) -> np.ndarray:
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    try:
+        array = np.asarray(value)
+    except ValueError:
+        raise ModelError(f"{_rel(path)}: input {name!r} is a ragged array") from None
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
+        raise ModelError(f"{_rel(path)}: input {name!r} is not numeric ({array.dtype})")
+    return array
+
+
+def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
+    check_unknown(overrides, model.point, "input for --set")
+    for name, value in overrides.items():
+        current = model.point[name]
+        value = fit_to_shape(value, current.shape, f"--set {name}")
+        if np.issubdtype(current.dtype, np.floating):
+            value = value.astype(current.dtype)
+        model.point[name] = value
+
+
+def is_floating(array: np.ndarray) -> bool:
+    return np.issubdtype(np.asarray(array).dtype, np.floating)
+
+
+def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
+    if cli_wrt:
+        names, source, error = list(cli_wrt), "--wrt", UsageError
+    elif file_wrt:
+        names, source, error = list(file_wrt), f"{_rel(model.path)}: `wrt`", ModelError
+    else:
+        names = [n for n, v in model.point.items() if is_floating(v)]
+        if model.kind == "keras":
+            names = list(model.weights)
+        if not names:
+            described = ", ".join(f"{n} ({v.dtype})" for n, v in model.point.items())
+            raise ModelError(
+                f"{model.name}: nothing floating to differentiate (inputs: {described or 'none'})"
+            )
+        return names
+    for name in names:
+        if name not in model.point:
+            raise error(
+                f"{source}: unknown input {name!r} (known: {', '.join(model.point)})"
+            )
+        if not is_floating(model.point[name]):
+            raise error(
+                f"{source}: input {name!r} is {model.point[name].dtype}; only "
+                "floating-point inputs can be differentiated"
+            )
+    return names
+
+
+def _check_finite_inputs(model: Model) -> None:
+    for name, value in model.point.items():
+        if is_floating(value) and not np.all(np.isfinite(value)):
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+            raise ModelError(
+                f"{model.name}: input {name!r} is {value[index]} at element "
+                f"{list(index)}; gradients need a finite point"
+            )
+
+
+def _settle_dtype(model: Model, float64: bool) -> None:
+    """Promote floating inputs to float64 and run the forward pass once.
+
+    Rule: check in float64 whenever the model runs in it, because float32
+    round-off (about 1e-7 relative, amplified by 1/h in a difference quotient)
+    would otherwise swamp the errors we look for. A model that raises in float64
+    (e.g. it mixes in float32 constants) runs in its own dtypes, and the
+    tolerances follow that dtype (``compare.default_tolerances``).
+    """
+    native = dict(model.point)
+    promoted = {
+        n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
+    }
+    changed = [n for n in model.wrt if native[n].dtype != CHECK_DTYPE]
+    if float64 and model.runs_in_float64:
+        try:
+            model.outputs = _forward(model, promoted)
+            model.point = promoted
+            if changed:
+                model.notes.append(
+                    f"promoted {', '.join(changed)} from "
+                    f"{native[changed[0]].dtype} to float64 for checking"
+                )
+            return _check_finite_outputs(model)
+        except ModelError as exc:
+            if not changed:
+                raise
+            float64_error = str(exc)
+    else:
+        float64_error = None
+    model.outputs = _forward(model, native)
+    model.point = native
+    if float64_error:
+        model.notes.append(
+            f"the model does not run in float64 ({float64_error.split(': ', 1)[-1]}); "
+            f"checking in {model.dtype} with steps and tolerances for that dtype"
+        )
+    _check_finite_outputs(model)
+
+
+def _forward(model: Model, values: dict) -> dict[str, np.ndarray]:
+    outputs = run_model(model, values)
+    return {n: np.asarray(t) for n, t in outputs.items()}
+
+
+def run_model(model: Model, values: dict) -> dict:
+    """Eager forward pass; any exception becomes a ModelError naming the file line."""
+    import tensorflow as tf
+
+    try:
+        tensors = {n: tf.convert_to_tensor(v) for n, v in values.items()}
+        return model.function(tensors)
+    except (Exception, SystemExit) as exc:
+        raise ModelError(
+            f"{where_raised(exc, model.path)}: forward pass raised "
+            f"{type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else ""
+
+
+def _check_finite_outputs(model: Model) -> None:
+    for name, value in model.outputs.items():
+        if is_floating(value) and not np.all(np.isfinite(value)):
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+            raise ModelError(
+                f"{model.name}: output {name!r} is {value[index]} at element "
+                f"{list(index)} at the given point"
+            )
+
+
+def normalize_outputs(result) -> dict:
+    """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys."""
+    import tensorflow as tf
+
+    if isinstance(result, dict):
+        items = {str(k): v for k, v in result.items()}
+    elif isinstance(result, (tuple, list)):
+        items = {str(i): v for i, v in enumerate(result)}
+    else:
+        items = {"output": result}
+    return {k: tf.convert_to_tensor(v) for k, v in items.items()}
+
+
+def _plain_function(target: Callable) -> Callable[[dict], dict]:
+    def function(values: dict) -> dict:
+        return normalize_outputs(target(**values))
+
+    return function
+
+
+# --- Keras -----------------------------------------------------------------
+
+
+def _is_keras(obj) -> bool:
+    if "keras" not in sys.modules and "tensorflow" not in sys.modules:
+        return False
+    try:
+        import keras
+    except ImportError:
+        return False
+    return isinstance(obj, keras.layers.Layer)
+
+
+def weight_name(path: str) -> str:
+    """``sequential/dense/kernel`` -> ``dense/kernel``: drop the model's own name."""
+    parts = path.split("/")
+    return "/".join(parts[1:]) if len(parts) > 2 else path
+
+
+def _keras_model(layer, data: dict, display: str, path: str, float64: bool) -> Model:
+    """Wrap a Keras model as a pure function of (weights, data inputs).
+
+    Keras casts inputs to each layer's compute dtype, so float64 values passed
+    to a float32 model would be silently computed in float32. For float64 we
+    clone the model with every layer's dtype set to float64 and call the clone.
+    """
+    import keras
+
+    if not data:
+        raise ModelError(f"{display}: a Keras model needs `inputs` (its data inputs)")
+    data_names = list(data)
+    data_args = lambda values: (  # noqa: E731 - tiny adapter
+        values[data_names[0]] if len(data_names) == 1 else {n: values[n] for n in data_names}
+    )
+    if not layer.built:
+        try:
+            layer(data_args({n: np.asarray(v) for n, v in data.items()}))
+        except Exception as exc:
+            raise ModelError(
+                f"{where_raised(exc, path)}: building the Keras model raised "
+                f"{type(exc).__name__}: {_first_line(exc)}"
+            ) from None
+    weights = {weight_name(v.path): v for v in layer.trainable_variables}
+    if len(weights) != len(layer.trainable_variables):  # clashing short names
+        weights = {v.path: v for v in layer.trainable_variables}
+    frozen = list(layer.non_trainable_variables)
+    notes = []
+    runner = layer
+    if float64:
+        try:
+            runner = keras.models.clone_model(layer, clone_function=_float64_layer)
+            if len(runner.trainable_variables) != len(weights):
+                raise ValueError("the clone has different weights")
+        except Exception as exc:
+            runner = layer
+            notes.append(
+                f"could not rebuild the Keras model in float64 ({type(exc).__name__}); "
+                "checking in float32"
+            )
+    weight_names = list(weights)
+
+    def function(values: dict) -> dict:
+        trainable = [values[n] for n in weight_names]
+        dtype = trainable[0].dtype if trainable else None
+        fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
+        out, _ = runner.stateless_call(trainable, fixed, data_args(values), training=False)
+        return normalize_outputs(out)
+
+    point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
+    point.update(data)
+    model = Model(
+        name=display,
+        path=path,
+        function=function,
+        point=point,
+        wrt=[],
+        native_dtypes={},
+        kind="keras",
+        notes=notes,
+        weights=weight_names,
+        runs_in_float64=runner is not layer,
+    )
+    return model
+
+
+def _cast(value, dtype):
+    import tensorflow as tf
+
+    return tf.cast(value, dtype) if value.dtype.is_floating else value
+
+
+def _float64_layer(layer):
+    config = layer.get_config()
+    config["dtype"] = "float64"
+    return layer.__class__.from_config(config)

@@ -1,0 +1,1 @@
+"""Renderers: each reads result objects and writes them; none computes anything."""

@@ -1,0 +1,105 @@
+"""Human-readable reports with rich. Reads result objects only."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gradcli.results import CheckResult, Element, ModelResult, PairResult
+
+VERDICT_STYLES = {
+    "pass": "green",
+    "zero": "yellow",
+    "disconnected": "yellow",
+    "mismatch": "bold red",
+    "inconclusive": "bold red",
+}
+
+
+def console(file=None) -> Console:
+    """A console for ``file`` (stdout): rich honours NO_COLOR and FORCE_COLOR;
+    a stream that is not a terminal gets no colour and a fixed width of 120
+    unless COLUMNS says otherwise, so piped reports do not wrap at 80."""
+    file = file or sys.stdout
+    width = None
+    if not (hasattr(file, "isatty") and file.isatty()) and "COLUMNS" not in os.environ:
+        width = 120
+    return Console(file=file, width=width, highlight=False, soft_wrap=True)
+
+
+def fmt(value: float) -> str:
+    return f"{value:.3g}" if value != 0 else "0"
+
+
+def where(element: Element, pair: PairResult) -> str:
+    if pair.mode == "fast" and not element.output_index and len(element.input_index) == 1:
+        return f"probe {element.input_index[0]}"
+    return f"{label(pair.output, element.output_index)} / {label(pair.input, element.input_index)}"
+
+
+def label(name: str, index: list[int]) -> str:
+    """``x[1, 2]``; a scalar is its bare name."""
+    return f"{name}[{', '.join(map(str, index))}]" if index else name
+
+
+def render_check(result: CheckResult, out: Console) -> None:
+    for model in result.models:
+        render_model(model, out)
+    failed = [m for m in result.models if not m.ok]
+    summary = f"{len(result.models) - len(failed)} of {len(result.models)} models passed"
+    out.print(Text(summary, style="green" if not failed else "bold red"))
+
+
+def render_model(model: ModelResult, out: Console) -> None:
+    if model.error is not None:
+        out.print(Text(f"{model.name}: error: {model.error}", style="bold red"))
+        return
+    table = Table(
+        title=f"{model.name}  [{model.mode}, {model.dtype}, rtol={model.tolerance.rtol:g}, "
+        f"atol={model.tolerance.atol:g}]",
+        title_justify="left",
+    )
+    for column in ("input", "output", "verdict", "max abs err", "max rel err",
+                   "worst element", "analytic", "numeric"):
+        table.add_column(column, justify="right" if "err" in column or column in ("analytic", "numeric") else "left")
+    for pair in model.pairs:
+        worst = pair.worst
+        table.add_row(
+            pair.input,
+            pair.output,
+            Text(pair.verdict, style=VERDICT_STYLES.get(pair.verdict, "bold red" if pair.failed else "yellow")),
+            fmt(pair.max_abs_error),
+            fmt(pair.max_rel_error),
+            where(worst, pair) if worst else "-",
+            f"{worst.analytic:.7g}" if worst else "-",
+            f"{worst.numeric:.7g}" if worst else "-",
+        )
+    out.print(table)
+    for pair in model.pairs:
+        if pair.failed:
+            render_failure(pair, out)
+        for warning in pair.warnings:
+            out.print(Text(f"  warning: {pair.input} -> {pair.output}: {warning}", style="yellow"))
+    for note in model.notes:
+        out.print(Text(f"  note: {note}", style="dim"))
+    out.print(
+        Text(f"  {model.evaluations} function evaluations, {model.seconds:.2f} s", style="dim")
+    )
+
+
+def render_failure(pair: PairResult, out: Console) -> None:
+    out.print(Text(f"  FAIL {pair.input} -> {pair.output}: {pair.verdict}: {pair.explanation}", style="bold red"))
+    if pair.n_failing:
+        out.print(f"    {pair.n_failing} of {pair.compared} compared elements outside tolerance; worst first:")
+    for element in pair.failing:
+        out.print(
+            f"    {where(element, pair)}: analytic {element.analytic:.10g}, numeric "
+            f"{element.numeric:.10g} (abs err {fmt(element.abs_error)}, rel err "
+            f"{fmt(element.rel_error)}, fd error estimate {fmt(element.fd_error)})"
+        )
+    if pair.n_failing > len(pair.failing):
+        out.print(f"    ... and {pair.n_failing - len(pair.failing)} more elements outside tolerance, not listed")

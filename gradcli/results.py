@@ -1,0 +1,102 @@
+"""Result objects: plain data the renderers read. No TensorFlow, no printing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Verdict words. A verdict in FAILING makes the check exit 1.
+PASS = "pass"
+MISMATCH = "mismatch"
+ZERO = "zero"
+DISCONNECTED = "disconnected"
+INCONCLUSIVE = "inconclusive"
+
+EXPLANATIONS = {
+    PASS: "analytic and numeric derivatives agree within tolerance",
+    MISMATCH: "the analytic derivative disagrees with finite differences beyond tolerance",
+    ZERO: "the derivative is identically zero: nothing can be learned through this path",
+    DISCONNECTED: "TensorFlow returns no gradient (None) for this input",
+    INCONCLUSIVE: "finite differences are too noisy here to confirm the gradient",
+}
+
+
+@dataclass
+class Element:
+    """One Jacobian element (or one probe): where it is and both values."""
+
+    output_index: list[int]
+    input_index: list[int]
+    analytic: float
+    numeric: float
+    abs_error: float
+    rel_error: float
+    fd_error: float  # the finite-difference error estimate for this element
+
+
+@dataclass
+class Tolerance:
+    rtol: float
+    atol: float
+    rule: str  # which rule chose these numbers, for the report
+
+
+@dataclass
+class PairResult:
+    """The check of one (input, output) pair."""
+
+    input: str
+    output: str
+    verdict: str
+    failed: bool
+    mode: str  # "full" (every element) or "fast" (random projections)
+    max_abs_error: float
+    max_rel_error: float
+    fd_error: float  # largest finite-difference error estimate in the pair
+    compared: int  # Jacobian elements (full) or probes (fast) compared
+    worst: Element | None = None
+    failing: list[Element] = field(default_factory=list)  # worst first, capped
+    n_failing: int = 0
+    explanation: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ModelResult:
+    """Every checked pair of one model, or the error that stopped it."""
+
+    name: str
+    path: str
+    dtype: str = ""
+    mode: str = ""
+    tolerance: Tolerance | None = None
+    pairs: list[PairResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    evaluations: int = 0  # function evaluations spent on finite differences
+    error: str | None = None  # set when the model could not be loaded, run or checked
+    error_code: int = 0
+
+    @property
+    def failed(self) -> bool:
+        return any(p.failed for p in self.pairs)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and not self.failed
+
+
+@dataclass
+class CheckResult:
+    models: list[ModelResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(m.ok for m in self.models)
+
+    @property
+    def exit_code(self) -> int:
+        """3 if any model could not be checked, else 1 if any check failed, else 0."""
+        errors = [m.error_code or 3 for m in self.models if m.error is not None]
+        if errors:
+            return max(errors)
+        return 1 if any(m.failed for m in self.models) else 0

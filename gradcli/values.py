@@ -1,0 +1,114 @@
+"""Parse VALUE arguments and fit them to the shapes they stand for.
+
+A VALUE is a JSON literal (``2.5``, ``[[1, 2], [3, 4]]``) or a file:
+``@path.npy``, ``@path.npz:key`` (``@path.npz`` alone when it holds one
+array). Everything here is numpy only, so option errors are reported before
+TensorFlow is imported.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from gradcli.errors import UsageError
+
+
+def parse_value(text: str, what: str = "VALUE") -> np.ndarray:
+    """Return the array a VALUE stands for; ``what`` names it in errors."""
+    if text.startswith("@"):
+        return _load_file_value(text[1:], what)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        raise UsageError(
+            f"{what}: {text!r} is not a number, a JSON array or @FILE.npy / @FILE.npz:KEY"
+        ) from None
+    try:
+        array = np.asarray(data)
+    except ValueError:  # ragged nesting
+        raise UsageError(f"{what}: {text!r} is a ragged array") from None
+    if array.dtype == object or not (
+        np.issubdtype(array.dtype, np.number) or array.dtype == bool
+    ):
+        raise UsageError(f"{what}: {text!r} is not numeric")
+    return array
+
+
+def _load_file_value(spec: str, what: str) -> np.ndarray:
+    path, key = spec, None
+    if not os.path.exists(path) and ":" in spec:
+        path, key = spec.rsplit(":", 1)
+    if not os.path.exists(path):
+        raise UsageError(f"{what}: no such file {path!r}")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except Exception as exc:  # numpy raises several types for unreadable files
+        raise UsageError(f"{what}: cannot read {path!r} as .npy/.npz ({exc})") from None
+    if isinstance(loaded, np.ndarray):
+        if key is not None:
+            raise UsageError(f"{what}: {path!r} is a .npy file; it has no key {key!r}")
+        return loaded
+    with loaded:
+        keys = list(loaded.files)
+        if key is None:
+            if len(keys) != 1:
+                raise UsageError(
+                    f"{what}: {path!r} holds {len(keys)} arrays; name one as "
+                    f"@{path}:KEY (keys: {', '.join(keys)})"
+                )
+            key = keys[0]
+        if key not in keys:
+            raise UsageError(
+                f"{what}: {path!r} has no key {key!r} (keys: {', '.join(keys)})"
+            )
+        return loaded[key]
+
+
+def parse_assignment(text: str, option: str) -> tuple[str, np.ndarray]:
+    """Parse ``NAME=VALUE`` as given to ``option`` (e.g. ``--set``)."""
+    name, sep, value = text.partition("=")
+    if not sep or not name:
+        raise UsageError(f"{option} takes NAME=VALUE, got {text!r}")
+    return name, parse_value(value, what=f"{option} {name}")
+
+
+def parse_assignments(texts, option: str) -> dict[str, np.ndarray]:
+    result: dict[str, np.ndarray] = {}
+    for text in texts:
+        name, value = parse_assignment(text, option)
+        if name in result:
+            raise UsageError(f"{option} gives {name!r} twice")
+        result[name] = value
+    return result
+
+
+def parse_names(texts) -> list[str] | None:
+    """Names given as repeated options and/or comma-separated lists."""
+    if not texts:
+        return None
+    names = [n.strip() for text in texts for n in text.split(",") if n.strip()]
+    return names or None
+
+
+def fit_to_shape(value: np.ndarray, shape: tuple, what: str) -> np.ndarray:
+    """Broadcast a scalar to ``shape``; any other shape must match exactly."""
+    value = np.asarray(value)
+    if value.shape == tuple(shape):
+        return value
+    if value.ndim == 0:
+        return np.broadcast_to(value, shape).copy()
+    raise UsageError(
+        f"{what} has shape {list(value.shape)}, expected {list(shape)} (or a scalar)"
+    )
+
+
+def check_unknown(names, known, what: str) -> None:
+    """Raise a UsageError naming the first of ``names`` not in ``known``."""
+    for name in names:
+        if name not in known:
+            raise UsageError(
+                f"unknown {what} {name!r} (known: {', '.join(sorted(known)) or 'none'})"
+            )

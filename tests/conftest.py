@@ -1,0 +1,54 @@
+"""Shared test helpers. TensorFlow is imported once per session (by the first
+test that needs it); model files are small so each loads in milliseconds."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from gradcli.cli import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLES = ROOT / "sample_models"
+FIXTURES = Path(__file__).resolve().parent / "models"
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+class Run:
+    """The outcome of one CLI call, with stdout and stderr kept apart."""
+
+    def __init__(self, result):
+        self.exit_code = result.exit_code
+        self.stdout = result.stdout
+        self.stderr = result.stderr
+        self.exception = result.exception
+
+    def json(self):
+        return json.loads(self.stdout)
+
+    def __repr__(self):  # shown by pytest when an assertion on a Run fails
+        return f"<Run exit={self.exit_code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}>"
+
+
+def gradcli(*args, env=None) -> Run:
+    runner = CliRunner(env={"COLUMNS": "200", **(env or {})})
+    result = runner.invoke(cli, [str(a) for a in args], catch_exceptions=True)
+    return Run(result)
+
+
+@pytest.fixture
+def run():
+    return gradcli
+
+
+def sample(name: str) -> str:
+    return str(SAMPLES / name)
+
+
+def fixture(name: str) -> str:
+    return str(FIXTURES / name)
