@@ -111,9 +111,10 @@ def compare_projections(
     disconnected = reverse is None
     rev = np.zeros_like(numeric) if disconnected else reverse
     allowed = tol.atol + tol.rtol * scale + FD_SAFETY * fd_error
-    diffs = np.stack([np.abs(rev - numeric), np.abs(forward - numeric), np.abs(rev - forward)])
-    diff = diffs.max(axis=0)
-    bad = diff > allowed
+    reverse_bad = np.abs(rev - numeric) > allowed
+    forward_bad = np.abs(forward - numeric) > allowed
+    diff = np.maximum(np.abs(rev - numeric), np.abs(forward - numeric))
+    bad = reverse_bad | forward_bad
     pair = _pair(input_name, output_name, "fast", rev, numeric, diff, fd_error, bad, allowed)
     # Only the analytic-vs-numeric gaps say anything about accuracy of the projection.
     pair.max_rel_error = float(np.max(diff / np.maximum(scale, np.finfo(float).tiny), initial=0))
@@ -126,7 +127,15 @@ def compare_projections(
     if len(order):
         p = order[0]
         pair.worst = _element([], [int(p)], rev[p], numeric[p], diff[p], fd_error[p], scale[p])
-    return _verdict(pair, rev, numeric, fd_error, disconnected, tol, scale=scale)
+    pair.reverse_failed = bool(reverse_bad.any())
+    pair = _verdict(pair, rev, numeric, fd_error, disconnected, tol, scale=scale)
+    if pair.verdict == MISMATCH:
+        pair.explanation = {
+            (True, False): "reverse mode (the gradient) disagrees with finite differences; forward mode agrees",
+            (False, True): "forward mode (ForwardAccumulator) disagrees with finite differences; reverse mode agrees",
+            (True, True): "reverse and forward mode both disagree with finite differences",
+        }[(pair.reverse_failed, bool(forward_bad.any()))]
+    return pair
 
 
 def _pair(input_name, output_name, mode, a, n, diff, fd_error, bad, allowed) -> PairResult:

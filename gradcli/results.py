@@ -58,6 +58,7 @@ class PairResult:
     n_failing: int = 0
     explanation: str = ""
     warnings: list[str] = field(default_factory=list)
+    reverse_failed: bool = True  # fast mode: False when only forward mode disagreed
 
 
 @dataclass

@@ -1,0 +1,2 @@
+def model(x):
+    return x * 2.0

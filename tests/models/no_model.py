@@ -1,0 +1,4 @@
+def net(x):
+    return x
+
+inputs = {"x": [1.0]}

@@ -1,0 +1,4 @@
+import tensorflow as tf
+
+def model(x)
+    return x
