@@ -198,6 +198,9 @@ def seed_everything(seed: int) -> None:
     try:
         import keras
 
+        # Layer names come from a global counter: reset it so that every load of
+        # a file names its weights alike (dense/kernel, not dense_2/kernel).
+        keras.backend.clear_session()
         keras.utils.set_random_seed(seed)
     except Exception:  # keras absent or older: TF and numpy are seeded already
         pass

@@ -37,7 +37,7 @@ class Run:
 
 def gradcli(*args, env=None) -> Run:
     runner = CliRunner(env={"COLUMNS": "200", **(env or {})})
-    result = runner.invoke(cli, [str(a) for a in args], catch_exceptions=True)
+    result = runner.invoke(cli, [str(a) for a in args], prog_name="gradcli", catch_exceptions=True)
     return Run(result)
 
 

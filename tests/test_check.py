@@ -1,0 +1,249 @@
+"""gradcli check: verdicts against closed-form derivatives, exit codes, messages."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import fixture, gradcli, sample
+
+
+def only_pairs(run):
+    document = run.json()
+    assert len(document["models"]) == 1, run
+    return {(p["input"], p["output"]): p for p in document["models"][0]["pairs"]}
+
+
+# -- correct models pass, with errors at the level float64 differences reach ----------
+
+
+@pytest.mark.parametrize(
+    "name, pairs",
+    [
+        ("square.py", {("x", "output")}),
+        ("two_by_two.py", {("a", "u"), ("a", "v"), ("b", "u"), ("b", "v")}),
+        ("linear_regression.py", {("W", "output"), ("b", "output")}),
+        ("tanh_net.py", {("w1", "output"), ("w2", "output")}),
+        ("keras_mlp.py", {(w, "output") for w in ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias")}),
+    ],
+)
+@pytest.mark.parametrize("mode", ["full", "fast"])
+def test_correct_sample_models_pass(name, pairs, mode):
+    run = gradcli("check", sample(name), "--mode", mode, "--json")
+    assert run.exit_code == 0, run
+    found = only_pairs(run)
+    assert set(found) == pairs
+    for pair in found.values():
+        assert pair["verdict"] == "pass", run
+        assert pair["mode"] == mode
+        if mode == "full":
+            # The promise: max error at most 1e-8 on a correct model (float64 + Richardson).
+            assert pair["max_abs_error"] <= 1e-8, pair
+
+
+def test_full_check_compares_every_element_of_every_block():
+    run = gradcli("check", sample("two_by_two.py"), "--json")
+    pairs = only_pairs(run)
+    # 3 outputs x 3 inputs per block, four blocks.
+    assert all(p["compared"] == 9 for p in pairs.values())
+    assert run.json()["models"][0]["evaluations"] == 4 * (3 + 3)
+
+
+def test_keras_model_is_promoted_to_float64_and_says_so():
+    run = gradcli("check", sample("keras_mlp.py"), "--json")
+    model = run.json()["models"][0]
+    assert model["dtype"] == "float64"
+    assert any("promoted" in note and "float32 to float64" in note for note in model["notes"])
+
+
+def test_large_values_pass():
+    run = gradcli("check", fixture("large_values.py"), "--json")
+    assert run.exit_code == 0, run
+    assert {p["verdict"] for p in only_pairs(run).values()} == {"pass"}
+
+
+# -- wrong gradients fail, and the report says where and by how much -----------------
+
+
+def softplus(x):
+    return np.log1p(np.exp(x))
+
+
+def sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+@pytest.mark.parametrize("mode", ["full", "fast"])
+def test_buggy_custom_gradient_fails_with_element_report(mode):
+    run = gradcli("check", sample("buggy_custom_gradient.py"), "--mode", mode, "--json")
+    assert run.exit_code == 1, run
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["failed"]
+    assert pair["mode"] == "full"  # fast falls back to a full comparison of the failing pair
+    x = np.array([-1.5, 0.25, 2.0])
+    true = 2 * softplus(x) * sigmoid(x)  # d/dx sum(softplus(x)^2)
+    buggy = true * (1 + 1e-3 * x)
+    worst = pair["worst"]
+    assert worst["input_index"] == [2] and worst["output_index"] == []
+    assert worst["numeric"] == pytest.approx(true[2], rel=1e-9)
+    assert worst["analytic"] == pytest.approx(buggy[2], rel=1e-12)
+    assert pair["n_failing"] == 3
+    assert pair["max_abs_error"] == pytest.approx(np.max(np.abs(buggy - true)), rel=1e-6)
+
+
+def test_failure_report_text_names_the_element():
+    run = gradcli("check", sample("buggy_custom_gradient.py"))
+    assert run.exit_code == 1, run
+    assert "FAIL x -> output: mismatch" in run.stdout
+    assert "output / x[2]: analytic 3.754277522, numeric 3.746783954" in run.stdout
+    assert "0 of 1 models passed" in run.stdout
+
+
+@pytest.mark.parametrize("mode", ["full", "fast"])
+def test_relative_error_of_1e5_fails_in_float64(mode):
+    run = gradcli("check", fixture("off_by_1e5.py"), "--mode", mode, "--json")
+    assert run.exit_code == 1, run
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "mismatch"
+    assert pair["max_rel_error"] == pytest.approx(1e-5, rel=1e-3)
+
+
+@pytest.mark.parametrize("mode", ["full", "fast"])
+def test_errors_that_cancel_across_outputs_are_caught(mode):
+    run = gradcli("check", fixture("cancelling_outputs.py"), "--mode", mode, "--json")
+    assert run.exit_code == 1, run
+    pairs = only_pairs(run)
+    for output, bias in (("a", 0.1), ("b", -0.1)):
+        pair = pairs[("x", output)]
+        assert pair["verdict"] == "mismatch"
+        assert pair["worst"]["analytic"] - pair["worst"]["numeric"] == pytest.approx(bias, abs=1e-8)
+
+
+def test_fast_mode_reverse_failure_is_named():
+    run = gradcli("check", fixture("off_by_1e5.py"), "--mode", "fast", "--probes", "2", "--json")
+    pair = only_pairs(run)[("x", "output")]
+    assert "fast check failed" in " ".join(pair["warnings"])
+
+
+# -- other verdicts available without diagnosis ----------------------------------------
+
+
+def test_sign_loss_is_zero_with_warning():
+    run = gradcli("check", sample("sign_loss.py"), "--json")
+    assert run.exit_code == 0, run
+    pair = only_pairs(run)[("w", "output")]
+    assert pair["verdict"] == "zero" and not pair["failed"]
+    assert pair["warnings"]
+
+
+def test_float32_only_model_is_checked_in_float32_and_says_so():
+    run = gradcli("check", sample("fake_quant.py"), "--json", "--rtol", "1e-3")
+    model = run.json()["models"][0]
+    assert model["dtype"] == "float32"
+    assert any("does not run in float64" in n for n in model["notes"])
+
+
+def test_native_dtype_keeps_float32():
+    run = gradcli("check", sample("keras_mlp.py"), "--native-dtype", "--json")
+    model = run.json()["models"][0]
+    assert model["dtype"] == "float32"
+    assert model["tolerance"]["rtol"] == 1e-3
+
+
+def test_set_overrides_an_input_and_scalar_broadcasts():
+    # d/dx (x*x) at x = 3 everywhere: every diagonal element is 6.
+    run = gradcli("check", sample("square.py"), "--set", "x=3", "--json")
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "pass"
+    assert pair["worst"]["analytic"] in (0.0, 6.0)
+
+
+def test_folder_checks_every_model(tmp_path):
+    for name in ("square.py", "two_by_two.py"):
+        (tmp_path / name).write_text((__import__("pathlib").Path(sample(name))).read_text())
+    run = gradcli("check", tmp_path, "--json")
+    assert run.exit_code == 0, run
+    assert len(run.json()["models"]) == 2
+
+
+# -- exit codes and one-line messages --------------------------------------------------
+
+
+def one_line(run):
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, run
+    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    "model, message",
+    [
+        ("syntax_error.py", "syntax_error.py:3: syntax error: expected ':'"),
+        ("raises_on_import.py", "raises_on_import.py:4: RuntimeError while importing the model file: weights file missing"),
+        ("no_model.py", "no_model.py: defines no `model`"),
+        ("not_callable.py", "not_callable.py: `model` is a int, not a callable or Keras model"),
+        ("no_inputs.py", "no_inputs.py: defines no `inputs`"),
+        ("forward_raises.py", "forward_raises.py:5: forward pass raised InvalidArgumentError"),
+        ("nan_output.py", "nan_output.py: output 'output' is nan at element [1] at the given point"),
+        ("integer_inputs.py", "integer_inputs.py: nothing floating to differentiate (inputs: n (int64), k (int64))"),
+    ],
+)
+def test_model_problems_exit_3_with_one_line(model, message):
+    run = gradcli("check", fixture(model))
+    assert run.exit_code == 3, run
+    line = one_line(run)
+    assert line.startswith("Error: ") and message in line
+
+
+def test_missing_entry_name_exits_3():
+    run = gradcli("check", sample("square.py") + ":nonesuch")
+    assert run.exit_code == 3, run
+    assert "no name 'nonesuch' (callables defined: model)" in one_line(run)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--mode", "wavy"], "Invalid value for '--mode': 'wavy' is not one of 'auto', 'full', 'fast'."),
+        (["--set", "y=1"], "unknown input for --set 'y' (known: x)"),
+        (["--set", "x=[1, 2, 3]"], "--set x has shape [3], expected [2] (or a scalar)"),
+        (["--set", "x=abc"], "--set x: 'abc' is not a number, a JSON array or @FILE.npy / @FILE.npz:KEY"),
+        (["--set", "x"], "--set takes NAME=VALUE, got 'x'"),
+        (["--set", "x=@missing.npy"], "--set x: no such file 'missing.npy'"),
+        (["--wrt", "z"], "--wrt: unknown input 'z' (known: x)"),
+        (["--rtol", "-1"], "Invalid value for --rtol: must be >= 0, got -1.0 (see 'gradcli check --help')"),
+        (["--probes", "0"], "Invalid value for '--probes'"),
+    ],
+)
+def test_usage_errors_exit_2_with_one_line(args, message):
+    run = gradcli("check", sample("square.py"), *args)
+    assert run.exit_code == 2, run
+    assert message in one_line(run)
+
+
+def test_integer_wrt_is_a_usage_error():
+    run = gradcli("check", fixture("integer_inputs.py"), "--wrt", "n")
+    assert run.exit_code == 2, run
+    assert "--wrt: input 'n' is int64; only floating-point inputs can be differentiated" in one_line(run)
+
+
+def test_nan_at_the_point_exits_3():
+    run = gradcli("check", sample("square.py"), "--set", "x=[1, NaN]")
+    assert run.exit_code == 3, run
+    assert "input 'x' is nan at element [1]; gradients need a finite point" in one_line(run)
+
+
+def test_missing_model_file_exits_2():
+    run = gradcli("check", "no/such/model.py")
+    assert run.exit_code == 2, run
+    assert one_line(run) == "Error: no such model file: no/such/model.py"
+
+
+def test_npz_values(tmp_path):
+    np.savez(tmp_path / "point.npz", x=np.array([0.5, -2.0]), y=np.ones(3))
+    run = gradcli("check", sample("square.py"), "--set", f"x=@{tmp_path / 'point.npz'}:x", "--json")
+    assert run.exit_code == 0, run
+    run = gradcli("check", sample("square.py"), "--set", f"x=@{tmp_path / 'point.npz'}")
+    assert run.exit_code == 2
+    assert "holds 2 arrays; name one" in one_line(run)
