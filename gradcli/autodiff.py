@@ -105,13 +105,19 @@ def _reverse(function, values, wrt, outputs):
         result = function(values)
     blocks, passes = {}, 0
     for o in outputs:
-        jac = tape.jacobian(
-            result[o],
-            [values[n] for n in wrt],
-            unconnected_gradients=tf.UnconnectedGradients.NONE,
-            experimental_use_pfor=True,
-        )
-        passes += int(np.prod(result[o].shape, dtype=np.int64))
+        size = int(np.prod(result[o].shape, dtype=np.int64))
+        sources = [values[n] for n in wrt]
+        if size == 1:  # one pass: a plain gradient, no pfor trace to pay for
+            jac = tape.gradient(result[o], sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
+            jac = [None if j is None else tf.reshape(j, result[o].shape + j.shape) for j in jac]
+        else:
+            jac = tape.jacobian(
+                result[o],
+                sources,
+                unconnected_gradients=tf.UnconnectedGradients.NONE,
+                experimental_use_pfor=True,
+            )
+        passes += size
         for n, j in zip(wrt, jac):
             blocks[(o, n)] = _numpy(j)
     return blocks, passes

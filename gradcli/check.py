@@ -35,6 +35,10 @@ MODES = ("auto", "full", "fast")
 #: auto switches to fast above this many differentiated elements: a full check
 #: then costs over 4 * FULL_LIMIT evaluations, a fast one about 4 * probes.
 FULL_LIMIT = 5000
+#: Up to this many differentiated elements (and always in fast mode) one traced
+#: batch function perturbs every input at once: tracing costs more than the
+#: larger batched copies. Beyond it each input is differenced on its own.
+JOINT_LIMIT = 2048
 
 
 @dataclass
@@ -99,7 +103,10 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.notes.append(f"outputs {', '.join(skipped)} are not floating-point: not checked")
     if not outputs:
         raise GradcliError(f"{model.name}: no floating-point output to differentiate")
-    fd = FiniteDifferences(model.function, model.point, outputs, jit_compile=options.jit_compile)
+    fd = FiniteDifferences(
+        model.function, model.point, outputs, wrt=list(model.wrt),
+        joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+    )
     checker = _FullCheck if mode == "full" else _FastCheck
     result.pairs = checker(model, outputs, fd, tol, options).run()
     if fd.eager:
