@@ -178,18 +178,19 @@ class _FastCheck(_FullCheck):
             ]
             for o, v in cotangents.items()
         }
+        tangents = {
+            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
+            for n in model.wrt
+        }
+        forward = self.forward_projections(tangents)
         pairs = []
         for name in model.wrt:
-            x = model.point[name]
-            tangents = rng.standard_normal((probes,) + x.shape).astype(x.dtype)
-            numeric = self.fd.along(name, tangents)
-            forward = [
-                autodiff.jvp(model.function, model.point, {name: tangents[p]})
-                for p in range(probes)
-            ]
+            numeric = self.fd.along(name, tangents[name])
             failed_outputs = []
             for o in self.outputs:
-                pair = self.project(name, o, tangents, cotangents[o], reverse[o], forward, numeric)
+                pair = self.project(
+                    name, o, tangents[name], cotangents[o], reverse[o], forward[name][o], numeric
+                )
                 if pair.failed and pair.reverse_failed:
                     failed_outputs.append(o)
                 pairs.append(pair)
@@ -197,7 +198,24 @@ class _FastCheck(_FullCheck):
                 pairs = self.replace_with_full(pairs, name, failed_outputs)
         return pairs
 
+    def forward_projections(self, tangents) -> dict:
+        """J u for every (input, probe) in one vectorised forward-mode call: row
+        (input i, probe p) carries u_ip on input i and zeros on the others."""
+        wrt, probes = self.model.wrt, self.options.probes
+        batch = {
+            n: np.concatenate(
+                [tangents[n] if m == n else np.zeros_like(tangents[n]) for m in wrt]
+            )
+            for n in wrt
+        }
+        jvps = autodiff.batched_jvp(self.model.function, self.model.point, batch, self.outputs)
+        return {
+            n: {o: jvps[o][i * probes : (i + 1) * probes] for o in self.outputs}
+            for i, n in enumerate(wrt)
+        }
+
     def project(self, name, o, tangents, cotangents, reverse, forward, numeric) -> PairResult:
+        """One pair's probes; ``forward`` holds J u per probe for output ``o``."""
         probes = len(tangents)
         flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
         u, v = flat(tangents), flat(cotangents)
@@ -205,7 +223,7 @@ class _FastCheck(_FullCheck):
         disconnected = any(g is None for g in grads)
         jtv = np.zeros_like(u) if disconnected else flat(grads)
         ju_numeric = flat(numeric.values[o])
-        ju_forward = flat([f[o] for f in forward])
+        ju_forward = flat(forward)
         scale = np.maximum(
             np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
             np.linalg.norm(u, axis=1) * np.linalg.norm(jtv, axis=1),
