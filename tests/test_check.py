@@ -247,3 +247,61 @@ def test_npz_values(tmp_path):
     run = gradcli("check", sample("square.py"), "--set", f"x=@{tmp_path / 'point.npz'}")
     assert run.exit_code == 2
     assert "holds 2 arrays; name one" in one_line(run)
+
+
+def test_untraceable_model_runs_point_by_point_and_says_so():
+    run = gradcli("check", fixture("untraceable.py"), "--json")
+    assert run.exit_code == 0, run
+    model = run.json()["models"][0]
+    assert any("one point at a time" in note for note in model["notes"])
+    assert model["pairs"][0]["worst"]["numeric"] == pytest.approx(2 * np.cos(0.7), rel=1e-9) or \
+        model["pairs"][0]["worst"]["numeric"] == pytest.approx(2 * np.cos(0.1), rel=1e-9)
+
+
+def test_xla_compiled_differences_agree():
+    run = gradcli("check", sample("tanh_net.py"), "--xla", "--json")
+    assert run.exit_code == 0, run
+    assert all(p["max_abs_error"] <= 1e-8 for p in only_pairs(run).values())
+
+
+def test_float32_round_off_is_inconclusive_not_pass():
+    # f = sum(1e4 + 1e-3 x) in float32: the round-off of f (about 6e4 * 1.2e-7 / h)
+    # is far above the derivative 1e-3, so no verdict can be drawn from differences.
+    run = gradcli("check", fixture("float32_swamped.py"), "--native-dtype", "--json")
+    assert run.exit_code == 1, run
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "inconclusive" and pair["failed"]
+    assert "check in float64" in pair["explanation"]
+    # In float64 the same model is resolved and passes: d/dx = 1e-3 exactly.
+    run = gradcli("check", fixture("float32_swamped.py"), "--json")
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "pass", run
+    assert pair["worst"]["analytic"] == pytest.approx(1e-3, rel=1e-6)
+
+
+JSON_PAIR_KEYS = {
+    "input", "output", "verdict", "failed", "mode", "max_abs_error", "max_rel_error", "fd_error",
+    "compared", "worst", "failing", "n_failing", "explanation", "warnings", "reverse_failed",
+}
+
+
+def test_json_schema_is_pinned():
+    document = gradcli("check", sample("buggy_custom_gradient.py"), "--json").json()
+    assert set(document) == {"schema", "ok", "exit_code", "models"}
+    assert document["schema"] == 1 and document["ok"] is False and document["exit_code"] == 1
+    model = document["models"][0]
+    assert {"name", "path", "ok", "dtype", "mode", "tolerance", "pairs", "notes", "seconds",
+            "evaluations", "error", "error_code"} <= set(model)
+    assert set(model["tolerance"]) == {"rtol", "atol", "rule"}
+    pair = model["pairs"][0]
+    assert JSON_PAIR_KEYS <= set(pair)
+    assert set(pair["worst"]) == {"output_index", "input_index", "analytic", "numeric",
+                                  "abs_error", "rel_error", "fd_error"}
+
+
+def test_json_for_a_model_that_does_not_load():
+    run = gradcli("check", fixture("syntax_error.py"), "--json")
+    assert run.exit_code == 3
+    model = run.json()["models"][0]
+    assert model["error"].endswith("syntax error: expected ':'") and model["error_code"] == 3
+    assert model["pairs"] == []

@@ -6,6 +6,7 @@ import os
 import sys
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -59,8 +60,8 @@ def render_model(model: ModelResult, out: Console) -> None:
         out.print(Text(f"{model.name}: error: {model.error}", style="bold red"))
         return
     table = Table(
-        title=f"{model.name}  [{model.mode}, {model.dtype}, rtol={model.tolerance.rtol:g}, "
-        f"atol={model.tolerance.atol:g}]",
+        title=escape(f"{model.name}  [{model.mode}, {model.dtype}, rtol={model.tolerance.rtol:g}, "
+        f"atol={model.tolerance.atol:g}]"),
         title_justify="left",
     )
     for column in ("input", "output", "verdict", "max abs err", "max rel err",
