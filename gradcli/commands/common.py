@@ -93,7 +93,7 @@ def configured_params(ctx: click.Context) -> tuple[dict, set[str]]:
         try:
             params[param.name] = param.type_cast_value(ctx, value)
         except (click.BadParameter, TypeError) as exc:
-            message = exc.format_message() if isinstance(exc, click.BadParameter) else str(exc)
+            message = exc.message if isinstance(exc, click.BadParameter) else str(exc)
             raise UsageError(f"{config.where(key, command)}: {message}") from None
     return params, given
 
