@@ -1,3 +1,4 @@
 from gradcli.cli import main
 
-main(prog_name="gradcli")
+if __name__ == "__main__":  # not when a worker process re-imports the main module
+    main(prog_name="gradcli")

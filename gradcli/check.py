@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcli import autodiff, compare
+from gradcli import autodiff, compare, config
 from gradcli.errors import GradcliError, UsageError
 from gradcli.finite_diff import FiniteDifferences
 from gradcli.modelfile import Model, is_floating, load_model
@@ -64,25 +64,81 @@ class CheckOptions:
             raise UsageError(f"--probes must be at least 1, got {self.probes}")
 
 
-def check_paths(specs: list[str], options: CheckOptions) -> CheckResult:
-    """Load and check every model; a model that fails to load becomes an error row."""
+def check_paths(
+    specs: list,
+    options: CheckOptions,
+    *,
+    fixed=(),
+    fail_fast: bool = False,
+    jobs: int = 1,
+    progress=None,
+) -> CheckResult:
+    """Load and check every model; a model that fails to load becomes an error row.
+
+    ``fixed`` names the option fields given explicitly (command line, API
+    keywords): a model file's ``check`` dict does not override them.
+    ``fail_fast`` stops at the first model that is not ok; the rest are listed
+    in ``CheckResult.skipped``. ``jobs > 1`` checks models in that many worker
+    processes (``gradcli.parallel``); results keep the order of ``specs``.
+    ``progress(done, total, label)``, if given, is called before the first
+    model and after each one (``label``: the model finished, or ``None``).
+    """
+    specs = list(specs)
+    if jobs > 1 and len(specs) > 1 and all(isinstance(s, str) for s in specs):
+        from gradcli.parallel import check_in_processes
+
+        outcomes = check_in_processes(specs, options, fixed, jobs)
+    else:
+        outcomes = (check_spec(spec, options, fixed) for spec in specs)
     results = []
-    for spec in specs:
-        started = time.perf_counter()
-        try:
-            model = load_model(
-                spec,
-                wrt=options.wrt,
-                overrides=options.overrides,
-                rng_seed=options.rng_seed,
-                float64=options.float64,
-            )
-            result = check_model(model, options)
-        except GradcliError as exc:
-            result = ModelResult(name=spec, path=spec, error=str(exc), error_code=exc.exit_code)
-        result.seconds = time.perf_counter() - started
-        results.append(result)
-    return CheckResult(models=results)
+    if progress is not None:
+        progress(0, len(specs), None)
+    try:
+        for result in outcomes:
+            results.append(result)
+            if progress is not None:
+                progress(len(results), len(specs), result.name)
+            if fail_fast and not result.ok:
+                break
+    finally:
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()  # stops worker processes still running after --fail-fast
+    return CheckResult(models=results, skipped=[_display(s) for s in specs[len(results):]])
+
+
+def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
+    """Check one model file (or module object), applying its own ``check`` dict
+    under the options in ``fixed`` (see ``gradcli.config``)."""
+    started = time.perf_counter()
+    try:
+        model = _load(spec, options)
+        own, applied = config.model_options(options, model.settings, fixed, model.name)
+        if (own.rng_seed, own.float64) != (options.rng_seed, options.float64):
+            model = _load(spec, own)  # these settings take effect while loading
+        result = check_model(model, own)
+        if applied:
+            settings = ", ".join(f"{k.replace('_', '-')}={v!r}" for k, v in applied.items())
+            result.notes.append(f"options from the model file's `check`: {settings}")
+    except GradcliError as exc:
+        name = _display(spec)
+        result = ModelResult(name=name, path=name, error=str(exc), error_code=exc.exit_code)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _load(spec, options: CheckOptions) -> Model:
+    return load_model(
+        spec,
+        wrt=options.wrt,
+        overrides=options.overrides,
+        rng_seed=options.rng_seed,
+        float64=options.float64,
+    )
+
+
+def _display(spec) -> str:
+    return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
 
 
 def check_model(model: Model, options: CheckOptions) -> ModelResult:

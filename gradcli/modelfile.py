@@ -127,14 +127,15 @@ def _rel(path: str) -> str:
 
 
 def load_model(
-    spec: str,
+    spec: str | ModuleType,
     *,
     wrt: list[str] | None = None,
     overrides: dict[str, np.ndarray] | None = None,
     rng_seed: int = 0,
     float64: bool = True,
 ) -> Model:
-    """Load a model file (``FILE.py`` or ``FILE.py:NAME``) at its point.
+    """Load a model file (``FILE.py`` or ``FILE.py:NAME``), or a module
+    object holding the same names, at its point.
 
     ``overrides`` replace input values (``--set``); ``rng_seed`` seeds numpy,
     TensorFlow and Keras before the file is imported and is passed to a callable
@@ -143,8 +144,11 @@ def load_model(
     float64 it runs in its own dtype and a note says so.
     """
     seed_everything(rng_seed)
-    path, entry = split_spec(spec)
-    module = import_model_file(path)
+    if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
+        module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
+    else:
+        path, entry = split_spec(spec)
+        module = import_model_file(path)
     name = entry or "model"
     if not hasattr(module, name):
         defined = sorted(

@@ -89,6 +89,7 @@ class ModelResult:
 @dataclass
 class CheckResult:
     models: list[ModelResult]
+    skipped: list[str] = field(default_factory=list)  # not run: --fail-fast stopped the run
 
     @property
     def ok(self) -> bool:

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
-from gradcli.commands.common import emit_json, expand_models, start_tensorflow, text_console
+from gradcli.commands.common import (
+    configured_params,
+    emit_json,
+    expand_models,
+    start_tensorflow,
+    text_console,
+)
 
 
 @click.command()
-@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@click.argument("models", nargs=-1, metavar="[MODEL]...")
 @click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input; Keras: every trainable weight.")
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
 @click.option("--rtol", type=float, default=None, help="Relative tolerance [default: 1e-6 in float64, 1e-3 in float32].")
@@ -19,37 +27,62 @@ from gradcli.commands.common import emit_json, expand_models, start_tensorflow, 
 @click.option("--native-dtype", is_flag=True, help="Check in the model's own dtype instead of promoting to float64.")
 @click.option("--xla", is_flag=True, help="Compile the finite-difference batches with XLA.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema in the README).")
-def check(models, wrt, mode, rtol, atol, probes, overrides, rng_seed, native_dtype, xla, as_json):
+@click.option("--junit-xml", type=click.Path(dir_okay=False), metavar="PATH", help="Also write a JUnit XML report (one testcase per model, input and output).")
+@click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
+@click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
+def check(**_):
     """Compare analytic gradients with finite differences.
 
-    MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them.
-    Exit 0 if every check passes, 1 if one fails, 2 on bad usage, 3 if a model
-    could not be loaded, run or checked.
+    MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them;
+    without MODEL, the `paths` of [tool.gradcli] in pyproject.toml. Options
+    default to [tool.gradcli] values, then to a model file's `check` dict; the
+    command line wins. Exit 0 if every check passes, 1 if one fails, 2 on bad
+    usage, 3 if a model could not be loaded, run or checked.
     """
+    from gradcli.config import option_fields, options_from_params
     from gradcli.values import parse_assignments, parse_names
 
-    specs = expand_models(models)
-    values = parse_assignments(overrides, "--set")
-    wrt_names = parse_names(wrt)
-    for name, value in (("--rtol", rtol), ("--atol", atol)):
-        if value is not None and not value >= 0:
-            raise click.BadParameter(f"must be >= 0, got {value}", param_hint=name)
+    p, given = configured_params(click.get_current_context())
+    if not p["models"]:
+        raise click.UsageError(
+            "no MODEL given and no `paths` in [tool.gradcli] of a pyproject.toml"
+        )
+    specs = expand_models(p["models"])
+    values = parse_assignments(p["overrides"], "--set")
+    wrt_names = parse_names(p["wrt"])
+    for name in ("rtol", "atol"):
+        if p[name] is not None and not p[name] >= 0:
+            raise click.BadParameter(f"must be >= 0, got {p[name]}", param_hint=f"--{name}")
+    junit = p["junit_xml"]
+    if junit and not os.path.isdir(os.path.dirname(os.path.abspath(junit))):
+        raise click.BadParameter(f"folder of {junit} does not exist", param_hint="--junit-xml")
     start_tensorflow()
     from gradcli.check import CheckOptions, check_paths
 
-    options = CheckOptions(
-        mode=mode, rtol=rtol, atol=atol, probes=probes, rng_seed=rng_seed,
-        wrt=wrt_names, overrides=values, float64=not native_dtype, jit_compile=xla,
-    )
-    result = check_paths(specs, options)
-    if as_json:
+    options = options_from_params(CheckOptions, {**p, "wrt": wrt_names, "overrides": values})
+    from gradcli.render.progress import progress_callback
+
+    with progress_callback(enabled=not (p["as_json"] or p["quiet"]), total=len(specs)) as progress:
+        result = check_paths(
+            specs, options, fixed=option_fields(given), fail_fast=p["fail_fast"],
+            jobs=p["jobs"], progress=progress,
+        )
+    if junit:
+        from gradcli.render.junit import write_check
+
+        try:
+            write_check(result, junit)
+        except OSError as exc:
+            raise click.BadParameter(f"cannot write {junit}: {exc.strerror}", param_hint="--junit-xml")
+    if p["as_json"]:
         from gradcli.render.json import check_document
 
         emit_json(check_document(result))
     else:
         from gradcli.render.text import render_check
 
-        render_check(result, text_console())
+        render_check(result, text_console(), quiet=p["quiet"])
     for model in result.models:
         if model.error is not None:
             click.echo(f"Error: {model.error}", err=True)

@@ -47,12 +47,53 @@ def label(name: str, index: list[int]) -> str:
     return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
-def render_check(result: CheckResult, out: Console) -> None:
+def render_check(result: CheckResult, out: Console, quiet: bool = False) -> None:
+    """Each model's report (with ``quiet``, only those not ok), then for a batch
+    a summary table, then one line with the count."""
     for model in result.models:
-        render_model(model, out)
+        if not (quiet and model.ok):
+            render_model(model, out)
+    if len(result.models) + len(result.skipped) > 1:
+        render_summary(result, out)
     failed = [m for m in result.models if not m.ok]
     summary = f"{len(result.models) - len(failed)} of {len(result.models)} models passed"
+    if result.skipped:
+        summary += f", {len(result.skipped)} not run (--fail-fast)"
     out.print(Text(summary, style="green" if not failed else "bold red"))
+
+
+def model_verdict(model: ModelResult) -> str:
+    """``pass``, ``error``, or ``fail`` with the failing verdicts."""
+    if model.error is not None:
+        return "error"
+    failing = sorted({p.verdict for p in model.pairs if p.failed})
+    return f"fail ({', '.join(failing)})" if failing else "pass"
+
+
+def render_summary(result: CheckResult, out: Console) -> None:
+    table = Table(title="summary", title_justify="left")
+    for column in ("model", "inputs checked", "pairs", "verdict", "time"):
+        table.add_column(column, justify="right" if column in ("inputs checked", "pairs", "time") else "left")
+    for model in result.models:
+        verdict = model_verdict(model)
+        style = "green" if verdict == "pass" else "bold red"
+        inputs = len(dict.fromkeys(p.input for p in model.pairs))
+        table.add_row(model.name, str(inputs), str(len(model.pairs)), Text(verdict, style=style),
+                      f"{model.seconds:.2f} s")
+    for name in result.skipped:
+        table.add_row(name, "-", "-", Text("not run", style="yellow"), "-")
+    out.print(table)
+
+
+def plain_text(render, width: int = 120) -> str:
+    """What ``render(console)`` prints, as plain text (no colour, whatever the
+    environment says): for JUnit reports and assertion messages."""
+    import io
+
+    buffer = io.StringIO()
+    render(Console(file=buffer, width=width, color_system=None, force_terminal=False,
+                   highlight=False, soft_wrap=True))
+    return buffer.getvalue().rstrip("\n")
 
 
 def render_model(model: ModelResult, out: Console) -> None:

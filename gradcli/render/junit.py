@@ -1,0 +1,102 @@
+"""JUnit XML (``--junit-xml``) in the shape pytest and Jenkins write.
+
+    <testsuites tests= failures= errors= skipped= time=>
+      <testsuite name="gradcli check" tests= failures= errors= skipped= time= timestamp=>
+        <testcase classname="<model file>" name="<input>[/<output>]" time=>
+          <failure message="<verdict>: <explanation>" type="<verdict>">report</failure>
+        </testcase>
+
+One testcase per checked (input, output) pair, named by the input alone when
+the model has a single output. A model that could not be loaded, run or
+checked is one testcase named ``load`` with an ``<error>``; a model that
+``--fail-fast`` did not run is one testcase with ``<skipped>``. A model's
+time is shared equally by its testcases, so the suite's time is the run's.
+Reads result objects only.
+"""
+
+from __future__ import annotations
+
+import datetime
+import io
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from gradcli.results import CheckResult
+
+
+@dataclass
+class Case:
+    """One testcase; ``outcome`` is None (passed), "failure", "error" or "skipped"."""
+
+    classname: str
+    name: str
+    time: float = 0.0
+    outcome: str | None = None
+    message: str = ""
+    kind: str = ""
+    text: str = ""
+    output: str = ""  # warnings, for <system-out>
+
+
+def check_cases(result: CheckResult) -> list[Case]:
+    from gradcli.render.text import plain_text, render_failure
+
+    cases = []
+    for model in result.models:
+        if model.error is not None:
+            cases.append(Case(model.name, "load", model.seconds, "error", model.error,
+                              f"exit code {model.error_code}", model.error))
+            continue
+        outputs = {p.output for p in model.pairs}
+        share = model.seconds / max(1, len(model.pairs))
+        for pair in model.pairs:
+            name = pair.input if len(outputs) == 1 else f"{pair.input}/{pair.output}"
+            case = Case(model.name, name, share,
+                        output="\n".join(f"warning: {w}" for w in pair.warnings))
+            if pair.failed:
+                case.outcome, case.kind = "failure", pair.verdict
+                case.message = f"{pair.verdict}: {pair.explanation}"
+                case.text = plain_text(lambda out, pair=pair: render_failure(pair, out))
+            cases.append(case)
+    for name in result.skipped:
+        cases.append(Case(name, "load", 0.0, "skipped", "not run: --fail-fast stopped the run"))
+    return cases
+
+
+def document(cases: list[Case], suite: str) -> ET.ElementTree:
+    counts = {
+        "tests": str(len(cases)),
+        "failures": str(sum(c.outcome == "failure" for c in cases)),
+        "errors": str(sum(c.outcome == "error" for c in cases)),
+        "skipped": str(sum(c.outcome == "skipped" for c in cases)),
+        "time": f"{sum(c.time for c in cases):.3f}",
+    }
+    root = ET.Element("testsuites", counts)
+    testsuite = ET.SubElement(
+        root, "testsuite",
+        {"name": suite, **counts,
+         "timestamp": datetime.datetime.now().isoformat(timespec="seconds")},
+    )
+    for case in cases:
+        node = ET.SubElement(testsuite, "testcase",
+                             {"classname": case.classname, "name": case.name, "time": f"{case.time:.3f}"})
+        if case.outcome == "skipped":
+            ET.SubElement(node, "skipped", {"message": case.message})
+        elif case.outcome is not None:
+            child = ET.SubElement(node, case.outcome, {"message": case.message, "type": case.kind})
+            child.text = case.text
+        if case.output:
+            ET.SubElement(node, "system-out").text = case.output
+    ET.indent(root)
+    return ET.ElementTree(root)
+
+
+def write(cases: list[Case], path: str, suite: str) -> None:
+    buffer = io.BytesIO()
+    document(cases, suite).write(buffer, encoding="utf-8", xml_declaration=True)
+    with open(path, "wb") as f:
+        f.write(buffer.getvalue() + b"\n")
+
+
+def write_check(result: CheckResult, path: str) -> None:
+    write(check_cases(result), path, "gradcli check")

@@ -1,0 +1,335 @@
+"""CI and batch use: JUnit XML, configuration precedence, batch runs, the Python API.
+
+Truth for the verdicts below: the deliberately buggy sample's gradient is off
+by a relative 1e-3 * x, so at x = 2 the relative error is 0.002: it fails at
+rtol 1e-6 and passes at rtol 1e-2. Every other sample model is correct.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import gradcli
+from gradcli.render.progress import progress_callback, wanted
+from gradcli.testing import assert_gradients_ok
+from tests.conftest import ROOT, SAMPLES, fixture, gradcli as run_cli, sample
+
+BUGGY = "buggy_custom_gradient.py"
+#: Samples allowed to fail a check (README, "Sample models").
+MAY_FAIL = {BUGGY, "fake_quant.py"}
+
+
+# --- JUnit XML over every sample model ----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    report = tmp_path_factory.mktemp("junit") / "r.xml"
+    result = run_cli("check", SAMPLES, "--junit-xml", report)
+    return result, ET.parse(report).getroot()
+
+
+def test_junit_one_testcase_per_model_and_input(sample_run):
+    result, root = sample_run
+    assert result.exit_code == 1, result
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    cases = suite.findall("testcase")
+    names = {(os.path.basename(c.get("classname")), c.get("name")) for c in cases}
+    assert ("square.py", "x") in names
+    assert {("linear_regression.py", "W"), ("linear_regression.py", "b")} <= names
+    # two outputs: one testcase per (input, output), named input/output
+    assert {n for f, n in names if f == "two_by_two.py"} == {"a/u", "a/v", "b/u", "b/v"}
+    models = {os.path.basename(c.get("classname")) for c in cases}
+    assert models == {p.name for p in SAMPLES.glob("*.py") if not p.name.startswith("_")}
+    for node in (root, suite):
+        assert int(node.get("tests")) == len(cases)
+        assert int(node.get("failures")) == sum(c.find("failure") is not None for c in cases)
+        assert node.get("errors") == "0" and node.get("skipped") == "0"
+    assert float(suite.get("time")) == pytest.approx(sum(float(c.get("time")) for c in cases), abs=0.01)
+
+
+def test_junit_failure_carries_the_report(sample_run):
+    _, root = sample_run
+    failed = {
+        os.path.basename(c.get("classname")): c.find("failure")
+        for c in root.iter("testcase") if c.find("failure") is not None
+    }
+    assert BUGGY in failed and set(failed) <= MAY_FAIL
+    failure = failed[BUGGY]
+    assert failure.get("type") == "mismatch"
+    assert failure.get("message").startswith("mismatch: the analytic derivative disagrees")
+    assert "output / x[2]" in failure.text and "rel err 0.002" in failure.text
+
+
+def test_batch_summary_table(sample_run):
+    result, _ = sample_run
+    summary = result.stdout[result.stdout.index("summary"):]
+    for line in summary.splitlines():
+        if BUGGY in line:
+            assert "fail (mismatch)" in line
+        if "two_by_two.py" in line:  # 2 inputs, 4 (input, output) pairs
+            assert "│              2 │     4 │ pass" in line
+    assert "of 8 models passed" in summary
+
+
+def test_junit_error_and_fail_fast_skipped(tmp_path):
+    report = tmp_path / "r.xml"
+    result = run_cli("check", fixture("ci_import_error.py"), sample("square.py"), "--junit-xml", report)
+    assert result.exit_code == 3, result
+    cases = ET.parse(report).getroot().findall("testsuite/testcase")
+    error = cases[0].find("error")
+    assert cases[0].get("name") == "load" and "RuntimeError" in error.get("message")
+    assert cases[1].find("error") is None and cases[1].find("failure") is None
+    assert "ci_import_error.py:3: RuntimeError while importing" in result.stderr
+
+    result = run_cli("check", sample(BUGGY), sample("square.py"), "--fail-fast", "--junit-xml", report)
+    assert result.exit_code == 1, result
+    root = ET.parse(report).getroot()
+    assert root.get("skipped") == "1" and root.get("failures") == "1"
+    skipped = root.find("testsuite/testcase/skipped/..")
+    assert skipped.get("classname").endswith("square.py")
+    assert "not run" in result.stdout and "1 not run (--fail-fast)" in result.stdout
+
+
+def test_junit_folder_must_exist(tmp_path):
+    result = run_cli("check", sample("square.py"), "--junit-xml", tmp_path / "no" / "r.xml")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: Invalid value for --junit-xml: folder of")
+
+
+def test_quiet_reports_only_failures():
+    result = run_cli("check", sample("square.py"), sample(BUGGY), "--quiet")
+    assert result.exit_code == 1
+    assert "output[1] / x[1]" not in result.stdout  # square's table is left out
+    assert "FAIL x -> output: mismatch" in result.stdout
+    assert "1 of 2 models passed" in result.stdout
+    assert result.stderr == ""  # no progress bar: stderr is not a terminal
+
+
+# --- configuration ------------------------------------------------------------------
+
+BUGGY_SOURCE = (SAMPLES / BUGGY).read_text()
+
+
+def project(tmp_path, monkeypatch, pyproject: str, check: str | None = None):
+    """A project folder with a pyproject.toml and models/buggy.py (its `check` dict given)."""
+    (tmp_path / "pyproject.toml").write_text(textwrap.dedent(pyproject))
+    (tmp_path / "models").mkdir()
+    source = BUGGY_SOURCE + (f"\ncheck = {check}\n" if check else "")
+    (tmp_path / "models" / "buggy.py").write_text(source)
+    sub = tmp_path / "models"
+    monkeypatch.chdir(sub)  # the nearest pyproject.toml is found from a subfolder
+    return sub
+
+
+def only_model(result):
+    document = result.json()
+    assert len(document["models"]) == 1, result
+    return document["models"][0]
+
+
+def test_pyproject_defaults_and_paths(tmp_path, monkeypatch):
+    project(tmp_path, monkeypatch, """
+        [tool.gradcli]
+        paths = ["models"]
+        rtol = 1e-2
+        [tool.gradcli.check]
+        mode = "fast"
+    """)
+    result = run_cli("check", "--json")  # no MODEL: the configured paths
+    model = only_model(result)
+    assert result.exit_code == 0, result
+    assert model["name"].endswith("buggy.py")
+    assert model["tolerance"]["rtol"] == 1e-2 and model["mode"] == "fast"
+
+
+def test_model_file_beats_pyproject(tmp_path, monkeypatch):
+    project(tmp_path, monkeypatch, """
+        [tool.gradcli]
+        paths = ["models"]
+        rtol = 1e-2
+    """, check='{"rtol": 1e-6, "mode": "full"}')
+    result = run_cli("check", "--json")
+    model = only_model(result)
+    assert result.exit_code == 1, result
+    assert model["tolerance"]["rtol"] == 1e-6 and model["pairs"][0]["verdict"] == "mismatch"
+    assert "options from the model file's `check`: rtol=1e-06, mode='full'" in model["notes"]
+
+
+def test_command_line_beats_model_file(tmp_path, monkeypatch):
+    folder = project(tmp_path, monkeypatch, """
+        [tool.gradcli]
+        rtol = 1e-6
+    """, check='{"rtol": 1e-6}')
+    result = run_cli("check", folder / "buggy.py", "--rtol", "1e-2", "--json")
+    model = only_model(result)
+    assert result.exit_code == 0, result
+    assert model["tolerance"]["rtol"] == 1e-2
+    assert not any("model file" in n for n in model["notes"])
+
+
+def test_model_file_setting_applied_while_loading(tmp_path, monkeypatch):
+    (tmp_path / "m.py").write_text(textwrap.dedent("""
+        import numpy as np
+
+        def model(x):
+            return x * x
+
+        inputs = {"x": np.array([1.0, 2.0], np.float32)}
+        check = {"native-dtype": True}
+    """))
+    monkeypatch.chdir(tmp_path)
+    model = only_model(run_cli("check", "m.py", "--json"))
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == 1e-3
+
+
+@pytest.mark.parametrize("pyproject, message", [
+    ('[tool.gradcli]\nrtoll = 1', "pyproject.toml [tool.gradcli] rtoll: not an option of gradcli check (known: "),
+    ('[tool.gradcli]\nrtol = "small"', "pyproject.toml [tool.gradcli] rtol: 'small' is not a valid float."),
+    ('[tool.gradcli]\nmode = "slow"', "pyproject.toml [tool.gradcli] mode: 'slow' is not one of 'auto', 'full', 'fast'."),
+    ('[tool.gradcli]\nprobes = 0', "pyproject.toml [tool.gradcli] probes: 0 is not in the range x>=1."),
+    ('[tool.gradcli.chek]\nrtol = 1', "pyproject.toml [tool.gradcli] chek: unknown command table (commands: check"),
+    ('[tool.gradcli\nrtol = 1', "pyproject.toml: invalid TOML: "),
+])
+def test_bad_pyproject_is_one_line_exit_2(tmp_path, monkeypatch, pyproject, message):
+    (tmp_path / "pyproject.toml").write_text(pyproject)
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("check", sample("square.py"))
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith(f"Error: {message}"), result
+    assert result.stderr.count("\n") == 1 and result.stdout == ""
+
+
+def test_bad_model_check_dict_is_exit_2():
+    result = run_cli("check", fixture("ci_bad_check_key.py"))
+    assert result.exit_code == 2, result
+    assert "ci_bad_check_key.py: `check` key 'rtoll' is not an option (known: " in result.stderr
+
+
+def test_no_model_and_no_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = run_cli("check")
+    assert result.exit_code == 2
+    assert result.stderr.startswith("Error: no MODEL given and no `paths` in [tool.gradcli]")
+
+
+# --- the Python API -----------------------------------------------------------------
+
+
+def test_api_returns_the_result_objects():
+    result = gradcli.check(sample("square.py"), mode="full")
+    assert result.ok and result.exit_code == 0
+    (pair,) = result.models[0].pairs
+    # y = x*x at [1, 2]: the largest Jacobian element is dy1/dx1 = 2 * 2 = 4
+    assert pair.worst.analytic == pytest.approx(4.0) and pair.compared == 4
+    import gradcli.check as _  # noqa: F401 - the submodule must not hide the function
+
+    assert callable(gradcli.check)
+
+
+def test_api_options_beat_the_model_file(tmp_path):
+    path = tmp_path / "buggy.py"
+    path.write_text(BUGGY_SOURCE + '\ncheck = {"rtol": 1e-2}\n')
+    assert gradcli.check(str(path)).ok  # the file's rtol
+    assert not gradcli.check(str(path), rtol=1e-6).ok  # the call's rtol wins
+
+
+def test_api_unknown_option():
+    with pytest.raises(TypeError, match="unknown options rtoll"):
+        gradcli.check(sample("square.py"), rtoll=1)
+
+
+def test_assert_gradients_ok_on_a_callable():
+    import tensorflow as tf
+
+    result = assert_gradients_ok(lambda x: tf.sin(x) * x, inputs={"x": [0.3, -1.2]})
+    assert result.models[0].pairs[0].verdict == "pass"
+
+
+def test_assert_gradients_ok_message_is_the_report():
+    with pytest.raises(AssertionError) as info:
+        assert_gradients_ok(sample(BUGGY))
+    message = str(info.value)
+    assert "FAIL x -> output: mismatch" in message
+    assert "output / x[2]: analytic 3.754277522, numeric 3.746783954" in message
+    assert "\x1b[" not in message
+
+
+def test_sample_models_pass():
+    """The correct samples pass, checked the way a project's own test suite would."""
+    assert_gradients_ok([sample(n) for n in ("square.py", "two_by_two.py", "tanh_net.py")])
+
+
+def test_jobs_keeps_order_and_verdicts():
+    specs = [sample(BUGGY), sample("sign_loss.py")]
+    result = gradcli.check(specs, jobs=2)
+    assert [os.path.basename(m.name) for m in result.models] == [BUGGY, "sign_loss.py"]
+    assert [m.ok for m in result.models] == [False, True]
+    assert result.models[1].pairs[0].verdict == "zero"
+
+
+# --- progress, colour, start-up -----------------------------------------------------
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_only_on_a_terminal():
+    assert wanted(Terminal(), total=3)
+    assert not wanted(io.StringIO(), total=3)
+    assert not wanted(Terminal(), enabled=False, total=3)  # --json or --quiet
+    assert not wanted(Terminal(), total=1)
+    stream = Terminal()
+    with progress_callback(total=2, stream=stream) as progress:
+        progress(0, 2, None)
+        progress(1, 2, "square.py")
+    assert "checking" in stream.getvalue()
+    with progress_callback(total=2, stream=io.StringIO()) as progress:
+        assert progress is None
+
+
+def test_colour_follows_force_color_and_no_color():
+    green = "\x1b[32m"
+    assert green in run_cli("check", sample("square.py"), env={"FORCE_COLOR": "1"}).stdout
+    assert green not in run_cli("check", sample("square.py")).stdout
+    forced_off = run_cli("check", sample("square.py"), env={"FORCE_COLOR": "1", "NO_COLOR": "1"})
+    assert green not in forced_off.stdout
+
+
+def python(*args, code=None):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, *(["-c", code] if code else args)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+
+
+def test_version():
+    done = python("-m", "gradcli", "--version")
+    assert done.returncode == 0 and done.stdout == f"gradcli, version {gradcli.__version__}\n"
+
+
+def test_help_imports_no_heavy_module():
+    done = python(code=textwrap.dedent("""
+        import sys, time
+        started = time.perf_counter()
+        from gradcli.cli import cli
+        code = cli.main(["--help"], standalone_mode=False)
+        seconds = time.perf_counter() - started
+        heavy = sorted(m for m in ("tensorflow", "keras", "numpy", "rich") if m in sys.modules)
+        print(heavy, seconds, file=sys.stderr)
+    """))
+    heavy, seconds = done.stderr.rsplit(" ", 1)
+    assert heavy == "[]", done.stderr
+    assert "Usage: gradcli" in done.stdout and "check" in done.stdout
+    assert float(seconds) < 0.3  # import and help text, without the interpreter's own start-up
