@@ -46,4 +46,7 @@ def test_unknown_command_exits_2_with_one_line():
 def test_check_without_model_is_usage_error():
     run = gradcli("check")
     assert run.exit_code == 2
-    assert "Missing argument 'MODEL...'" in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "Error: no MODEL given and no `paths` in [tool.gradcli] of a pyproject.toml "
+        "(see 'gradcli check --help')"
+    ]
