@@ -49,7 +49,12 @@ def save_plot(result: HessianResult, path: str) -> None:
         left.set_xlabel("index (ascending)")
     left.axhline(0.0, color="grey", lw=0.8)
     left.axhspan(-spectrum.zero_tol, spectrum.zero_tol, color="grey", alpha=0.2)
-    left.set_yscale("symlog", linthresh=max(spectrum.zero_tol, 1e-12 * max(1.0, abs(values).max())))
+    # Linear within half the smallest nonzero |lambda|, logarithmic beyond: decades
+    # start where the eigenvalues do instead of at round-off level.
+    nonzero = np.abs(values)[np.abs(values) > spectrum.zero_tol]
+    top = float(np.abs(values).max(initial=1.0))
+    linthresh = max(0.5 * float(nonzero.min()) if nonzero.size else top, 1e-6 * top, 1e-300)
+    left.set_yscale("symlog", linthresh=linthresh)
     left.set_ylabel("eigenvalue")
     left.set_title(f"Hessian spectrum: {spectrum.verdict}")
     cut = result.slice
