@@ -43,6 +43,11 @@ EXPECTATIONS = ("convex", "concave")
 DENSE_LIMIT = 2000
 #: Lanczos stops when every wanted Ritz value has residual <= tol * max|theta|.
 LANCZOS_TOL = 1e-8
+#: Hessian-vector products for Lanczos and Hutchinson: reverse-over-reverse, the
+#: faster route in TensorFlow as measured by bench/hessian_speed.py (its
+#: ForwardAccumulator-over-tape graph costs about 3x more on a 200k model).
+#: Dense Hessians use forward-over-reverse; check --order 2 compares both.
+ITERATIVE_HVP = "reverse"
 #: Rademacher probes for Hutchinson's trace estimate.
 TRACE_PROBES = 32
 
@@ -391,7 +396,7 @@ def _normalise(v: np.ndarray) -> np.ndarray:
 def lanczos_spectrum(objective: Objective, theta, top: int, tol: float, rng, zero_tol=None):
     """Extreme eigenvalues by Lanczos -> (Spectrum, lowest eigenvector)."""
     result = lanczos_extremes(
-        lambda v: objective.hvp(theta, v), objective.n, top, objective.dtype, rng, tol
+        lambda v: objective.hvp(theta, v, ITERATIVE_HVP), objective.n, top, objective.dtype, rng, tol
     )
     values = result.values
     eps = np.finfo(objective.dtype).eps
@@ -425,7 +430,7 @@ def hutchinson_trace(objective: Objective, theta, probes: int, rng) -> Trace:
     """tr(H) ~ mean of z^T H z over Rademacher z (unbiased; variance 2 sum_{i!=j} H_ij^2
     per probe); the standard error is the sample standard deviation / sqrt(probes)."""
     z = rng.choice(np.array([-1.0, 1.0], objective.dtype), size=(probes, objective.n))
-    samples = np.einsum("kn,kn->k", z, objective.hvps(theta, z))
+    samples = np.einsum("kn,kn->k", z, objective.hvps(theta, z, ITERATIVE_HVP))
     return Trace(
         estimate=float(samples.mean()),
         stderr=float(samples.std(ddof=1) / np.sqrt(probes)),
