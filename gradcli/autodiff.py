@@ -166,3 +166,33 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
 def _jvp_or_zero(acc, y):
     t = acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return tf.cast(t, y.dtype)
+
+
+# -- second derivatives of a scalar function (traceable: tensors in, tensors out) --
+
+
+def gradient_of(scalar: Callable, x):
+    """Gradient of ``scalar(x)`` (a scalar tensor) at the tensor ``x``; zeros
+    where ``x`` does not reach it."""
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = scalar(x)
+    return tape.gradient(y, x, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+
+def hvp_forward_over_reverse(scalar: Callable, x, v):
+    """H v as the forward-mode derivative (along ``v``) of the reverse-mode
+    gradient: one gradient's cost plus a constant factor, no Hessian built."""
+    with tf.autodiff.ForwardAccumulator(x, v) as acc:
+        g = gradient_of(scalar, x)
+    return acc.jvp(g, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+
+def hvp_reverse_over_reverse(scalar: Callable, x, v):
+    """H v as the gradient of <grad f(x), v> (Pearlmutter's reverse-over-reverse);
+    an independent route through TensorFlow's gradient code, used to cross-check."""
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        g = gradient_of(scalar, x)
+        gv = tf.reduce_sum(g * tf.stop_gradient(v))
+    return tape.gradient(gv, x, unconnected_gradients=tf.UnconnectedGradients.ZERO)

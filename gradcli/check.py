@@ -52,6 +52,7 @@ class CheckOptions:
     overrides: dict = field(default_factory=dict)
     float64: bool = True
     jit_compile: bool = False
+    order: int = 1  # 2: also check second derivatives (gradcli.second_order)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -62,6 +63,8 @@ class CheckOptions:
                 raise UsageError(f"--{name} must be a finite number >= 0, got {value}")
         if self.probes < 1:
             raise UsageError(f"--probes must be at least 1, got {self.probes}")
+        if self.order not in (1, 2):
+            raise UsageError(f"--order must be 1 or 2, got {self.order}")
 
 
 def check_paths(
@@ -171,6 +174,13 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
             "differences ran one point at a time"
         )
     result.evaluations = fd.evaluations
+    if options.order == 2:
+        from gradcli.second_order import check_second_order
+
+        pairs, evaluations, notes = check_second_order(model, outputs, tol, mode, options)
+        result.pairs += pairs
+        result.evaluations += evaluations
+        result.notes += notes
     result.seconds = time.perf_counter() - started
     return result
 

@@ -1,0 +1,613 @@
+"""Hessians and convexity: eigenvalues of the Hessian at a point and over a region.
+
+The function is a model's scalar f(theta) (``gradcli.objective``): theta is the
+differentiated inputs flattened together.
+
+* Small problems (n <= ``DENSE_LIMIT``): the dense Hessian, column by column as
+  forward-over-reverse Hessian-vector products H e_j; its symmetry error; all
+  eigenvalues of its symmetric part; a finite-difference check of it (the
+  gradient differenced by ``FiniteDifferences``, see ``gradcli.second_order``).
+* Large problems: the Hessian is never built. The ``top`` smallest and largest
+  eigenvalues come from thick-restart Lanczos on Hessian-vector products with a
+  basis of at most ``basis`` vectors (memory O(basis * n), basis ~ 4 top + 20);
+  the trace from Hutchinson's estimator with its standard error.
+* ``samples`` points drawn around the point: the sign of the extreme eigenvalues
+  at each, and the worst point as a witness.
+
+Verdict rule (``classify``): an eigenvalue within ``zero_tol`` of 0 counts as
+zero. ``zero_tol`` = n * eps * max|lambda| (the round-off a backward-stable
+symmetric eigensolver and the n-term sums of an HVP make, numpy's matrix_rank
+rule) plus the computed Hessian's own error: for the dense Hessian its measured
+asymmetry ||H - H^T||_F / 2 (exact Hessians are symmetric, so the asymmetric
+part is error made visible); for Lanczos the largest residual norm of the
+extreme Ritz values (an eigenvalue lies within its residual of each Ritz value).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradcli import compare
+from gradcli.errors import ModelError, UsageError
+from gradcli.modelfile import Model, load_model
+from gradcli.objective import Block, Objective, choose_cotangents
+from gradcli.results import PairResult, Tolerance
+
+METHODS = ("auto", "dense", "lanczos")
+EXPECTATIONS = ("convex", "concave")
+#: auto uses the dense Hessian up to this many parameters: n HVPs and an
+#: O(n^3) eigendecomposition stay within seconds; beyond it Lanczos.
+DENSE_LIMIT = 2000
+#: Lanczos stops when every wanted Ritz value has residual <= tol * max|theta|.
+LANCZOS_TOL = 1e-8
+#: Hessian-vector products for Lanczos and Hutchinson: reverse-over-reverse, the
+#: faster route in TensorFlow as measured by bench/hessian_speed.py (its
+#: ForwardAccumulator-over-tape graph costs about 3x more on a 200k model).
+#: Dense Hessians use forward-over-reverse; check --order 2 compares both.
+ITERATIVE_HVP = "reverse"
+#: Rademacher probes for Hutchinson's trace estimate.
+TRACE_PROBES = 32
+
+POSITIVE_DEFINITE = "positive definite"
+POSITIVE_SEMIDEFINITE = "positive semidefinite"
+NEGATIVE_DEFINITE = "negative definite"
+NEGATIVE_SEMIDEFINITE = "negative semidefinite"
+INDEFINITE = "indefinite"
+ZERO = "zero"
+CONVEX_VERDICTS = (POSITIVE_DEFINITE, POSITIVE_SEMIDEFINITE, ZERO)
+CONCAVE_VERDICTS = (NEGATIVE_DEFINITE, NEGATIVE_SEMIDEFINITE, ZERO)
+
+
+@dataclass
+class HessianOptions:
+    wrt: list[str] | None = None
+    overrides: dict = field(default_factory=dict)
+    cotangents: dict = field(default_factory=dict)
+    method: str = "auto"
+    top: int = 3
+    samples: int = 0
+    radius: float | None = None
+    rng_seed: int = 0
+    expect: str | None = None
+    zero_tol: float | None = None
+    tol: float = LANCZOS_TOL
+    trace_probes: int = TRACE_PROBES
+    fd_check: bool = True
+    rtol: float | None = None
+    atol: float | None = None
+    slice: bool = False  # compute the 1-D slice along the lowest eigenvector (for --plot)
+    float64: bool = True
+
+    def __post_init__(self):
+        if self.method not in METHODS:
+            raise UsageError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.expect is not None and self.expect not in EXPECTATIONS:
+            raise UsageError(f"--expect must be convex or concave, got {self.expect!r}")
+        if self.top < 1:
+            raise UsageError(f"--top must be at least 1, got {self.top}")
+        if self.samples < 0:
+            raise UsageError(f"--samples must be >= 0, got {self.samples}")
+        if self.radius is not None and not (np.isfinite(self.radius) and self.radius > 0):
+            raise UsageError(f"--radius must be a finite number > 0, got {self.radius}")
+        if self.samples and self.radius is None:
+            raise UsageError("--samples needs --radius (the half-width of the box to sample)")
+        if self.radius is not None and not self.samples and not self.slice:
+            raise UsageError("--radius needs --samples N (or --plot, where it sets the slice width)")
+        for name in ("zero_tol", "rtol", "atol"):
+            value = getattr(self, name)
+            if value is not None and not (np.isfinite(value) and value >= 0):
+                raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
+        if not (0 < self.tol < 1):
+            raise UsageError(f"--tol must be between 0 and 1, got {self.tol}")
+        if self.trace_probes < 2:
+            raise UsageError(f"--trace-probes must be at least 2, got {self.trace_probes}")
+
+
+@dataclass
+class Spectrum:
+    """Eigenvalues at one point and the verdict they give."""
+
+    method: str  # "dense" (all eigenvalues) or "lanczos" (the extremes)
+    eigenvalues: np.ndarray  # ascending; lanczos: the `top` smallest then the `top` largest
+    smallest: float
+    largest: float
+    zero_tol: float
+    zero_rule: str
+    verdict: str
+    condition: float | None  # max|lambda| / min|lambda|; inf if singular; None if unknown
+    residuals: np.ndarray | None = None  # lanczos: ||H y - theta y|| per eigenvalue
+    hvps: int = 0  # Hessian-vector products spent
+    iterations: int = 0  # lanczos restarts
+    converged: bool = True
+
+
+@dataclass
+class Trace:
+    estimate: float
+    stderr: float  # 0 when exact
+    probes: int  # 0 when exact (dense: the sum of the diagonal)
+    method: str  # "exact" or "hutchinson"
+
+
+@dataclass
+class FDCheck:
+    """Finite differences of the gradient against the analytic Hessian."""
+
+    mode: str  # "full" or "fast"
+    tolerance: Tolerance
+    pairs: list[PairResult]
+    evaluations: int
+    seconds: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return any(p.failed for p in self.pairs)
+
+
+@dataclass
+class SamplePoint:
+    values: dict  # name -> array: the wrt inputs at this point
+    smallest: float
+    largest: float
+    verdict: str
+
+
+@dataclass
+class Sampling:
+    samples: int
+    radius: float
+    rng_seed: int
+    rule: str  # how points were drawn
+    n_negative: int  # points (the given one included) with an eigenvalue < -zero_tol
+    n_positive: int  # ... with an eigenvalue > zero_tol
+    n_nonfinite: int
+    worst: SamplePoint | None  # the witness: lowest smallest (highest largest for concave)
+    witness_for: str  # "convex" or "concave": which sign the witness is worst for
+    smallest: np.ndarray  # per sample
+    largest: np.ndarray
+
+
+@dataclass
+class Slice:
+    """f(theta + t v) along the eigenvector v of the smallest eigenvalue."""
+
+    eigenvalue: float
+    direction: np.ndarray
+    t: np.ndarray
+    values: np.ndarray
+    slope: float  # g . v at t = 0, for the quadratic model f0 + slope t + lambda t^2 / 2
+
+
+@dataclass
+class HessianResult:
+    name: str
+    path: str
+    dtype: str
+    function: str  # how the scalar was formed from the outputs
+    n: int
+    blocks: list[Block]
+    labels: list[str]
+    value: float
+    gradient_norm: float
+    spectrum: Spectrum
+    trace: Trace
+    hessian: np.ndarray | None = None  # dense only, as computed (not symmetrised)
+    symmetry_error: float | None = None  # max |H - H^T| (dense)
+    eigenvectors: np.ndarray | None = None  # dense: columns, ascending eigenvalues
+    lowest_vector: np.ndarray | None = None  # eigenvector of the smallest eigenvalue
+    fd_check: FDCheck | None = None
+    sampling: Sampling | None = None
+    expect: str | None = None
+    expectation_met: bool | None = None
+    expectation_reason: str = ""
+    slice: Slice | None = None
+    point: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        """1 if the expectation failed or the Hessian disagrees with finite differences."""
+        if self.expectation_met is False:
+            return 1
+        if self.fd_check is not None and self.fd_check.failed:
+            return 1
+        return 0
+
+
+# -- verdicts -------------------------------------------------------------------
+
+
+def classify(smallest: float, largest: float, zero_tol: float) -> str:
+    """Definiteness from the extreme eigenvalues (see the module docstring)."""
+    if smallest > zero_tol:
+        return POSITIVE_DEFINITE
+    if largest < -zero_tol:
+        return NEGATIVE_DEFINITE
+    if smallest >= -zero_tol and largest <= zero_tol:
+        return ZERO
+    if smallest >= -zero_tol:
+        return POSITIVE_SEMIDEFINITE
+    if largest <= zero_tol:
+        return NEGATIVE_SEMIDEFINITE
+    return INDEFINITE
+
+
+def meets(verdict: str, expect: str) -> bool:
+    return verdict in (CONVEX_VERDICTS if expect == "convex" else CONCAVE_VERDICTS)
+
+
+def condition_number(eigenvalues: np.ndarray, zero_tol: float) -> float:
+    magnitudes = np.abs(eigenvalues)
+    if magnitudes.min(initial=np.inf) <= zero_tol:
+        return float("inf")
+    return float(magnitudes.max() / magnitudes.min())
+
+
+# -- dense ------------------------------------------------------------------------
+
+
+def dense_spectrum(H: np.ndarray, zero_tol: float | None = None):
+    """All eigenvalues of the symmetric part of ``H`` -> (Spectrum, eigenvectors, asymmetry)."""
+    n = len(H)
+    asymmetry = np.abs(H - H.T)
+    sym = (H + H.T) / 2
+    eigenvalues, vectors = np.linalg.eigh(sym)
+    eps = np.finfo(H.dtype).eps
+    scale = float(np.abs(eigenvalues).max(initial=0.0))
+    if zero_tol is None:
+        roundoff = n * eps * scale
+        skew = float(np.linalg.norm(H - H.T) / 2)
+        zero_tol = roundoff + skew
+        rule = (
+            f"n*eps*max|lambda| = {roundoff:.3g} (eigensolver round-off) + "
+            f"||H - H^T||_F/2 = {skew:.3g} (asymmetry of the computed Hessian)"
+        )
+    else:
+        rule = "--zero-tol"
+    spectrum = Spectrum(
+        method="dense",
+        eigenvalues=eigenvalues,
+        smallest=float(eigenvalues[0]),
+        largest=float(eigenvalues[-1]),
+        zero_tol=float(zero_tol),
+        zero_rule=rule,
+        verdict=classify(eigenvalues[0], eigenvalues[-1], zero_tol),
+        condition=condition_number(eigenvalues, zero_tol),
+        hvps=n,
+    )
+    return spectrum, vectors, float(asymmetry.max(initial=0.0))
+
+
+# -- Lanczos -----------------------------------------------------------------------
+
+
+@dataclass
+class Lanczos:
+    """Output of ``lanczos_extremes``: Ritz values ascending, their residual norms."""
+
+    values: np.ndarray
+    residuals: np.ndarray
+    lowest_vector: np.ndarray
+    matvecs: int
+    restarts: int
+    converged: bool
+    scale: float  # max |Ritz value|: the norm estimate tolerances are relative to
+
+
+def lanczos_extremes(
+    matvec, n: int, k: int, dtype=np.float64, rng=None, tol: float = LANCZOS_TOL,
+    basis: int | None = None, max_matvecs: int | None = None,
+) -> Lanczos:
+    """The ``k`` smallest and ``k`` largest eigenvalues of the symmetric operator ``matvec``.
+
+    Thick-restart Lanczos (Wu and Simon, 2000): build an orthonormal Krylov basis
+    of up to ``basis`` vectors, take Ritz values of the projected matrix, keep
+    the Ritz vectors at both ends of the spectrum (a bit more than ``k`` each)
+    plus the last residual direction, and extend again. Memory: ``basis + 1``
+    vectors of length n. Each new vector is orthogonalised against the whole
+    basis by classical Gram-Schmidt, repeated once when the first pass removed
+    more than 1/sqrt(2) of its norm ("twice is enough", Daniel et al. 1976), so
+    no spurious copies of converged eigenvalues appear. Converged when each
+    wanted Ritz value has residual ||H y - theta y|| <= tol * max|theta|.
+    """
+    rng = rng or np.random.default_rng(0)
+    basis = min(n, basis or max(4 * k + 20, 30))
+    want = min(k, basis)
+    keep_each = min(want + max(2, (basis - 2 * want) // 4), basis // 2)
+    max_matvecs = max_matvecs or max(50 * basis, 2000)
+    V = np.empty((basis + 1, n), dtype)
+    T = np.zeros((basis, basis))
+    eps = np.finfo(dtype).eps
+    V[0] = _normalise(rng.standard_normal(n).astype(dtype))
+    start, matvecs, restarts = 0, 0, 0
+    beta, scale = 0.0, 0.0
+    while True:
+        for j in range(start, basis):
+            w = np.array(matvec(V[j]), dtype)
+            matvecs += 1
+            h = _orthogonalise(V[: j + 1], w)
+            T[: j + 1, j] = h
+            T[j, : j + 1] = h
+            scale = max(scale, float(np.abs(h).max()))
+            beta = float(np.linalg.norm(w))
+            if j + 1 == n:  # the basis spans everything: the projection is exact
+                beta = 0.0
+                break
+            if beta <= n * eps * max(scale, np.finfo(dtype).tiny):
+                # Invariant subspace: continue with a fresh direction (coupling 0),
+                # so eigenvalues of multiplicity > 1 still show up.
+                w = rng.standard_normal(n).astype(dtype)
+                _orthogonalise(V[: j + 1], w)
+                _orthogonalise(V[: j + 1], w)
+                V[j + 1] = _normalise(w)
+                beta = 0.0
+            else:
+                V[j + 1] = w / beta
+            if j + 1 < basis:
+                T[j + 1, j] = T[j, j + 1] = beta
+        m = j + 1
+        theta, Y = np.linalg.eigh(T[:m, :m])
+        residuals = np.abs(beta * Y[m - 1])
+        scale = max(scale, float(np.abs(theta).max()))
+        wanted = _ends(m, want)
+        done = bool(np.all(residuals[wanted] <= tol * scale)) or m == n
+        if done or matvecs >= max_matvecs:
+            lowest = Y[:, 0] @ V[:m]
+            return Lanczos(
+                values=theta[wanted], residuals=residuals[wanted], lowest_vector=lowest,
+                matvecs=matvecs, restarts=restarts, converged=done, scale=scale,
+            )
+        kept = _ends(m, keep_each)
+        p = len(kept)
+        V[:p] = Y[:, kept].T @ V[:m]
+        V[p] = V[m]
+        T[:] = 0.0
+        T[np.arange(p), np.arange(p)] = theta[kept]
+        T[p, :p] = T[:p, p] = beta * Y[m - 1, kept]
+        start = p
+        restarts += 1
+
+
+def _ends(m: int, k: int) -> np.ndarray:
+    """Indices of the k smallest and k largest of m ascending values (no repeats)."""
+    return np.unique(np.concatenate([np.arange(min(k, m)), np.arange(max(m - k, 0), m)]))
+
+
+def _orthogonalise(basis: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """w -= basis^T (basis w) in place, twice if needed; returns the coefficients."""
+    before = np.linalg.norm(w)
+    h = basis @ w
+    w -= h @ basis
+    if np.linalg.norm(w) < before / np.sqrt(2.0):
+        h2 = basis @ w
+        w -= h2 @ basis
+        h = h + h2
+    return h
+
+
+def _normalise(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def lanczos_spectrum(objective: Objective, theta, top: int, tol: float, rng, zero_tol=None):
+    """Extreme eigenvalues by Lanczos -> (Spectrum, lowest eigenvector)."""
+    result = lanczos_extremes(
+        lambda v: objective.hvp(theta, v, ITERATIVE_HVP), objective.n, top, objective.dtype, rng, tol
+    )
+    values = result.values
+    eps = np.finfo(objective.dtype).eps
+    if zero_tol is None:
+        roundoff = objective.n * eps * result.scale
+        residual = float(result.residuals.max(initial=0.0))
+        zero_tol = roundoff + residual
+        rule = (
+            f"n*eps*max|lambda| = {roundoff:.3g} (round-off) + largest residual "
+            f"{residual:.3g} (an eigenvalue lies within it of each Ritz value)"
+        )
+    else:
+        rule = "--zero-tol"
+    verdict = classify(values[0], values[-1], zero_tol)
+    # Only a definite Hessian has its smallest |lambda| at an end of the spectrum.
+    condition = (
+        condition_number(values[[0, -1]], zero_tol)
+        if verdict in (POSITIVE_DEFINITE, NEGATIVE_DEFINITE) else
+        (float("inf") if verdict in (POSITIVE_SEMIDEFINITE, NEGATIVE_SEMIDEFINITE) else None)
+    )
+    spectrum = Spectrum(
+        method="lanczos", eigenvalues=values, smallest=float(values[0]),
+        largest=float(values[-1]), zero_tol=float(zero_tol), zero_rule=rule, verdict=verdict,
+        condition=condition, residuals=result.residuals, hvps=result.matvecs,
+        iterations=result.restarts, converged=result.converged,
+    )
+    return spectrum, result.lowest_vector
+
+
+def hutchinson_trace(objective: Objective, theta, probes: int, rng) -> Trace:
+    """tr(H) ~ mean of z^T H z over Rademacher z (unbiased; variance 2 sum_{i!=j} H_ij^2
+    per probe); the standard error is the sample standard deviation / sqrt(probes)."""
+    z = rng.choice(np.array([-1.0, 1.0], objective.dtype), size=(probes, objective.n))
+    samples = np.einsum("kn,kn->k", z, objective.hvps(theta, z, ITERATIVE_HVP))
+    return Trace(
+        estimate=float(samples.mean()),
+        stderr=float(samples.std(ddof=1) / np.sqrt(probes)),
+        probes=probes,
+        method="hutchinson",
+    )
+
+
+# -- the whole analysis ----------------------------------------------------------------
+
+
+def analyse_path(spec: str, options: HessianOptions) -> HessianResult:
+    model = load_model(
+        spec, wrt=options.wrt, overrides=options.overrides, rng_seed=options.rng_seed,
+        float64=options.float64,
+    )
+    return analyse(model, options)
+
+
+def analyse(model: Model, options: HessianOptions) -> HessianResult:
+    started = time.perf_counter()
+    rng = np.random.default_rng(options.rng_seed)
+    cotangents, description = choose_cotangents(model, options.cotangents)
+    objective = Objective(model, cotangents)
+    n = objective.n
+    if n == 0:
+        raise ModelError(f"{model.name}: nothing to differentiate")
+    method = options.method
+    if method == "auto":
+        method = "dense" if n <= DENSE_LIMIT else "lanczos"
+    theta = objective.theta0
+    value = objective.value(theta)
+    gradient = objective.gradient(theta)
+    result_kw = {}
+    if method == "dense":
+        H = objective.dense_hessian(theta)
+        _require_finite(H, model, "the Hessian")
+        spectrum, vectors, asymmetry = dense_spectrum(H, options.zero_tol)
+        lowest = vectors[:, 0]
+        trace = Trace(float(np.trace(H)), 0.0, 0, "exact")
+        result_kw = dict(hessian=H, symmetry_error=asymmetry, eigenvectors=vectors)
+    else:
+        spectrum, lowest = lanczos_spectrum(
+            objective, theta, options.top, options.tol, rng, options.zero_tol
+        )
+        trace = hutchinson_trace(objective, theta, options.trace_probes, rng)
+    result = HessianResult(
+        name=model.name, path=model.path, dtype=str(model.dtype), function=description, n=n,
+        blocks=objective.blocks, labels=objective.labels() if n <= DENSE_LIMIT else [],
+        value=value, gradient_norm=float(np.linalg.norm(gradient)), spectrum=spectrum,
+        trace=trace, lowest_vector=lowest, expect=options.expect,
+        point={b.name: model.point[b.name] for b in objective.blocks},
+        notes=list(model.notes), **result_kw,
+    )
+    if not spectrum.converged:
+        result.notes.append(
+            f"Lanczos stopped after {spectrum.hvps} Hessian-vector products before every "
+            f"residual reached {options.tol:g} * max|lambda|; the residuals give the accuracy"
+        )
+    if options.fd_check:
+        from gradcli.second_order import check_objective
+
+        fd_started = time.perf_counter()
+        tol = compare.tolerance(str(model.dtype), options.rtol, options.atol)
+        mode = "full" if method == "dense" else "fast"
+        pairs, evaluations = check_objective(
+            objective, tol, mode, probes=3, rng=rng,
+            hessian=result.hessian, function_name="f",
+        )
+        result.fd_check = FDCheck(
+            mode=mode, tolerance=tol, pairs=pairs, evaluations=evaluations,
+            seconds=time.perf_counter() - fd_started,
+        )
+    if options.samples:
+        result.sampling = sample_region(objective, spectrum, options, method)
+    if options.expect:
+        _judge(result, options.expect)
+    if options.slice:
+        result.slice = slice_along(objective, theta, lowest, spectrum.smallest,
+                                   options.radius or 1.0, gradient)
+    if objective.eager:
+        result.notes.append(
+            "the model could not be traced by tf.function/vectorized_map: derivatives ran eagerly"
+        )
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _require_finite(H, model, what):
+    if not np.all(np.isfinite(H)):
+        raise ModelError(f"{model.name}: {what} has NaN or Inf entries at the given point")
+
+
+def sample_region(objective: Objective, center: Spectrum, options: HessianOptions, method) -> Sampling:
+    """Extreme eigenvalues at ``samples`` points theta0 + radius * u, u uniform in
+    [-1, 1]^n (a box of half-width ``radius`` around the point, every
+    differentiated element perturbed independently), drawn from ``rng_seed``.
+
+    Sampling can only refute convexity (find a negative eigenvalue), never prove it.
+    """
+    rng = np.random.default_rng([options.rng_seed, 1])
+    n = objective.n
+    smallest, largest = np.full(options.samples, np.nan), np.full(options.samples, np.nan)
+    points = []
+    nonfinite = 0
+    for s in range(options.samples):
+        theta = objective.theta0 + options.radius * rng.uniform(-1.0, 1.0, n)
+        points.append(theta)
+        if method == "dense":
+            H = objective.dense_hessian(theta)
+            if not np.all(np.isfinite(H)):
+                nonfinite += 1
+                continue
+            spectrum = dense_spectrum(H, options.zero_tol)[0]
+        else:
+            spectrum = lanczos_spectrum(objective, theta, 1, options.tol, rng, options.zero_tol)[0]
+        smallest[s], largest[s] = spectrum.smallest, spectrum.largest
+    # One zero tolerance for the region: the point's own (or --zero-tol).
+    tol = center.zero_tol
+    all_small = np.concatenate([[center.smallest], smallest])
+    all_large = np.concatenate([[center.largest], largest])
+    all_points = [objective.theta0] + points
+    finite = np.isfinite(all_small)
+    witness_for = options.expect or "convex"
+    if witness_for == "convex":
+        worst = int(np.nanargmin(all_small))
+    else:
+        worst = int(np.nanargmax(all_large))
+    return Sampling(
+        samples=options.samples, radius=options.radius, rng_seed=options.rng_seed,
+        rule=f"uniform in the box theta0 +- {options.radius:g} (each element independently), "
+        f"numpy default_rng([{options.rng_seed}, 1])",
+        n_negative=int(np.sum(all_small[finite] < -tol)),
+        n_positive=int(np.sum(all_large[finite] > tol)),
+        n_nonfinite=nonfinite,
+        worst=SamplePoint(
+            values=objective.values(all_points[worst]),
+            smallest=float(all_small[worst]), largest=float(all_large[worst]),
+            verdict=classify(all_small[worst], all_large[worst], tol),
+        ),
+        witness_for=witness_for,
+        smallest=smallest, largest=largest,
+    )
+
+
+def _judge(result: HessianResult, expect: str) -> None:
+    sampling = result.sampling
+    spectrum = result.spectrum
+    where = "at the point"
+    if sampling is not None:
+        bad = sampling.n_negative if expect == "convex" else sampling.n_positive
+        where = f"at {bad} of {sampling.samples + 1} points (the given one and {sampling.samples} samples)"
+        ok = bad == 0
+    else:
+        ok = meets(spectrum.verdict, expect)
+    sign = "negative" if expect == "convex" else "positive"
+    result.expectation_met = ok
+    if ok:
+        result.expectation_reason = (
+            f"no {sign} eigenvalue beyond the zero tolerance {spectrum.zero_tol:.3g} "
+            + ("at any sampled point (sampling can refute convexity, not prove it)"
+               if expect == "convex" and sampling else
+               "at any sampled point (sampling can refute concavity, not prove it)"
+               if sampling else "at the point")
+        )
+    else:
+        result.expectation_reason = (
+            f"expected {expect}, but the Hessian has a {sign} eigenvalue {where}"
+        )
+
+
+def slice_along(objective, theta, direction, eigenvalue, width, gradient, points: int = 81) -> Slice:
+    """f along the unit eigenvector of the smallest eigenvalue, t in [-width, width]."""
+    direction = direction / np.linalg.norm(direction)
+    ts = np.linspace(-width, width, points)
+    return Slice(
+        eigenvalue=float(eigenvalue), direction=direction, t=ts,
+        values=objective.values_along(theta, direction, ts),
+        slope=float(gradient @ direction),
+    )

@@ -1,0 +1,217 @@
+"""``gradcli hessian`` in the terminal and as JSON. Reads ``HessianResult`` only."""
+
+from __future__ import annotations
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from gradcli.hessian import CONVEX_VERDICTS, HessianResult, Sampling, Spectrum
+from gradcli.render.json import SCHEMA_VERSION, _plain
+from gradcli.render.text import fmt, render_model
+from gradcli.results import ModelResult
+
+#: Up to this many parameters the Hessian is printed element by element.
+MATRIX_LIMIT = 10
+#: Up to this many eigenvalues are listed one by one.
+LIST_LIMIT = 20
+BARS = " ▁▂▃▄▅▆▇█"
+
+
+def num(value: float) -> str:
+    """Nine significant digits: enough to compare against a closed form by eye."""
+    return f"{value:.9g}"
+
+
+def render_hessian(result: HessianResult, out: Console) -> None:
+    spectrum = result.spectrum
+    out.print(Text(f"{result.name}  [{spectrum.method}, {result.dtype}, n={result.n}]", style="bold"))
+    out.print(f"  function: {result.function}")
+    out.print(f"  f = {num(result.value)}, |gradient| = {fmt(result.gradient_norm)}")
+    if result.hessian is not None:
+        render_matrix(result, out)
+        out.print(f"  symmetry error max|H - H^T| = {fmt(result.symmetry_error)}")
+    render_eigenvalues(spectrum, out)
+    for line in spectrum_strip(spectrum):
+        out.print("  " + line)
+    style = "green" if spectrum.verdict in CONVEX_VERDICTS else "yellow"
+    out.print(Text.assemble("  verdict: ", (spectrum.verdict, f"bold {style}")))
+    out.print(f"    |lambda| <= {spectrum.zero_tol:.3g} counts as zero: {spectrum.zero_rule}")
+    if spectrum.condition is not None:
+        out.print(f"  condition number: {fmt(spectrum.condition)}")
+    trace = result.trace
+    if trace.method == "exact":
+        out.print(f"  trace: {num(trace.estimate)} (exact)")
+    else:
+        out.print(
+            f"  trace: {num(trace.estimate)} +- {fmt(trace.stderr)} (Hutchinson, "
+            f"{trace.probes} Rademacher probes, standard error)"
+        )
+    if result.fd_check is not None:
+        check = result.fd_check
+        render_model(
+            ModelResult(
+                name="finite-difference check of the Hessian", path=result.path,
+                dtype=result.dtype, mode=check.mode, tolerance=check.tolerance,
+                pairs=check.pairs, evaluations=check.evaluations, seconds=check.seconds,
+            ),
+            out,
+        )
+    if result.sampling is not None:
+        render_sampling(result.sampling, spectrum, out)
+    if result.expect:
+        ok = result.expectation_met
+        out.print(Text(
+            f"  expect {result.expect}: {'ok' if ok else 'FAILED'}: {result.expectation_reason}",
+            style="green" if ok else "bold red",
+        ))
+    for note in result.notes:
+        out.print(Text(f"  note: {note}", style="dim"))
+    out.print(Text(f"  {spectrum.hvps} Hessian-vector products, {result.seconds:.2f} s", style="dim"))
+
+
+def render_matrix(result: HessianResult, out: Console) -> None:
+    H = result.hessian
+    if result.n <= MATRIX_LIMIT:
+        table = Table(title="  Hessian", title_justify="left")
+        table.add_column("")
+        for name in result.labels:
+            table.add_column(name, justify="right")
+        for name, row in zip(result.labels, H):
+            table.add_row(name, *[num(v) for v in row])
+        out.print(table)
+        return
+    table = Table(title=f"  Hessian ({result.n} x {result.n}), max |H| per block", title_justify="left")
+    table.add_column("")
+    for block in result.blocks:
+        table.add_column(block.name, justify="right")
+    for bi in result.blocks:
+        rows = slice(bi.offset, bi.offset + bi.size)
+        table.add_row(bi.name, *[
+            fmt(np.abs(H[rows, bj.offset : bj.offset + bj.size]).max()) for bj in result.blocks
+        ])
+    out.print(table)
+
+
+def render_eigenvalues(spectrum: Spectrum, out: Console) -> None:
+    values = spectrum.eigenvalues
+    if spectrum.method == "lanczos":
+        table = Table(title="  extreme eigenvalues (Lanczos)", title_justify="left")
+        table.add_column("eigenvalue", justify="right")
+        table.add_column("residual", justify="right")
+        for value, residual in zip(values, spectrum.residuals):
+            table.add_row(num(value), fmt(residual))
+        out.print(table)
+        return
+    if len(values) <= LIST_LIMIT:
+        out.print(f"  eigenvalues ({len(values)}): " + "  ".join(num(v) for v in values))
+    else:
+        out.print(
+            f"  eigenvalues ({len(values)}): " + "  ".join(num(v) for v in values[:5])
+            + "  ...  " + "  ".join(num(v) for v in values[-5:])
+        )
+
+
+def spectrum_strip(spectrum: Spectrum, width: int = 48) -> list[str]:
+    """A one-line histogram of the eigenvalues on [smallest, largest], linear
+    scale, bar height ~ count in the bin; ``0`` under the strip marks zero."""
+    values = np.asarray(spectrum.eigenvalues, float)
+    lo, hi = float(values.min()), float(values.max())
+    if hi - lo <= spectrum.zero_tol or len(values) < 2:
+        return [f"spectrum: all eigenvalues at {num(lo)}"]
+    counts, _ = np.histogram(values, bins=width, range=(lo, hi))
+    levels = np.where(counts > 0, 1 + np.round((len(BARS) - 2) * np.log1p(counts) / np.log1p(counts.max())), 0)
+    bar = "".join(BARS[int(level)] for level in levels)
+    axis = [" "] * width
+    if lo < 0 < hi:
+        axis[min(width - 1, int((0 - lo) / (hi - lo) * width))] = "0"
+    what = "extremes only" if spectrum.method == "lanczos" else "all eigenvalues"
+    lines = [f"spectrum ({what}): {num(lo)} |{bar}| {num(hi)}"]
+    if "0" in axis:
+        lines.append(" " * (len(f"spectrum ({what}): {num(lo)} |")) + "".join(axis))
+    return lines
+
+
+def render_sampling(sampling: Sampling, spectrum: Spectrum, out: Console) -> None:
+    points = sampling.samples + 1
+    out.print(
+        f"  sampled {sampling.samples} points ({sampling.rule}); zero tolerance "
+        f"{spectrum.zero_tol:.3g}:"
+    )
+    out.print(f"    {sampling.n_negative} of {points} points (the given one included) have a negative eigenvalue")
+    out.print(f"    {sampling.n_positive} of {points} points have a positive eigenvalue")
+    if sampling.n_nonfinite:
+        out.print(f"    {sampling.n_nonfinite} points had NaN/Inf in the Hessian and were skipped")
+    worst = sampling.worst
+    if worst is not None:
+        which = "smallest" if sampling.witness_for == "convex" else "largest"
+        value = worst.smallest if which == "smallest" else worst.largest
+        out.print(f"    witness (the {which} eigenvalue, {num(value)}, {worst.verdict}):")
+        out.print(Text("      " + " ".join(set_arguments(worst.values)), style="bold"))
+
+
+def set_arguments(values: dict) -> list[str]:
+    """``--set NAME=VALUE`` arguments that reproduce ``values`` exactly (JSON
+    numbers print the shortest decimal that round-trips a float64)."""
+    import json
+
+    return [f"--set {name}={json.dumps(np.asarray(v).tolist())}" for name, v in values.items()]
+
+
+def hessian_document(result: HessianResult, include_matrix_limit: int = 100) -> dict:
+    """The ``--json`` document (schema in the README)."""
+    spectrum = result.spectrum
+    sampling = None
+    if result.sampling is not None:
+        s = result.sampling
+        sampling = {
+            "samples": s.samples, "radius": s.radius, "rng_seed": s.rng_seed, "rule": s.rule,
+            "n_negative": s.n_negative, "n_positive": s.n_positive, "n_nonfinite": s.n_nonfinite,
+            "witness_for": s.witness_for,
+            "witness": None if s.worst is None else {
+                "values": s.worst.values, "smallest": s.worst.smallest,
+                "largest": s.worst.largest, "verdict": s.worst.verdict,
+                "set": set_arguments(s.worst.values),
+            },
+            "smallest": s.smallest, "largest": s.largest,
+        }
+    fd = None
+    if result.fd_check is not None:
+        fd = {
+            "ok": not result.fd_check.failed, **_plain(result.fd_check),
+        }
+    return _plain({
+        "schema": SCHEMA_VERSION,
+        "ok": result.exit_code == 0,
+        "exit_code": result.exit_code,
+        "name": result.name,
+        "path": result.path,
+        "dtype": result.dtype,
+        "function": result.function,
+        "n": result.n,
+        "blocks": result.blocks,
+        "method": spectrum.method,
+        "value": result.value,
+        "gradient_norm": result.gradient_norm,
+        "eigenvalues": spectrum.eigenvalues,
+        "residuals": spectrum.residuals,
+        "smallest": spectrum.smallest,
+        "largest": spectrum.largest,
+        "verdict": spectrum.verdict,
+        "zero_tolerance": {"value": spectrum.zero_tol, "rule": spectrum.zero_rule},
+        "condition_number": spectrum.condition,
+        "symmetry_error": result.symmetry_error,
+        "hessian": result.hessian if result.hessian is not None and result.n <= include_matrix_limit else None,
+        "labels": result.labels if result.n <= include_matrix_limit else [],
+        "trace": result.trace,
+        "hvps": spectrum.hvps,
+        "converged": spectrum.converged,
+        "fd_check": fd,
+        "sampling": sampling,
+        "expect": result.expect,
+        "expectation_met": result.expectation_met,
+        "expectation_reason": result.expectation_reason,
+        "notes": result.notes,
+        "seconds": result.seconds,
+    })

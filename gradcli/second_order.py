@@ -1,0 +1,132 @@
+"""Second derivatives checked against finite differences of the analytic gradient.
+
+The scalar is f = <c, output> (``gradcli.objective``); its gradient blocks
+``df/dx`` are treated as the outputs of a model function and differenced by the
+same ``FiniteDifferences`` that first-order checks use, so the step rule,
+Richardson extrapolation, error estimate and verdict rule (``gradcli.compare``)
+are those of ``gradcli check``. Analytic second derivatives are
+Hessian-vector products two ways: forward-over-reverse and reverse-over-reverse.
+
+* ``full``: every Hessian element. Numeric columns d(grad)/dx_j from
+  ``along_axes``; analytic blocks from the dense forward-over-reverse Hessian,
+  compared element by element; the reverse-over-reverse Hessian must agree with
+  it within the same allowance.
+* ``fast``: ``probes`` projections v^T H u per (input, gradient block) pair, from
+  reverse-over-reverse, forward-over-reverse and differences along u.
+
+A derivative that TensorFlow cannot see (a custom gradient using
+``tf.stop_gradient`` on its input, say) gives a first derivative that passes and
+a second derivative that differs from the differenced gradient: a mismatch here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcli import compare
+from gradcli.finite_diff import FiniteDifferences
+from gradcli.objective import Objective, choose_cotangents, gradient_name
+from gradcli.results import MISMATCH, PairResult, Tolerance
+
+
+def check_objective(
+    objective: Objective, tol: Tolerance, mode: str, probes: int, rng,
+    hessian: np.ndarray | None = None, function_name: str = "f",
+) -> tuple[list[PairResult], int]:
+    """Check the Hessian of ``objective`` at its point -> (pairs, function evaluations)."""
+    model = objective.model
+    outputs = [gradient_name(function_name, b.name) for b in objective.blocks]
+    fd = FiniteDifferences(objective.gradient_outputs(function_name), model.point, outputs)
+    if mode == "full":
+        pairs = _full(objective, fd, outputs, tol, hessian)
+    else:
+        pairs = _fast(objective, fd, outputs, tol, probes, rng)
+    return pairs, fd.evaluations
+
+
+def _full(objective, fd, outputs, tol, hessian) -> list[PairResult]:
+    theta = objective.theta0
+    H = objective.dense_hessian(theta) if hessian is None else hessian
+    H_reverse = objective.dense_hessian(theta, "reverse")
+    pairs = []
+    for bj in objective.blocks:
+        numeric = fd.along_axes(bj.name)
+        for bi, out in zip(objective.blocks, outputs):
+            # values[out]: [size_j, *shape_i] -> [size_i, size_j] = H[block i, block j]
+            columns = numeric.values[out].reshape(bj.size, bi.size).T
+            errors = numeric.errors[out].reshape(bj.size, bi.size).T
+            rows = slice(bi.offset, bi.offset + bi.size)
+            cols = slice(bj.offset, bj.offset + bj.size)
+            block = H[rows, cols]
+            pair = compare.compare_block(
+                bj.name, out, block, columns, errors, bi.shape, bj.shape, tol
+            )
+            gap = np.abs(H_reverse[rows, cols] - block)
+            allowed = compare.allowed_error(block, columns, errors, tol)
+            if np.any(gap > allowed):
+                pair.failed, pair.verdict = True, MISMATCH
+                pair.explanation = (
+                    "forward-over-reverse and reverse-over-reverse second derivatives disagree "
+                    f"(by up to {gap.max():.3g})"
+                )
+            pairs.append(pair)
+    return pairs
+
+
+def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
+    theta = objective.theta0
+    pairs = []
+    for bj in objective.blocks:
+        u = rng.standard_normal((probes,) + bj.shape).astype(objective.dtype)
+        numeric = fd.along(bj.name, u)
+        tangents = np.zeros((probes, objective.n), objective.dtype)
+        tangents[:, bj.offset : bj.offset + bj.size] = u.reshape(probes, -1)
+        forward = objective.hvps(theta, tangents, "forward")
+        reverse = objective.hvps(theta, tangents, "reverse")
+        for bi, out in zip(objective.blocks, outputs):
+            v = rng.standard_normal((probes, bi.size))
+            part = slice(bi.offset, bi.offset + bi.size)
+            hu_numeric = numeric.values[out].reshape(probes, -1)
+            scale = np.linalg.norm(v, axis=1) * np.maximum(
+                np.linalg.norm(hu_numeric, axis=1), np.linalg.norm(forward[:, part], axis=1)
+            )
+            pairs.append(
+                compare.compare_projections(
+                    bj.name, out,
+                    np.sum(v * reverse[:, part], axis=1),
+                    np.sum(v * forward[:, part], axis=1),
+                    np.sum(v * hu_numeric, axis=1),
+                    np.sum(np.abs(v) * numeric.errors[out].reshape(probes, -1), axis=1),
+                    scale, tol,
+                )
+            )
+    return pairs
+
+
+def check_second_order(model, outputs: list[str], tol: Tolerance, mode: str, options):
+    """The ``gradcli check --order 2`` hook: each floating output on its own,
+    as f = <c, output> (c = 1 for a scalar output, else a seeded standard normal).
+    Returns (pairs, evaluations, notes)."""
+    rng = np.random.default_rng([options.rng_seed, 2])
+    pairs, evaluations, notes = [], 0, []
+    for o in outputs:
+        single = _single_output(model, o)
+        cotangents, description = choose_cotangents(single, {}, rng)
+        objective = Objective(single, cotangents)
+        found, count = check_objective(
+            objective, tol, mode, options.probes, rng, function_name=f"({o})"
+        )
+        pairs.extend(found)
+        evaluations += count
+        if model.outputs[o].shape:
+            notes.append(f"second order: {description}")
+        if objective.eager:
+            notes.append(f"second order ({o}): the model could not be traced; ran eagerly")
+    return pairs, evaluations, notes
+
+
+def _single_output(model, output: str):
+    """The model with only ``output`` among its outputs (so cotangents pick it)."""
+    import dataclasses
+
+    return dataclasses.replace(model, outputs={output: model.outputs[output]})
