@@ -18,8 +18,10 @@ from gradcli.commands.common import emit_json, expand_models, start_tensorflow, 
 @click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for every random choice (inputs, probes, weights).")
 @click.option("--native-dtype", is_flag=True, help="Check in the model's own dtype instead of promoting to float64.")
 @click.option("--xla", is_flag=True, help="Compile the finite-difference batches with XLA.")
+@click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
+@click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema in the README).")
-def check(models, wrt, mode, rtol, atol, probes, overrides, rng_seed, native_dtype, xla, as_json):
+def check(models, wrt, mode, rtol, atol, probes, overrides, rng_seed, native_dtype, xla, allow_surrogate, taylor, as_json):
     """Compare analytic gradients with finite differences.
 
     MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them.
@@ -40,6 +42,7 @@ def check(models, wrt, mode, rtol, atol, probes, overrides, rng_seed, native_dty
     options = CheckOptions(
         mode=mode, rtol=rtol, atol=atol, probes=probes, rng_seed=rng_seed,
         wrt=wrt_names, overrides=values, float64=not native_dtype, jit_compile=xla,
+        allow_surrogate=allow_surrogate, taylor=taylor,
     )
     result = check_paths(specs, options)
     if as_json:
