@@ -158,6 +158,11 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
         )
         if pair.n_kinks:
             pair.explanation += f"; {pair.n_kinks} elements sit on kinks"
+        pair.warnings.append(
+            f"surrogate gradient: the function is locally constant at "
+            f"{_count(pair.n_surrogate, 'element')} where the analytic gradient is not"
+            + (" (allowed by --allow-surrogate)" if allow_surrogate else "")
+        )
     else:
         pair.verdict, pair.failed = KINK, False
         pair.explanation = (

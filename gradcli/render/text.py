@@ -142,13 +142,13 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         order = "-" if taylor.order is None else f"{taylor.order:.2f}"
         meaning = {
             "second order": "consistent with the gradient",
-            "first order": "the gradient is wrong (or the point is on a kink)",
+            "first order": "the gradient is wrong, or the point is on a kink",
             "exact": "linear along the direction: remainder at round-off",
             "unclear": "no clean order",
         }[taylor.verdict]
         out.print(
             f"    Taylor remainder {pair.input} -> {pair.output}: orders {orders} -> "
-            f"{order}, {taylor.verdict} ({meaning})"
+            f"{order}, {taylor.verdict}: {meaning}"
         )
 
 
