@@ -64,9 +64,12 @@ def require_finite(model_name, input_name, output, values, output_shape, input_s
     row, col = (int(i) for i in np.argwhere(~np.isfinite(values))[0])
     out_index = compare._index(row, output_shape)
     in_index = compare._index(col, input_shape)
+    why = "" if what == "analytic derivative" else (
+        ": the function is not finite within a step of the point"
+    )
     raise ModelError(
         f"{model_name}: the {what} of {_label(output, out_index)} with respect to "
-        f"{_label(input_name, in_index)} is {values[row, col]} at the point"
+        f"{_label(input_name, in_index)} is {values[row, col]} at the point{why}"
     )
 
 

@@ -285,3 +285,10 @@ def test_logdet_errors(args, code, message):
 def test_check_help_lists_the_new_options():
     run = gradcli("check", "--help")
     assert "--allow-surrogate" in run.stdout and "--taylor" in run.stdout
+
+
+def test_nan_finite_difference_names_input_output_and_element():
+    run = gradcli("check", fixture("diag_nan_numeric.py"))
+    assert run.exit_code == 3, run
+    assert "finite difference of output[1] with respect to x[1] is nan" in run.stderr
+    assert "not finite within a step" in run.stderr
