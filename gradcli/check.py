@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcli import autodiff, compare, config
+from gradcli import autodiff, compare, config, diagnose
+from gradcli.culprit import ModelGraph
 from gradcli.errors import GradcliError, UsageError
 from gradcli.finite_diff import FiniteDifferences
 from gradcli.modelfile import Model, is_floating, load_model
@@ -53,6 +54,8 @@ class CheckOptions:
     float64: bool = True
     jit_compile: bool = False
     order: int = 1  # 2: also check second derivatives (gradcli.second_order)
+    allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
+    taylor: bool = False  # run the Taylor remainder test on every pair
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -167,7 +170,9 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
     )
     checker = _FullCheck if mode == "full" else _FastCheck
-    result.pairs = checker(model, outputs, fd, tol, options).run()
+    graph = ModelGraph(model)
+    result.pairs = checker(model, outputs, fd, tol, options, graph).run()
+    diagnose.explain(model, result.pairs, fd, graph, tol, options)
     if fd.eager:
         result.notes.append(
             "the model could not be traced by tf.function/vectorized_map: finite "
@@ -188,8 +193,9 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
 class _FullCheck:
     """Every element of every (input, output) Jacobian block."""
 
-    def __init__(self, model, outputs, fd, tol, options):
+    def __init__(self, model, outputs, fd, tol, options, graph=None):
         self.model, self.outputs, self.fd, self.tol, self.options = model, outputs, fd, tol, options
+        self.graph = graph
 
     def run(self) -> list[PairResult]:
         analytic = self.reverse_jacobians(self.model.wrt, self.outputs)
@@ -217,13 +223,21 @@ class _FullCheck:
             columns = numeric.values[o].reshape(len(numeric.steps), -1).T
             errors = numeric.errors[o].reshape(len(numeric.steps), -1).T
             block = analytic[(o, name)]
-            pairs.append(
-                compare.compare_block(
-                    name, o,
-                    None if block is None else block.reshape(columns.shape),
-                    columns, errors, y_shape, x_shape, self.tol,
+            block = None if block is None else block.reshape(columns.shape)
+            for values, what in ((block, "analytic derivative"), (columns, "finite difference")):
+                if values is not None:
+                    diagnose.require_finite(
+                        self.model.name, name, o, values, y_shape, x_shape, what
+                    )
+            pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
+            if block is not None:
+                pair = diagnose.refine(
+                    pair, block, columns, errors, self.fd, self.model.outputs[o], x_shape,
+                    y_shape, self.tol, self.options.allow_surrogate,
+                    surrogate_sites=(lambda n=name, o=o: self.graph.surrogate_sites(n, o))
+                    if self.graph is not None else None,
                 )
-            )
+            pairs.append(pair)
         return pairs
 
 

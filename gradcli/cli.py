@@ -15,6 +15,7 @@ import click
 from gradcli import __version__
 from gradcli.commands.check import check
 from gradcli.commands.hessian import hessian
+from gradcli.commands.logdet import logdet
 from gradcli.errors import GradcliError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
@@ -62,6 +63,7 @@ def cli():
 
 cli.add_command(check)
 cli.add_command(hessian)
+cli.add_command(logdet)
 
 
 def main(args=None, prog_name="gradcli"):

@@ -114,6 +114,47 @@ class FiniteDifferences:
         embedded[:, start : start + x.size] = directions
         return self._run(group, "directions", embedded, h)
 
+    def evaluate(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
+        """The outputs at each of ``points`` (shape ``[k, *input_shape]``) for input
+        ``name``, other inputs at the point: the same batched (or eager fallback)
+        evaluation the differences use, for callers that form their own quotients
+        (one-sided ladders, Taylor remainders)."""
+        points = np.asarray(points, dtype=self.point[name].dtype)
+        key = (name, "points", points.shape)
+        if not self.eager and key not in self._compiled:
+            self._compiled[key] = tf.function(
+                self._evaluator(name, vectorized=True),
+                jit_compile=self.jit_compile or None,
+                autograph=False,
+            )
+        result = None
+        if not self.eager:
+            try:
+                result = self._compiled[key](tf.constant(points))
+            except Exception:  # not traceable or not vectorizable: run eagerly
+                self.eager = True
+        if result is None:
+            result = self._evaluator(name, vectorized=False)(tf.constant(points))
+        self.evaluations += len(points)
+        return {o: np.asarray(v) for o, v in result.items()}
+
+    def _evaluator(self, name, vectorized: bool):
+        others = {n: tf.constant(v) for n, v in self.point.items() if n != name}
+        dtype = tf.as_dtype(self.point[name].dtype)
+        outputs = self.outputs
+
+        def evaluate(xi):
+            result = self.function({**others, name: xi})
+            return {o: tf.cast(result[o], dtype) for o in outputs}
+
+        def run(points):
+            if vectorized:
+                return tf.vectorized_map(evaluate, points)
+            rows = [evaluate(points[i]) for i in range(points.shape[0])]
+            return {o: tf.stack([r[o] for r in rows]) for o in outputs}
+
+        return run
+
     # -- one batched mechanism for both kinds of direction ---------------------
 
     def _run(self, group, kind, batch, h) -> Derivatives:

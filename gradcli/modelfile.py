@@ -335,9 +335,34 @@ def _settle_dtype(model: Model, float64: bool) -> None:
     _check_finite_outputs(model)
 
 
+#: Two evaluations at the same point may differ by this many ulps (reduction
+#: order) before the forward pass counts as nondeterministic; finite differences
+#: assume about as much round-off (``finite_diff.ROUNDOFF_ULPS``).
+REPEAT_ULPS = 8
+
+
 def _forward(model: Model, values: dict) -> dict[str, np.ndarray]:
-    outputs = run_model(model, values)
-    return {n: np.asarray(t) for n, t in outputs.items()}
+    """Run the forward pass twice: differencing a random function (dropout,
+    unseeded random ops) would report noise as gradient errors."""
+    first = {n: np.asarray(t) for n, t in run_model(model, values).items()}
+    again = {n: np.asarray(t) for n, t in run_model(model, values).items()}
+    for name, a in first.items():
+        b = again.get(name)
+        if not is_floating(a) or b is None or a.shape != b.shape:
+            continue
+        eps = np.finfo(a.dtype).eps
+        same = (a == b) | (np.isnan(a) & np.isnan(b))
+        close = np.abs(a - b) <= REPEAT_ULPS * eps * np.maximum(np.abs(a), np.abs(b))
+        changed = ~(same | close)
+        if changed.any():
+            index = [int(i) for i in np.argwhere(changed)[0]] if a.ndim else []
+            where = f"{name}[{', '.join(map(str, index))}]" if index else name
+            raise ModelError(
+                f"{model.name}: the forward pass is nondeterministic: output {where} was "
+                f"{a[tuple(index)]:.7g}, then {b[tuple(index)]:.7g} at the same point "
+                "(dropout or unseeded random ops?); gradients cannot be checked"
+            )
+    return first
 
 
 def run_model(model: Model, values: dict) -> dict:

@@ -10,6 +10,8 @@ MISMATCH = "mismatch"
 ZERO = "zero"
 DISCONNECTED = "disconnected"
 INCONCLUSIVE = "inconclusive"
+KINK = "kink"
+SURROGATE = "surrogate"
 
 EXPLANATIONS = {
     PASS: "analytic and numeric derivatives agree within tolerance",
@@ -17,7 +19,57 @@ EXPLANATIONS = {
     ZERO: "the derivative is identically zero: nothing can be learned through this path",
     DISCONNECTED: "TensorFlow returns no gradient (None) for this input",
     INCONCLUSIVE: "finite differences are too noisy here to confirm the gradient",
+    KINK: "the point sits on a non-differentiability: the one-sided slopes disagree",
+    SURROGATE: (
+        "the function is piecewise constant here while the analytic gradient is not: "
+        "a straight-through or other surrogate gradient"
+    ),
 }
+
+
+@dataclass
+class Kink:
+    """An element on a non-differentiability: one-sided slopes and the analytic value."""
+
+    output_index: list[int]
+    input_index: list[int]
+    left: float  # slope from the left, lim (f(x) - f(x - h)) / h
+    right: float  # slope from the right, lim (f(x + h) - f(x)) / h
+    analytic: float
+    subgradient: bool  # analytic lies between left and right: valid, not a failure
+
+
+@dataclass
+class GraphSite:
+    """An operation of the traced model graph, located in the model file."""
+
+    op_type: str
+    op_name: str
+    location: str  # "file:line" of the model code that created it ("" if unknown)
+    description: str = ""  # e.g. "tf.round: gradient None"
+
+
+@dataclass
+class Culprit:
+    """The first operation whose own gradient disagrees with finite differences."""
+
+    site: GraphSite
+    definition: str  # custom gradients: "file:line" of the decorated function, else ""
+    analytic: float  # the probe <u, J^T v> by the op's gradient
+    numeric: float  # the same probe by finite differences of the op alone
+    rel_error: float
+    checked_ops: int  # ops checked up to and including this one
+
+
+@dataclass
+class Taylor:
+    """Taylor remainder test along a random direction: r(h) = |s(x+hu) - s(x) - h <g, u>|."""
+
+    steps: list[float]
+    remainders: list[float]
+    orders: list[float]  # log2(r(h) / r(h/2)) for consecutive steps above round-off
+    order: float | None  # the observed order at the smallest usable steps
+    verdict: str  # "second order" (gradient consistent), "first order" (wrong), "exact", "unclear"
 
 
 @dataclass
@@ -59,6 +111,12 @@ class PairResult:
     explanation: str = ""
     warnings: list[str] = field(default_factory=list)
     reverse_failed: bool = True  # fast mode: False when only forward mode disagreed
+    kinks: list[Kink] = field(default_factory=list)  # capped like ``failing``
+    n_kinks: int = 0
+    n_surrogate: int = 0  # elements where the function is locally constant
+    sites: list[GraphSite] = field(default_factory=list)  # where the path is cut / surrogate ops
+    culprit: Culprit | None = None
+    taylor: Taylor | None = None
 
 
 @dataclass

@@ -27,6 +27,8 @@ from gradcli.commands.common import (
 @click.option("--native-dtype", is_flag=True, help="Check in the model's own dtype instead of promoting to float64.")
 @click.option("--xla", is_flag=True, help="Compile the finite-difference batches with XLA.")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
+@click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
+@click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema in the README).")
 @click.option("--junit-xml", type=click.Path(dir_okay=False), metavar="PATH", help="Also write a JUnit XML report (one testcase per model, input and output).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")

@@ -22,6 +22,12 @@ def check_document(result: CheckResult) -> dict:
     return {"schema": SCHEMA_VERSION, "ok": result.ok, "exit_code": result.exit_code, "models": models}
 
 
+def logdet_document(result) -> dict:
+    entry = _plain(result)
+    entry["ok"] = result.ok
+    return {"schema": SCHEMA_VERSION, "ok": result.ok, "exit_code": result.exit_code, "model": entry}
+
+
 def _plain(obj):
     """Dataclasses, numpy scalars and arrays -> JSON-ready Python values."""
     if dataclasses.is_dataclass(obj):

@@ -18,6 +18,8 @@ VERDICT_STYLES = {
     "disconnected": "yellow",
     "mismatch": "bold red",
     "inconclusive": "bold red",
+    "kink": "yellow",
+    "surrogate": "bold magenta",
 }
 
 
@@ -124,6 +126,7 @@ def render_model(model: ModelResult, out: Console) -> None:
     for pair in model.pairs:
         if pair.failed:
             render_failure(pair, out)
+        render_diagnosis(pair, out)
         for warning in pair.warnings:
             out.print(Text(f"  warning: {pair.input} -> {pair.output}: {warning}", style="yellow"))
     for note in model.notes:
@@ -145,3 +148,79 @@ def render_failure(pair: PairResult, out: Console) -> None:
         )
     if pair.n_failing > len(pair.failing):
         out.print(f"    ... and {pair.n_failing - len(pair.failing)} more elements outside tolerance, not listed")
+
+
+def render_diagnosis(pair: PairResult, out: Console) -> None:
+    """Kinks with their one-sided slopes, graph sites, the culprit op, Taylor orders."""
+    if pair.kinks:
+        out.print(f"  kink {pair.input} -> {pair.output}: {pair.n_kinks} elements on a "
+                  "non-differentiability (one-sided slopes):")
+        for k in pair.kinks:
+            ok = "valid subgradient" if k.subgradient else "outside [left, right]: not a subgradient"
+            out.print(
+                f"    {label(pair.output, k.output_index)} / {label(pair.input, k.input_index)}: "
+                f"left {k.left:.7g}, right {k.right:.7g}, analytic {k.analytic:.7g} ({ok})"
+            )
+        if pair.n_kinks > len(pair.kinks):
+            out.print(f"    ... and {pair.n_kinks - len(pair.kinks)} more kinks, not listed")
+    culprit = pair.culprit
+    if culprit is not None:
+        site = culprit.site
+        text = (
+            f"    culprit: {site.description} ({site.op_type} '{site.op_name}') at "
+            f"{site.location or 'an unknown line'}"
+        )
+        if culprit.definition:
+            text += f", defined at {culprit.definition}"
+        out.print(Text(text, style="bold red"))
+        out.print(
+            f"      its own gradient gives {culprit.analytic:.10g} for a random probe, finite "
+            f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "
+            f"{culprit.checked_ops} ops checked on the path"
+        )
+    taylor = pair.taylor
+    if taylor is not None:
+        orders = " ".join(f"{o:.2f}" for o in taylor.orders[-6:]) or "-"
+        order = "-" if taylor.order is None else f"{taylor.order:.2f}"
+        meaning = {
+            "second order": "consistent with the gradient",
+            "first order": "the gradient is wrong, or the point is on a kink",
+            "exact": "linear along the direction: remainder at round-off",
+            "unclear": "no clean order",
+        }[taylor.verdict]
+        out.print(
+            f"    Taylor remainder {pair.input} -> {pair.output}: orders {orders} -> "
+            f"{order}, {taylor.verdict}: {meaning}"
+        )
+
+
+def render_logdet(result, out: Console) -> None:
+    """The worst examples of ``gradcli logdet``, worst first, and the verdict."""
+    table = Table(
+        title=f"{result.name}  [{result.input} -> {result.output}, n={result.dimension}, "
+        f"{result.batch} examples, {result.dtype}, rtol={result.tolerance.rtol:g}, "
+        f"atol={result.tolerance.atol:g}]",
+        title_justify="left",
+    )
+    for column in ("example", "log_det_jacobian", "slogdet(J)", "sign", "abs err", "verdict"):
+        table.add_column(column, justify="left" if column in ("example", "verdict") else "right")
+    for e in result.examples:
+        table.add_row(
+            str(e.index), f"{e.declared:.10g}", f"{e.logabsdet:.10g}", f"{e.sign:+.0f}",
+            fmt(e.abs_error), Text("pass" if e.ok else "mismatch", style="green" if e.ok else "bold red"),
+        )
+    out.print(table)
+    for note in result.notes:
+        out.print(Text(f"  note: {note}", style="dim"))
+    worst = result.worst
+    if result.ok:
+        out.print(Text(
+            f"log_det_jacobian agrees with slogdet of the Jacobian at all {result.batch} examples "
+            f"(worst abs err {fmt(worst.abs_error)} at example {worst.index})", style="green",
+        ))
+    else:
+        out.print(Text(
+            f"FAIL log_det_jacobian disagrees at {result.n_failing} of {result.batch} examples; worst: "
+            f"example {worst.index}, declared {worst.declared:.10g}, slogdet {worst.logabsdet:.10g} "
+            f"(abs err {fmt(worst.abs_error)})", style="bold red",
+        ))

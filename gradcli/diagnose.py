@@ -1,0 +1,322 @@
+"""Diagnoses: say *what* a failing comparison is looking at.
+
+A central difference that disagrees with the analytic derivative is not always a
+bug. ``refine`` re-examines the failing elements of a pair with one-sided
+difference quotients on a ladder of steps and reclassifies them:
+
+* ``kink``: the slopes from the left and from the right disagree (ReLU or |x| at
+  0, a tie in a max). The analytic value is a valid subgradient when it lies
+  between them (not a failure); outside, it is a failure.
+* ``surrogate``: the function does not change at all, to the last bit, for any
+  of the smallest ``SURROGATE_STEPS`` steps on either side (it is piecewise
+  constant here) while the analytic derivative is not zero: a straight-through
+  or other surrogate gradient. A failure unless surrogates are allowed.
+* anything else stays ``mismatch``.
+
+Ladder rule: h_k = h0 * 2**-k for k = 0..LADDER, with h0 the central-difference
+step of ``finite_diff.step_size`` (eps**(1/3) max(1, |x|)). One-sided quotients
+D(h) = (f(x + h) - f(x)) / h have an O(h) error, so each level is combined with
+the one above by Richardson, 2 D(h) - D(2h), and the level with the smallest
+error estimate |D(h) - D(2h)| + round-off (ROUNDOFF_ULPS eps |f| / h) gives the
+slope. Going down to h0 / 2**LADDER also resolves a kink that lies inside the
+default stencil but not at the point: there both one-sided slopes agree with the
+analytic value at the smaller steps, and the element is a (passing) kink.
+
+``explain`` adds the rest once the pairs are compared: where the graph cuts a
+disconnected or zero path, the culprit op of a mismatch, and the Taylor test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcli import compare
+from gradcli.errors import ModelError
+from gradcli.finite_diff import ROUNDOFF_ULPS, step_size
+from gradcli.results import (
+    DISCONNECTED,
+    EXPLANATIONS,
+    KINK,
+    MISMATCH,
+    SURROGATE,
+    ZERO,
+    Kink,
+    PairResult,
+)
+
+#: Levels below h0: the smallest step is h0 / 2**LADDER (about 6e-9 in float64).
+LADDER = 10
+#: The function must be exactly constant at this many of the smallest steps
+#: (h0/2**7 .. h0/2**10) on both sides to count as piecewise constant.
+SURROGATE_STEPS = 4
+#: Input elements whose ladders are evaluated in one batch.
+COLUMNS_PER_BATCH = 64
+#: How many kinks a report keeps.
+MAX_KINKS = 10
+
+
+def require_finite(model_name, input_name, output, values, output_shape, input_shape, what):
+    """Raise a ModelError naming input, output and element if ``values``
+    (``[output size, input size]``) hold NaN or Inf."""
+    values = np.asarray(values)
+    if np.all(np.isfinite(values)):
+        return
+    row, col = (int(i) for i in np.argwhere(~np.isfinite(values))[0])
+    out_index = compare._index(row, output_shape)
+    in_index = compare._index(col, input_shape)
+    why = "" if what == "analytic derivative" else (
+        ": the function is not finite within a step of the point"
+    )
+    raise ModelError(
+        f"{model_name}: the {what} of {_label(output, out_index)} with respect to "
+        f"{_label(input_name, in_index)} is {values[row, col]} at the point{why}"
+    )
+
+
+def _safe(fn, *args):
+    try:
+        return fn(*args)
+    except Exception:
+        return True
+
+
+def _count(n, noun):
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _label(name, index):
+    return f"{name}[{', '.join(map(str, index))}]" if index else name
+
+
+def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_shape, tol,
+           allow_surrogate=False, surrogate_sites=None) -> PairResult:
+    """Reclassify the failing elements of a ``mismatch`` pair (see module docstring).
+
+    ``analytic``, ``numeric`` and ``fd_error`` are ``[output size, input size]``;
+    ``fd`` the pair's ``FiniteDifferences`` (for ``evaluate``), ``f0`` the output
+    at the point. ``surrogate_sites`` (optional callable) returns the surrogate-
+    gradient ops the input reaches by several paths; elements that are not
+    locally constant themselves are attributed to those ops when it returns any.
+    """
+    if pair.verdict != MISMATCH:
+        return pair
+    a, n = analytic, numeric
+    bad = np.abs(a - n) > compare.allowed_error(a, n, fd_error, tol)
+    cols = np.flatnonzero(bad.any(axis=0))
+    if not len(cols):
+        return pair
+    # Worst columns first; stop once a batch holds an element no diagnosis explains
+    # (the verdict is then mismatch whatever the rest are): a real bug costs at
+    # most one batch of ladders. Columns not examined stay unexplained.
+    ratio = (np.abs(a - n) / compare.allowed_error(a, n, fd_error, tol))[:, cols].max(axis=0)
+    cols = cols[np.argsort(-ratio, kind="stable")]
+    shape = (a.shape[0], len(cols))
+    left, right = np.full(shape, np.nan), np.full(shape, np.nan)
+    left_err, right_err = np.full(shape, np.inf), np.full(shape, np.inf)
+    constant = np.zeros(shape, dtype=bool)
+    for start in range(0, len(cols), COLUMNS_PER_BATCH):
+        part = slice(start, start + COLUMNS_PER_BATCH)
+        found = _ladder(fd, pair.input, pair.output, f0, cols[part])
+        for target, value in zip((left, right, left_err, right_err, constant), found):
+            target[:, part] = value
+        seen = slice(0, start + COLUMNS_PER_BATCH)
+        if not constant[:, seen].any() and _unexplained_exists(
+            a[:, cols[seen]], bad[:, cols[seen]], left[:, seen], right[:, seen],
+            left_err[:, seen], right_err[:, seen], tol,
+        ):
+            break
+    sub_a = a[:, cols]
+    sub_bad = bad[:, cols]
+    slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
+    is_kink = sub_bad & ~constant & (np.abs(left - right) > slope_tol)
+    lo, hi = np.minimum(left, right), np.maximum(left, right)
+    margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
+    between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
+    # A kink inside the default stencil but not at the point: both slopes agree
+    # with the analytic value at smaller steps.
+    resolved = sub_bad & ~constant & ~is_kink & (
+        np.abs(sub_a - right) <= compare.allowed_error(sub_a, right, right_err, tol)
+    ) & (np.abs(sub_a - left) <= compare.allowed_error(sub_a, left, left_err, tol))
+    surrogate = sub_bad & constant & (np.abs(sub_a) > tol.atol)
+    kink_ok = (is_kink & between) | resolved
+    kink_bad = is_kink & ~between
+    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad
+    if surrogate.any() and unexplained.any() and surrogate_sites is not None:
+        sites = surrogate_sites()
+        if sites:
+            pair.sites.extend(sites)
+            pair.warnings.append(
+                "the straight-through gradient reaches "
+                f"{pair.input} by several paths ({'; '.join(s.description for s in sites)}): "
+                "the extreme elements get the sum of them, and there the function is "
+                "not constant either"
+            )
+            surrogate |= unexplained
+            unexplained = np.zeros_like(unexplained)
+
+    kinks = kink_ok | kink_bad
+    pair.n_kinks = int(kinks.sum())
+    pair.n_surrogate = int(surrogate.sum())
+    pair.kinks = _kinks(kinks, kink_bad, left, right, sub_a, cols, y_shape, x_shape)
+    full_unexplained = np.zeros_like(bad)
+    full_unexplained[:, cols] = unexplained | kink_bad
+    diff = np.abs(a - n)
+    allowed = compare.allowed_error(a, n, fd_error, tol)
+    pair.failing = compare._elements(a, n, diff, fd_error, full_unexplained, allowed, y_shape, x_shape)
+    pair.n_failing = int(full_unexplained.sum())
+    if unexplained.any():
+        pair.verdict, pair.failed = MISMATCH, True
+        extra = []
+        if pair.n_kinks:
+            extra.append(f"{pair.n_kinks} more elements sit on kinks")
+        if pair.n_surrogate:
+            extra.append(f"{pair.n_surrogate} are locally constant")
+        pair.explanation = EXPLANATIONS[MISMATCH] + (f" ({'; '.join(extra)})" if extra else "")
+    elif kink_bad.any():
+        pair.verdict, pair.failed = KINK, True
+        pair.explanation = (
+            f"{EXPLANATIONS[KINK]}, and the analytic value lies outside [left, right] at "
+            f"{int(kink_bad.sum())} elements: not a valid subgradient"
+        )
+    elif surrogate.any():
+        pair.verdict, pair.failed = SURROGATE, not allow_surrogate
+        pair.explanation = (
+            f"{EXPLANATIONS[SURROGATE]} ({pair.n_surrogate} elements; the numeric derivative "
+            f"is zero at every step from h/{2 ** (LADDER - SURROGATE_STEPS + 1)} to "
+            f"h/{2 ** LADDER})" + ("; allowed by --allow-surrogate" if allow_surrogate else "")
+        )
+        if pair.n_kinks:
+            pair.explanation += f"; {pair.n_kinks} elements sit on kinks"
+        pair.warnings.append(
+            f"surrogate gradient: the function is locally constant at "
+            f"{_count(pair.n_surrogate, 'element')} where the analytic gradient is not"
+            + (" (allowed by --allow-surrogate)" if allow_surrogate else "")
+        )
+    else:
+        pair.verdict, pair.failed = KINK, False
+        pair.explanation = (
+            f"{EXPLANATIONS[KINK]} at {pair.n_kinks} elements; the analytic value lies "
+            "between them (a valid subgradient): not a failure"
+        )
+        pair.warnings.append(
+            f"{_count(pair.n_kinks, 'element')} on a non-differentiability (kink): "
+            "the analytic value is a subgradient there"
+        )
+    return pair
+
+
+def _unexplained_exists(a, bad, left, right, left_err, right_err, tol) -> bool:
+    """Some failing element is neither a kink nor resolved at smaller steps."""
+    gap = np.abs(left - right) > compare.allowed_error(left, right, left_err + right_err, tol)
+    agrees = (np.abs(a - right) <= compare.allowed_error(a, right, right_err, tol)) & (
+        np.abs(a - left) <= compare.allowed_error(a, left, left_err, tol)
+    )
+    return bool(np.any(bad & ~gap & ~agrees))
+
+
+def _ladder(fd, name, output, f0, cols):
+    """One-sided slopes of ``output`` along unit vectors e_c (c in ``cols``).
+
+    Returns left, right, their error estimates (``[output size, len(cols)]``) and
+    ``constant``: f unchanged at the SURROGATE_STEPS smallest steps on both sides.
+    """
+    x = fd.point[name]
+    flat = x.reshape(-1)
+    dtype = x.dtype
+    eps = np.finfo(dtype).eps
+    f0 = np.asarray(f0, dtype=dtype).reshape(-1)
+    scales = 2.0 ** -np.arange(LADDER + 1)
+    parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant")}
+    for start in range(0, len(cols), COLUMNS_PER_BATCH):
+        chunk = cols[start : start + COLUMNS_PER_BATCH]
+        h0 = step_size(flat[chunk], dtype)
+        # [levels, columns]: exactly representable steps, as in along_axes.
+        xs = flat[chunk][None, :]
+        plus = (xs + h0[None, :] * scales[:, None]) - xs
+        minus = xs - (xs - h0[None, :] * scales[:, None])
+        points = []
+        for steps, sign in ((plus, 1.0), (minus, -1.0)):
+            for level in range(len(scales)):
+                for j, c in enumerate(chunk):
+                    p = flat.copy()
+                    p[c] += sign * steps[level, j]
+                    points.append(p.reshape(x.shape))
+        values = fd.evaluate(name, np.stack(points))[output]
+        values = values.reshape(2, len(scales), len(chunk), -1)  # side, level, column, out
+        fp, fm = values[0], values[1]
+        d_right = (fp - f0) / plus[:, :, None]
+        d_left = (f0 - fm) / minus[:, :, None]
+        fmax = np.maximum(np.abs(values).max(axis=(0, 1)), np.abs(f0))  # [column, out]
+
+        def best(d, steps):
+            rich = 2.0 * d[1:] - d[:-1]
+            err = np.abs(d[1:] - d[:-1]) + 2 * ROUNDOFF_ULPS * eps * fmax[None] / steps[1:, :, None]
+            pick = np.argmin(err, axis=0)
+            take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
+            return take(rich).T, take(err).T  # -> [out, column]
+
+        r, re = best(d_right, plus)
+        l, le = best(d_left, minus)
+        same = (fp[-SURROGATE_STEPS:] == f0) & (fm[-SURROGATE_STEPS:] == f0)
+        parts["right"].append(r)
+        parts["right_err"].append(re)
+        parts["left"].append(l)
+        parts["left_err"].append(le)
+        parts["constant"].append(same.all(axis=0).T)
+    return tuple(np.concatenate(parts[k], axis=1) for k in
+                 ("left", "right", "left_err", "right_err", "constant"))
+
+
+def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape) -> list[Kink]:
+    rows, idx = np.nonzero(kinks)
+    # Failures first, then by the width of the slope gap.
+    order = sorted(range(len(rows)), key=lambda i: (
+        not kink_bad[rows[i], idx[i]], -abs(right[rows[i], idx[i]] - left[rows[i], idx[i]])
+    ))[:MAX_KINKS]
+    return [
+        Kink(
+            output_index=compare._index(rows[i], y_shape),
+            input_index=compare._index(cols[idx[i]], x_shape),
+            left=float(left[rows[i], idx[i]]),
+            right=float(right[rows[i], idx[i]]),
+            analytic=float(a[rows[i], idx[i]]),
+            subgradient=not bool(kink_bad[rows[i], idx[i]]),
+        )
+        for i in order
+    ]
+
+
+def explain(model, pairs, fd, graph, tol, options) -> None:
+    """Add graph sites to disconnected/zero pairs, the culprit op to mismatches,
+    and the Taylor test (every pair with ``options.taylor``, failing ones always)."""
+    from gradcli import taylor
+
+    for pair in pairs:
+        if pair.verdict in (DISCONNECTED, ZERO) and graph is not None:
+            try:
+                sites = graph.cut_sites(pair.input, pair.output)
+            except Exception:  # graph analysis is a bonus: never lose the report
+                sites = []
+            if sites:
+                pair.sites.extend(sites)
+                where = ", ".join(f"{s.description} at {s.location or s.op_name}" for s in sites)
+                pair.explanation += f"; the path is cut by {where}"
+                if not pair.failed:  # one warning that says where, instead of "does not reach"
+                    pair.warnings = [
+                        w for w in pair.warnings if "does not reach" not in w and "is zero" not in w
+                    ]
+                    pair.warnings.append(
+                        f"{pair.input} reaches {pair.output} only through {where}: "
+                        "nothing can be learned through it"
+                    )
+            elif pair.verdict == DISCONNECTED and graph.traced and not _safe(graph.reaches,
+                pair.input, pair.output
+            ):
+                pair.explanation += f"; {pair.input} does not reach {pair.output} in the graph"
+        if pair.failed and pair.verdict == MISMATCH and graph is not None:
+            try:
+                pair.culprit = graph.culprit(pair.input, pair.output, tol)
+            except Exception as exc:  # graph analysis is a bonus: never lose the report
+                pair.warnings.append(f"could not search for the culprit op ({type(exc).__name__})")
+        if getattr(options, "taylor", False) or (pair.failed and pair.verdict in (MISMATCH, KINK)):
+            pair.taylor = taylor.taylor_test(model, fd, pair.input, pair.output, options.rng_seed)

@@ -1,0 +1,170 @@
+"""``gradcli logdet``: a flow's declared log-det-Jacobian against the autodiff Jacobian.
+
+A normalizing-flow layer maps R^n to R^n per example and declares
+log|det dy/dx| per example (``log_det_jacobian``, as bijectors such as RealNVP
+do). Here the full Jacobian block dy/dx comes from ``autodiff.jacobians``
+(shape ``[B, n, B, n]``); the per-example Jacobians are its diagonal blocks,
+and the off-diagonal blocks must be zero (the map must not mix examples).
+``numpy.linalg.slogdet`` of each block gives (sign, log|det|), compared with the
+declared value by the rule of ``compare``:
+|declared - log|det|| <= atol + rtol * max(|declared|, |log|det||), with the
+tolerances of the dtype the check runs in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradcli import autodiff, compare
+from gradcli.errors import ModelError, UsageError
+from gradcli.modelfile import Model, _rel, normalize_outputs, run_model, where_raised
+from gradcli.results import Tolerance
+
+#: How many examples a report lists (worst first).
+MAX_EXAMPLES = 10
+
+
+@dataclass
+class LogdetExample:
+    index: int
+    declared: float  # the model's log_det_jacobian
+    logabsdet: float  # log|det J| from slogdet of the autodiff Jacobian
+    sign: float  # sign of det J (0: singular)
+    abs_error: float
+    ok: bool
+
+
+@dataclass
+class LogdetResult:
+    name: str
+    path: str
+    input: str
+    output: str
+    dimension: int
+    batch: int
+    dtype: str
+    tolerance: Tolerance
+    examples: list[LogdetExample] = field(default_factory=list)  # worst first, capped
+    worst: LogdetExample | None = None
+    n_failing: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.n_failing == 0
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+def find_log_det(model: Model):
+    """The model file's ``log_det_jacobian`` (module level, or an attribute of ``model``)."""
+    candidates = [getattr(model.module, "log_det_jacobian", None)]
+    target = getattr(model.module, "model", None)
+    candidates.append(getattr(target, "log_det_jacobian", None))
+    for fn in candidates:
+        if callable(fn):
+            return fn
+    raise ModelError(
+        f"{model.name}: defines no `log_det_jacobian` (a callable of the model's inputs "
+        "returning log|det dy/dx| per example)"
+    )
+
+
+def check_logdet(model: Model, output: str | None, rtol=None, atol=None) -> LogdetResult:
+    if len(model.wrt) != 1:
+        raise UsageError(
+            f"{model.name}: logdet needs one input to differentiate, got "
+            f"{', '.join(model.wrt)}; pick one with --wrt"
+        )
+    name = model.wrt[0]
+    floating = [o for o, v in model.outputs.items() if np.issubdtype(v.dtype, np.floating)]
+    if output is None:
+        if len(floating) != 1:
+            raise UsageError(
+                f"{model.name}: the model has outputs {', '.join(model.outputs)}; pick one with --output"
+            )
+        output = floating[0]
+    elif output not in model.outputs:
+        raise UsageError(
+            f"unknown output {output!r} (known: {', '.join(model.outputs)})"
+        )
+    x, y = np.asarray(model.point[name]), np.asarray(model.outputs[output])
+    if x.ndim not in (1, 2) or x.shape != y.shape:
+        raise ModelError(
+            f"{model.name}: logdet needs a map R^n -> R^n per example: input {name} has shape "
+            f"{list(x.shape)} and output {output} {list(y.shape)} (expected equal shapes [n] "
+            "or [batch, n])"
+        )
+    batched = x.ndim == 2
+    batch, n = (x.shape if batched else (1, x.shape[0]))
+    declared = _declared(model, find_log_det(model), batch, batched)
+    block = autodiff.jacobians(model.function, model.point, [name], [output]).blocks[(output, name)]
+    if block is None:
+        raise ModelError(f"{model.name}: TensorFlow returns no gradient of {output} for {name}")
+    block = np.asarray(block, dtype=np.float64).reshape(batch, n, batch, n)
+    tol = compare.tolerance(str(model.dtype), rtol, atol)
+    per_example = np.stack([block[b, :, b, :] for b in range(batch)])
+    mixed = block.copy()
+    for b in range(batch):
+        mixed[b, :, b, :] = 0.0
+    if np.any(np.abs(mixed) > tol.atol):
+        b, _, c, _ = (int(i) for i in np.argwhere(np.abs(mixed) > tol.atol)[0])
+        raise ModelError(
+            f"{model.name}: output example {b} depends on input example {c}: not a per-example map"
+        )
+    sign, logabsdet = np.linalg.slogdet(per_example)
+    result = LogdetResult(
+        name=model.name, path=model.path, input=name, output=output, dimension=int(n),
+        batch=int(batch), dtype=str(model.dtype), tolerance=tol, notes=list(model.notes),
+    )
+    errors = np.abs(declared - logabsdet)
+    allowed = tol.atol + tol.rtol * np.maximum(np.abs(declared), np.abs(logabsdet))
+    same_infinity = np.isinf(declared) & (declared == logabsdet)
+    errors = np.where(same_infinity, 0.0, errors)
+    ok = errors <= allowed
+    examples = [
+        LogdetExample(
+            index=b, declared=float(declared[b]), logabsdet=float(logabsdet[b]),
+            sign=float(sign[b]), abs_error=float(errors[b]), ok=bool(ok[b]),
+        )
+        for b in range(batch)
+    ]
+    ranked = sorted(examples, key=lambda e: -np.nan_to_num(e.abs_error, nan=np.inf))
+    result.examples = ranked[:MAX_EXAMPLES]
+    result.worst = ranked[0]
+    result.n_failing = int((~ok).sum())
+    negative = [e.index for e in examples if e.sign < 0]
+    if negative:
+        result.notes.append(
+            f"det J < 0 at examples {', '.join(map(str, negative[:10]))}: log|det J| compared"
+        )
+    if any(e.sign == 0 for e in examples):
+        result.notes.append("the Jacobian is singular at some examples (log|det J| = -inf)")
+    return result
+
+
+def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
+    import tensorflow as tf
+
+    try:
+        tensors = {k: tf.convert_to_tensor(v) for k, v in model.point.items()}
+        value = fn(**tensors)
+    except Exception as exc:
+        raise ModelError(
+            f"{where_raised(exc, model.path)}: log_det_jacobian raised "
+            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        ) from None
+    value = np.asarray(normalize_outputs(value).get("output", value), dtype=np.float64)
+    if value.size != batch:
+        raise ModelError(
+            f"{_rel(model.path)}: log_det_jacobian returned shape {list(value.shape)}, "
+            f"expected one value per example ({batch})"
+        )
+    return value.reshape(batch)
+
+
+__all__ = ["check_logdet", "LogdetResult", "LogdetExample", "run_model"]

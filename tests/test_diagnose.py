@@ -1,0 +1,294 @@
+"""Diagnoses: kink, surrogate, zero, disconnected, nondeterminism, NaN/Inf,
+the culprit op, the Taylor test and `gradcli logdet`.
+
+Expected numbers come from the closed forms in the model files' docstrings
+(one-sided slopes, op definition lines found by reading the file), never from
+gradcli's own output."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from conftest import fixture, gradcli, sample
+
+
+@lru_cache(maxsize=None)
+def check_json(path: str, *options: str):
+    run = gradcli("check", path, "--json", *options)
+    return run, run.json()
+
+
+def pairs(document):
+    (model,) = document["models"]
+    return {(p["input"], p["output"]): p for p in model["pairs"]}
+
+
+def line_of(path: str, text: str) -> int:
+    """The 1-based line of the first line of ``path`` containing ``text``."""
+    with open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if text in line:
+                return number
+    raise AssertionError(f"{text!r} not in {path}")
+
+
+# -- kink ---------------------------------------------------------------------
+
+
+def test_relu_exactly_at_zero_passes_with_kinks_reported():
+    run, doc = check_json(sample("relu_at_zero.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("W", "output")]
+    assert pair["verdict"] == "kink" and not pair["failed"]
+    # W x = [0, 1.5, 0, -2]: rows 0 and 2 sit at 0; the right slope is x_j = 1.
+    assert pair["n_kinks"] == 4
+    assert {tuple(k["input_index"]) for k in pair["kinks"]} == {(0, 0), (0, 1), (2, 0), (2, 1)}
+    for k in pair["kinks"]:
+        assert k["output_index"][0] == k["input_index"][0]
+        assert k["left"] == pytest.approx(0.0, abs=1e-9)
+        assert k["right"] == pytest.approx(1.0, rel=1e-7)
+        assert k["analytic"] == 0.0 and k["subgradient"]
+
+
+def test_relu_kinks_text_report_shows_slopes():
+    run = gradcli("check", sample("relu_at_zero.py"))
+    assert run.exit_code == 0, run
+    assert "kink W -> output: 4 elements" in run.stdout
+    assert "output[0] / W[0, 0]: left 0, right 1, analytic 0 (valid subgradient)" in run.stdout
+
+
+def test_fast_mode_on_a_kink_is_not_a_failure():
+    run = gradcli("check", sample("relu_at_zero.py"), "--mode", "fast", "--json")
+    assert run.exit_code == 0, run
+    assert pairs(run.json())[("W", "output")]["verdict"] == "kink"
+
+
+def test_other_kinks_max_tie_and_hinge_margin():
+    run, doc = check_json(sample("kinks.py"))
+    assert run.exit_code == 0, run
+    found = pairs(doc)
+    (tie,) = found[("b", "max")]["kinks"]
+    # max(b, c) at b = c: slopes 0 from the left, 1 from the right; TensorFlow gives 1.
+    assert (tie["left"], tie["right"], tie["analytic"]) == pytest.approx((0.0, 1.0, 1.0), abs=1e-7)
+    (hinge,) = found[("w", "hinge")]["kinks"]
+    # relu(1 - w t) at w t = 1, t = 2: slopes -2 (left) and 0 (right).
+    assert (hinge["left"], hinge["right"]) == pytest.approx((-2.0, 0.0), abs=1e-7)
+    assert hinge["subgradient"]
+    # |a| at 0 with the symmetric central difference 0 = TensorFlow's 0: a plain pass.
+    assert found[("a", "abs")]["verdict"] == "pass"
+
+
+def test_analytic_outside_the_slopes_is_a_failing_kink():
+    run, doc = check_json(fixture("diag_bad_subgradient.py"))
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "kink" and pair["failed"]
+    (k,) = pair["kinks"]
+    assert k["input_index"] == [0] and not k["subgradient"]
+    assert (k["left"], k["right"], k["analytic"]) == pytest.approx((0.0, 1.0, 2.0), abs=1e-7)
+
+
+# -- surrogate ----------------------------------------------------------------
+
+
+def test_fake_quant_args_is_a_surrogate_and_fails():
+    run, doc = check_json(fixture("diag_fake_quant_args.py"))
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "surrogate" and pair["failed"]
+    assert pair["n_surrogate"] == 3 and pair["n_failing"] == 0
+    assert "piecewise constant" in pair["explanation"]
+
+
+def test_allow_surrogate_passes_and_still_says_so():
+    run, doc = check_json(fixture("diag_fake_quant_args.py"), "--allow-surrogate")
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "surrogate" and not pair["failed"]
+    assert any("allowed by --allow-surrogate" in w for w in pair["warnings"])
+
+
+def test_fake_quant_with_data_min_max_names_the_several_paths():
+    path = sample("fake_quant.py")
+    run, doc = check_json(path)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "surrogate"
+    (site,) = pair["sites"]
+    assert site["op_type"] == "FakeQuantWithMinMaxVars"
+    assert "3 paths (inputs, min, max)" in site["description"]
+    assert site["location"].endswith(f"fake_quant.py:{line_of(path, 'q = tf.quantization')}")
+    assert any("several paths" in w for w in pair["warnings"])
+    assert gradcli("check", path, "--allow-surrogate").exit_code == 0
+
+
+# -- zero and disconnected ------------------------------------------------------
+
+
+def test_sign_loss_is_zero_with_a_warning_naming_tf_sign():
+    path = sample("sign_loss.py")
+    run, doc = check_json(path)
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("w", "output")]
+    assert pair["verdict"] == "zero" and not pair["failed"]
+    (warning,) = pair["warnings"]
+    assert "tf.sign" in warning and "nothing can be learned" in warning
+    assert f"sign_loss.py:{line_of(path, 'tf.sign(')}" in warning
+
+
+def test_round_and_integer_cast_is_disconnected_and_names_both_ops():
+    path = sample("round_cast.py")
+    run, doc = check_json(path)
+    assert run.exit_code == 0, run
+    found = pairs(doc)
+    pair = found[("x", "output")]
+    assert pair["verdict"] == "disconnected" and not pair["failed"]
+    assert [s["op_type"] for s in pair["sites"]] == ["Round", "Cast"]
+    line = line_of(path, "tf.round(")
+    assert all(s["location"].endswith(f"round_cast.py:{line}") for s in pair["sites"])
+    assert "int32" in pair["sites"][1]["description"]
+    assert found[("w", "output")]["verdict"] == "pass"
+
+
+def test_stop_gradient_with_a_moving_output_is_a_failure_that_says_where():
+    path = fixture("diag_stop_gradient.py")
+    run, doc = check_json(path)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "disconnected" and pair["failed"]
+    # d/dx (w * x^2) = 2 w x = [2.1, -2]: the numeric derivative reaches 2.1.
+    assert "numeric derivative up to 2.1" in pair["explanation"]
+    assert f"tf.stop_gradient at tests/models/diag_stop_gradient.py:{line_of(path, 'stop_gradient(')}" in pair["explanation"]
+
+
+# -- model cannot be checked ----------------------------------------------------
+
+
+def test_dropout_is_nondeterministic_exit_3():
+    run = gradcli("check", fixture("diag_dropout.py"))
+    assert run.exit_code == 3, run
+    assert "nondeterministic" in run.stderr and "output output[" in run.stderr
+    assert run.stderr.count("\n") == 1
+
+
+def test_inf_gradient_names_input_output_and_element():
+    run = gradcli("check", fixture("diag_nan_grad.py"))
+    assert run.exit_code == 3, run
+    assert "analytic derivative of output[1] with respect to x[1] is inf" in run.stderr
+
+
+# -- the culprit ----------------------------------------------------------------
+
+
+def test_buggy_custom_gradient_three_calls_deep_is_pinpointed():
+    path = fixture("diag_deep_custom_gradient.py")
+    run, doc = check_json(path)
+    assert run.exit_code == 1, run
+    for pair in pairs(doc).values():
+        culprit = pair["culprit"]
+        assert culprit["site"]["description"] == "tf.custom_gradient cube"
+        assert culprit["site"]["op_type"] == "IdentityN"
+        assert culprit["definition"] == f"tests/models/diag_deep_custom_gradient.py:{line_of(path, 'def cube')}"
+        assert culprit["site"]["location"].endswith(f":{line_of(path, 'cube(h * w)')}")
+        assert culprit["rel_error"] > 0.1
+    text = gradcli("check", path)
+    assert f"defined at tests/models/diag_deep_custom_gradient.py:{line_of(path, 'def cube')}" in text.stdout
+
+
+def test_culprit_of_the_sample_bug_is_its_softplus():
+    path = sample("buggy_custom_gradient.py")
+    run, doc = check_json(path)
+    assert run.exit_code == 1
+    culprit = pairs(doc)[("x", "output")]["culprit"]
+    assert culprit["site"]["description"] == "tf.custom_gradient softplus"
+    assert culprit["definition"].endswith(f"buggy_custom_gradient.py:{line_of(path, 'def softplus')}")
+
+
+# -- Taylor -------------------------------------------------------------------
+
+
+def test_taylor_orders_two_for_correct_gradients():
+    run, doc = check_json(sample("tanh_net.py"), "--taylor")
+    assert run.exit_code == 0, run
+    for pair in pairs(doc).values():
+        assert pair["taylor"]["order"] == pytest.approx(2.0, abs=0.05)
+        assert pair["taylor"]["verdict"] == "second order"
+
+
+def test_taylor_order_one_for_a_wrong_gradient_shown_without_asking():
+    run, doc = check_json(sample("buggy_custom_gradient.py"))
+    taylor = pairs(doc)[("x", "output")]["taylor"]
+    assert taylor["order"] == pytest.approx(1.0, abs=0.05) and taylor["verdict"] == "first order"
+    # r(h) = |s(x + h u) - s(x) - h <g, u>| recomputed from the reported steps is monotone.
+    assert taylor["remainders"][-1] < taylor["remainders"][0]
+    assert "Taylor remainder x -> output" in gradcli("check", sample("buggy_custom_gradient.py")).stdout
+
+
+def test_taylor_test_direct_on_a_quadratic():
+    from gradcli.finite_diff import FiniteDifferences
+    from gradcli.modelfile import load_model
+    from gradcli.taylor import taylor_test
+
+    model = load_model(sample("square.py"))
+    fd = FiniteDifferences(model.function, model.point, ["output"])
+    result = taylor_test(model, fd, "x", "output", seed=3)
+    # f = x*x: the remainder is exactly h^2 sum(v u^2): order 2 at every step.
+    assert all(o == pytest.approx(2.0, abs=1e-3) for o in result.orders)
+    ratios = np.array(result.remainders) / np.array(result.steps) ** 2
+    assert np.allclose(ratios, ratios[0], rtol=1e-4)
+
+
+# -- gradcli logdet -------------------------------------------------------------
+
+
+def test_logdet_realnvp_agrees():
+    run = gradcli("logdet", sample("realnvp_flow.py"), "--json")
+    assert run.exit_code == 0, run
+    doc = run.json()
+    assert doc["ok"] and doc["model"]["batch"] == 5 and doc["model"]["dimension"] == 4
+    assert doc["model"]["worst"]["abs_error"] < 1e-12
+
+
+def test_logdet_finds_the_missing_log2():
+    run = gradcli("logdet", fixture("diag_flow_bad_ldj.py"), "--json")
+    assert run.exit_code == 1, run
+    model = run.json()["model"]
+    assert model["n_failing"] == 2
+    for example in model["examples"]:
+        assert example["abs_error"] == pytest.approx(math.log(2.0), abs=1e-12)
+        # log|det J| = tanh(x0) + log 2 in closed form
+        assert example["logabsdet"] == pytest.approx(example["declared"] + math.log(2.0), abs=1e-12)
+    text = gradcli("logdet", fixture("diag_flow_bad_ldj.py"))
+    assert "FAIL log_det_jacobian disagrees at 2 of 2 examples" in text.stdout
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        ((sample("square.py"),), 3, "defines no `log_det_jacobian`"),
+        ((sample("two_by_two.py"),), 2, "logdet needs one input to differentiate, got a, b"),
+        ((fixture("diag_flow_mixing.py"),), 3, "output example 0 depends on input example 1"),
+        ((sample("realnvp_flow.py"), "--output", "nope"), 2, "unknown output 'nope'"),
+        ((sample("realnvp_flow.py"), "--rtol", "-1"), 2, "--rtol"),
+    ],
+)
+def test_logdet_errors(args, code, message):
+    run = gradcli("logdet", *args)
+    assert run.exit_code == code, run
+    assert message in run.stderr and run.stderr.startswith("Error:")
+
+
+def test_check_help_lists_the_new_options():
+    run = gradcli("check", "--help")
+    assert "--allow-surrogate" in run.stdout and "--taylor" in run.stdout
+
+
+def test_nan_finite_difference_names_input_output_and_element():
+    run = gradcli("check", fixture("diag_nan_numeric.py"))
+    assert run.exit_code == 3, run
+    assert "finite difference of output[1] with respect to x[1] is nan" in run.stderr
+    assert "not finite within a step" in run.stderr
