@@ -14,6 +14,7 @@ import click
 
 from gradcli import __version__
 from gradcli.commands.check import check
+from gradcli.commands.inspect import forward, jacobian, jvp, vjp
 from gradcli.errors import GradcliError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
@@ -60,6 +61,8 @@ def cli():
 
 
 cli.add_command(check)
+for _command in (forward, vjp, jvp, jacobian):
+    cli.add_command(_command)
 
 
 def main(args=None, prog_name="gradcli"):

@@ -42,3 +42,16 @@ def text_console():
     from gradcli.render.text import console
 
     return console()
+
+
+def model_options(command):
+    """The options that say how a model is loaded, shared by every command that
+    loads one: ``--wrt`` (-> ``wrt``), ``--set`` (-> ``overrides``), ``--rng-seed``."""
+    options = [
+        click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input; Keras: every trainable weight."),
+        click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key."),
+        click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for every random choice (inputs, probes, weights)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
