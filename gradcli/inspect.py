@@ -39,6 +39,19 @@ LARGEST = 10
 VANISHING = 1e-4
 EXPLODING = 1e3
 
+
+
+def _sci(value: float) -> str:
+    """1e-4 and 1e3 rather than 0.0001 and 1000."""
+    return f"{value:.0e}".replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
+
+
+WEIGHT_RULE = (
+    f"status by r = ||g|| / ||w||: vanishing below {_sci(VANISHING)} (a step at lr 1e-3 "
+    f"would change the weight by under 1e-7 of itself), exploding above {_sci(EXPLODING)} "
+    "(it would change by more than the weight itself)"
+)
+
 ANALYTIC_VJP = "reverse mode (GradientTape.gradient with output_gradients = the cotangents)"
 ANALYTIC_JVP = "forward mode (tf.autodiff.ForwardAccumulator)"
 NUMERIC = (
@@ -142,6 +155,7 @@ class VjpResult:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     evaluations: int = 0  # numeric mode: function evaluations
+    weight_rule: str = ""  # the rule behind the weights' status, in words
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {g.name: g.values for g in self.gradients if g.values is not None}
@@ -325,9 +339,10 @@ def vjp(model: Model, cotangents: dict | None = None, *, numeric: bool = False) 
     )
     if model.kind == "keras":
         result.weights = weight_norms(model, grads)
+        result.weight_rule = WEIGHT_RULE
         result.warnings = [
             f"{w.name}: gradient is {w.status} relative to the weight "
-            f"(||g|| / ||w|| = {w.ratio:.3g}, outside [{VANISHING:g}, {EXPLODING:g}])"
+            f"(||g|| / ||w|| = {w.ratio:.3g}, outside [{_sci(VANISHING)}, {_sci(EXPLODING)}])"
             for w in result.weights
             if w.status in ("vanishing", "exploding")
         ]
@@ -432,6 +447,7 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False) -> JvpResult:
             model, "Jacobian-vector product",
             lambda: _autodiff().jvp(model.function, model.point, fitted),
         )
+        notes += _unreached_note(model, fitted, values)
     return JvpResult(
         model=model.name,
         dtype=str(model.dtype),
@@ -441,6 +457,26 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False) -> JvpResult:
         notes=notes,
         evaluations=evaluations,
     )
+
+
+def _unreached_note(model: Model, tangents: dict, values: dict) -> list[str]:
+    """Forward mode reports an output it cannot reach as zero; when every JVP is
+    zero for a nonzero tangent, one reverse pass tells "no path" from "zero"."""
+    if any(np.any(v) for v in values.values()) or not any(np.any(t) for t in tangents.values()):
+        return []
+    outputs = floating_outputs(model)
+    seeds = {o: np.ones_like(model.outputs[o]) for o in outputs}
+    grads = _analytic(
+        model, "vector-Jacobian product",
+        lambda: _autodiff().vjp(model.function, model.point, list(tangents), seeds),
+    )
+    if outputs and all(g is None for g in grads.values()):
+        return [
+            "TensorFlow's derivatives do not reach any output from "
+            f"{', '.join(tangents)} (shown as zero); if the model computes outside "
+            "TensorFlow (e.g. numpy), use --numeric"
+        ]
+    return []
 
 
 # --- jacobian ---------------------------------------------------------------
@@ -513,7 +549,7 @@ def jacobian(
     return JacobianResult(
         model=model.name,
         dtype=str(model.dtype),
-        method=NUMERIC if numeric else "analytic, vectorised with pfor (tape.jacobian / vectorized_map)",
+        method=NUMERIC if numeric else "analytic, vectorised with pfor (tf.vectorized_map)",
         mode=mode_used,
         passes=passes,
         explanation=explanation,

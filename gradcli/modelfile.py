@@ -509,7 +509,7 @@ def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Mo
         check_unknown(data, specs, "input for --input")
     values = {}
     for name, value in data.items():
-        spec = specs.get(name) or next(iter(specs.values()), None)
+        spec = specs[name] if name in specs else next(iter(specs.values()), None)
         dtype = np.dtype(str(spec.dtype)) if spec is not None else np.dtype("float32")
         if np.issubdtype(dtype, np.floating) and not is_floating(value):
             value = np.asarray(value).astype(dtype)

@@ -53,6 +53,8 @@ class _Call:
         self.wrt = parse_names(wrt)
         self.overrides = parse_assignments(overrides, "--set")
         self.data = parse_assignments(data, "--input")
+        if self.data and not model_spec.endswith(".keras"):
+            raise click.UsageError("--input gives the data of a .keras MODEL; to change a model file's inputs use --set")
         self.rng_seed = rng_seed
         self.save = save
         _check_save(save)
@@ -84,7 +86,8 @@ def save_arrays(path: str, arrays: dict) -> None:
         np.savez(path, **arrays)
     except OSError as exc:
         raise click.FileError(path, hint=exc.strerror or str(exc)) from None
-    click.echo(f"saved {len(arrays)} array(s) to {path} (keys: {', '.join(arrays) or 'none'})", err=True)
+    noun = "array" if len(arrays) == 1 else "arrays"
+    click.echo(f"saved {len(arrays)} {noun} to {path} (keys: {', '.join(arrays) or 'none'})", err=True)
 
 
 @click.command()

@@ -111,11 +111,7 @@ def render_vjp(result: VjpResult, out: Console) -> None:
 
 
 def render_weights(result: VjpResult, out: Console) -> None:
-    table = Table(
-        title="gradient norms per weight (warning outside the ratio range "
-        "[1e-4, 1e3]: vanishing below, exploding above)",
-        title_justify="left",
-    )
+    table = Table(title="gradient norms per weight", title_justify="left", caption=result.weight_rule, caption_justify="left")
     for column in ("weight", "shape", "||w||", "||g||", "||g|| / ||w||", "status"):
         table.add_column(column, justify="left" if column in ("weight", "shape", "status") else "right")
     for w in result.weights:
@@ -155,8 +151,13 @@ def render_block(block: JacobianBlock, out: Console) -> None:
         out.print(Text(title, style="bold"))
         out.print(Text("  None: TensorFlow returns no gradient (disconnected)", style="yellow"))
         return
+    table = None
     if block.rows <= TABLE_ROWS and block.columns <= TABLE_COLUMNS:
-        out.print(jacobian_table(block, title))
+        table = jacobian_table(block, title)
+        if table_width(table, block) > out.width:  # rich would elide cells with "..."
+            table = None
+    if table is not None:
+        out.print(table)
         out.print(
             Text(
                 f"  colour: red positive, blue negative, brighter = larger |entry| "
@@ -168,7 +169,7 @@ def render_block(block: JacobianBlock, out: Console) -> None:
     out.print(Text(title, style="bold"))
     out.print(
         f"  {block.rows * block.columns} entries ({block.rows} x {block.columns}), too many to "
-        f"draw: Frobenius norm {block.frobenius_norm:.6g}, max |entry| {block.max_abs:.6g}, "
+        f"draw in {out.width} columns: Frobenius norm {block.frobenius_norm:.6g}, max |entry| {block.max_abs:.6g}, "
         f"{block.nonzero} nonzero. All values: --json or --save FILE.npz."
     )
     table = Table(
@@ -196,9 +197,25 @@ def jacobian_table(block: JacobianBlock, title: str) -> Table:
     for c in cols:
         table.add_column(label(block.input, [int(i) for i in c]), justify="right")
     for r, index in enumerate(rows):
-        cells = [Text(f"{v:.6g}", style=scale_style(v, block.max_abs)) for v in matrix[r]]
+        cells = [Text(cell(v), style=scale_style(v, block.max_abs)) for v in matrix[r]]
         table.add_row(label(block.output, [int(i) for i in index]), *cells)
     return table
+
+
+def cell(value: float) -> str:
+    """Four significant digits (all of them: --json / --save); -0 shows as 0."""
+    return "0" if value == 0 else f"{value:.4g}"
+
+
+def table_width(table: Table, block: JacobianBlock) -> int:
+    """Columns the table needs without eliding: widest label or cell per column,
+    plus 3 for padding and the rule."""
+    widths = [max(len(label(block.output, list(map(int, np.unravel_index(i, block.output_shape)))))
+                  if block.output_shape else len(block.output) for i in range(block.rows))]
+    matrix = block.values.reshape(block.rows, block.columns)
+    for j, column in enumerate(table.columns[1:]):
+        widths.append(max([len(str(column.header))] + [len(cell(v)) for v in matrix[:, j]]))
+    return sum(w + 3 for w in widths) + 1
 
 
 def scale_style(value: float, max_abs: float) -> Style:
