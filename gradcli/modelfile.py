@@ -212,6 +212,9 @@ def seed_everything(seed: int) -> None:
     try:
         import keras
 
+        # Fresh Keras name counters, so a model's weights are named the same
+        # (dense/kernel, not dense_2/kernel) whatever was loaded before in this process.
+        keras.backend.clear_session(free_memory=False)
         keras.utils.set_random_seed(seed)
     except Exception:  # keras absent or older: TF and numpy are seeded already
         pass
