@@ -230,6 +230,13 @@ def _need_floating_outputs(model: Model) -> list[str]:
     return outputs
 
 
+def _skipped_note(model: Model) -> list[str]:
+    skipped = [o for o, v in model.outputs.items() if not is_floating(v)]
+    if not skipped:
+        return []
+    return [f"outputs {', '.join(skipped)} are not floating-point: not differentiated"]
+
+
 def _analytic(model: Model, what: str, compute):
     """Run a TensorFlow derivative; a failure is a model error that points at --numeric."""
     try:
@@ -296,7 +303,7 @@ def vjp(model: Model, cotangents: dict | None = None, *, numeric: bool = False) 
     """
     outputs = _need_floating_outputs(model)
     seeds, notes = _seeds(model, cotangents or {}, outputs)
-    notes = list(model.notes) + notes
+    notes = list(model.notes) + _skipped_note(model) + notes
     evaluations = 0
     if numeric:
         fd = _finite_differences(model, outputs)
@@ -502,7 +509,7 @@ def jacobian(
         raise UsageError(f"--mode must be auto, reverse or forward, got {mode!r}")
     out_size = sum(int(np.size(model.outputs[o])) for o in outputs)
     in_size = sum(int(np.size(model.point[n])) for n in model.wrt)
-    notes = list(model.notes)
+    notes = list(model.notes) + ([] if of else _skipped_note(model))
     errors = {}
     if numeric:
         fd = _finite_differences(model, outputs)

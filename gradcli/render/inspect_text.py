@@ -151,11 +151,11 @@ def render_block(block: JacobianBlock, out: Console) -> None:
         out.print(Text(title, style="bold"))
         out.print(Text("  None: TensorFlow returns no gradient (disconnected)", style="yellow"))
         return
-    table = None
+    table, reason = None, f"too many to draw (tables go up to {TABLE_ROWS} x {TABLE_COLUMNS})"
     if block.rows <= TABLE_ROWS and block.columns <= TABLE_COLUMNS:
         table = jacobian_table(block, title)
         if table_width(table, block) > out.width:  # rich would elide cells with "..."
-            table = None
+            table, reason = None, f"too wide to draw in {out.width} columns"
     if table is not None:
         out.print(table)
         out.print(
@@ -168,8 +168,7 @@ def render_block(block: JacobianBlock, out: Console) -> None:
         return
     out.print(Text(title, style="bold"))
     out.print(
-        f"  {block.rows * block.columns} entries ({block.rows} x {block.columns}), too many to "
-        f"draw in {out.width} columns: Frobenius norm {block.frobenius_norm:.6g}, max |entry| {block.max_abs:.6g}, "
+        f"  {block.rows * block.columns} entries ({block.rows} x {block.columns}), {reason}: Frobenius norm {block.frobenius_norm:.6g}, max |entry| {block.max_abs:.6g}, "
         f"{block.nonzero} nonzero. All values: --json or --save FILE.npz."
     )
     table = Table(
