@@ -366,3 +366,14 @@ def test_library_api_returns_result_objects():
     vjp = gradcli.vjp(SQUARE, {"output": np.array([2.0, 3.0])})
     assert isinstance(vjp, VjpResult)
     np.testing.assert_array_equal(vjp.arrays()["x"], [4.0, 12.0])
+
+
+def test_disconnected_blocks_are_none_not_zero():
+    doc = ok("jacobian", fixture("insp_partial.py"), "--json").json()
+    np.testing.assert_array_equal(block(doc, "u", "a"), 2.0 * np.eye(2))
+    np.testing.assert_array_equal(block(doc, "v", "b"), [[3.0]])
+    values = {(b["output"], b["input"]): b["values"] for b in doc["blocks"]}
+    assert values[("u", "b")] is None and values[("v", "a")] is None
+    assert any("b -> u" in n and "v" in n for n in doc["notes"])
+    out = ok("jacobian", fixture("insp_partial.py")).stdout
+    assert out.count("None: TensorFlow returns no gradient (disconnected)") == 2
