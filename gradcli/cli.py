@@ -61,8 +61,10 @@ def cli():
 
 
 cli.add_command(check)
-for _command in (forward, vjp, jvp, jacobian):
-    cli.add_command(_command)
+cli.add_command(forward)
+cli.add_command(vjp)
+cli.add_command(jvp)
+cli.add_command(jacobian)
 
 
 def main(args=None, prog_name="gradcli"):
