@@ -99,27 +99,44 @@ def jacobians(
 
 
 def _reverse(function, values, wrt, outputs):
+    """One VJP per output element, all in one ``tf.vectorized_map`` over the unit
+    cotangents (about twice as fast as ``tape.jacobian``, whose pfor also
+    vectorises its gather of each target element). One plain VJP per output
+    first tells which inputs it reaches, so disconnected blocks stay None."""
     with tf.GradientTape(persistent=True) as tape:
         for n in wrt:
             tape.watch(values[n])
         result = function(values)
     blocks, passes = {}, 0
     for o in outputs:
-        size = int(np.prod(result[o].shape, dtype=np.int64))
-        sources = [values[n] for n in wrt]
-        if size == 1:  # one pass: a plain gradient, no pfor trace to pay for
-            jac = tape.gradient(result[o], sources, unconnected_gradients=tf.UnconnectedGradients.NONE)
-            jac = [None if j is None else tf.reshape(j, result[o].shape + j.shape) for j in jac]
-        else:
-            jac = tape.jacobian(
-                result[o],
-                sources,
-                unconnected_gradients=tf.UnconnectedGradients.NONE,
-                experimental_use_pfor=True,
-            )
+        y = result[o]
+        size = int(np.prod(y.shape, dtype=np.int64))
+        reach = tape.gradient(
+            y, [values[n] for n in wrt], output_gradients=tf.ones_like(y),
+            unconnected_gradients=tf.UnconnectedGradients.NONE,
+        )
+        connected = [n for n, g in zip(wrt, reach) if g is not None]
+        for n in wrt:
+            blocks[(o, n)] = None
         passes += size
-        for n, j in zip(wrt, jac):
-            blocks[(o, n)] = _numpy(j)
+        if not connected:
+            continue
+        if size == 1:  # the one pass is the reach gradient itself: no trace to pay for
+            for n, g in zip(wrt, reach):
+                if g is not None:
+                    blocks[(o, n)] = np.asarray(g).reshape(tuple(y.shape) + tuple(values[n].shape))
+            continue
+        sources = [values[n] for n in connected]
+        seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
+        rows = tf.vectorized_map(
+            lambda c, y=y, sources=sources: tape.gradient(
+                y, sources, output_gradients=c,
+                unconnected_gradients=tf.UnconnectedGradients.ZERO,
+            ),
+            seeds,
+        )
+        for n, j in zip(connected, rows):
+            blocks[(o, n)] = np.asarray(j).reshape(tuple(y.shape) + tuple(values[n].shape))
     return blocks, passes
 
 

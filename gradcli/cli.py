@@ -16,6 +16,7 @@ from gradcli import __version__
 from gradcli.commands.check import check
 from gradcli.commands.hessian import hessian
 from gradcli.commands.logdet import logdet
+from gradcli.commands.inspect import forward, jacobian, jvp, vjp
 from gradcli.errors import GradcliError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
@@ -64,6 +65,10 @@ def cli():
 cli.add_command(check)
 cli.add_command(hessian)
 cli.add_command(logdet)
+cli.add_command(forward)
+cli.add_command(vjp)
+cli.add_command(jvp)
+cli.add_command(jacobian)
 
 
 def main(args=None, prog_name="gradcli"):

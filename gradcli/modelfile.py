@@ -133,6 +133,7 @@ def load_model(
     overrides: dict[str, np.ndarray] | None = None,
     rng_seed: int = 0,
     float64: bool = True,
+    data: dict[str, np.ndarray] | None = None,
 ) -> Model:
     """Load a model file (``FILE.py`` or ``FILE.py:NAME``), or a module
     object holding the same names, at its point.
@@ -141,12 +142,20 @@ def load_model(
     TensorFlow and Keras before the file is imported and is passed to a callable
     ``inputs``, so random weights and inputs are reproducible. With ``float64``
     the floating inputs are promoted to float64; if the model cannot run in
-    float64 it runs in its own dtype and a note says so.
+    float64 it runs in its own dtype and a note says so. A saved Keras model
+    (``FILE.keras``) takes its data inputs from ``data`` (``--input``).
     """
     seed_everything(rng_seed)
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
     else:
+        if str(spec).endswith(".keras"):
+            model = load_keras_file(str(spec), data or {}, float64)
+            return _finish(model, overrides, wrt, None, float64)
+        if data:
+            raise UsageError(
+                "--input gives the data of a .keras file; to change a model file's inputs use --set"
+            )
         path, entry = split_spec(spec)
         module = import_model_file(path)
     name = entry or "model"
@@ -186,6 +195,11 @@ def load_model(
         )
     model.module = module
     model.settings = dict(settings)
+    return _finish(model, overrides, wrt, file_wrt, float64)
+
+
+def _finish(model: Model, overrides, wrt, file_wrt, float64: bool) -> Model:
+    """Apply ``--set``, choose what to differentiate, and run the forward pass once."""
     _apply_overrides(model, overrides or {})
     model.native_dtypes = {n: v.dtype for n, v in model.point.items()}
     model.wrt = _choose_wrt(model, wrt, file_wrt)
@@ -202,9 +216,9 @@ def seed_everything(seed: int) -> None:
     try:
         import keras
 
-        # Layer names come from a global counter: reset it so that every load of
-        # a file names its weights alike (dense/kernel, not dense_2/kernel).
-        keras.backend.clear_session()
+        # Fresh Keras name counters, so a model's weights are named the same
+        # (dense/kernel, not dense_2/kernel) whatever was loaded before in this process.
+        keras.backend.clear_session(free_memory=False)
         keras.utils.set_random_seed(seed)
     except Exception:  # keras absent or older: TF and numpy are seeded already
         pass
@@ -497,6 +511,42 @@ def _keras_model(layer, data: dict, display: str, path: str, float64: bool) -> M
         runs_in_float64=runner is not layer,
     )
     return model
+
+
+def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Model:
+    """A saved Keras model, loaded in safe mode (no arbitrary code from the file).
+
+    ``data`` maps the model's input names (``model.inputs[i].name``) to values;
+    a single-input model accepts any one name. Integer data for a floating
+    input is converted to that input's dtype.
+    """
+    import keras
+
+    if not os.path.isfile(path):
+        raise UsageError(f"no such model file: {path}")
+    try:
+        layer = keras.saving.load_model(path, safe_mode=True)
+    except Exception as exc:
+        raise ModelError(
+            f"{_rel(path)}: cannot load the Keras model (safe mode) - "
+            f"{type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    specs = {t.name: t for t in getattr(layer, "inputs", None) or []}
+    if not data:
+        known = ", ".join(specs) or "see the model's inputs"
+        raise UsageError(
+            f"{_rel(path)}: a .keras model needs its data as --input NAME=VALUE (inputs: {known})"
+        )
+    if specs and not (len(specs) == 1 and len(data) == 1):
+        check_unknown(data, specs, "input for --input")
+    values = {}
+    for name, value in data.items():
+        spec = specs[name] if name in specs else next(iter(specs.values()), None)
+        dtype = np.dtype(str(spec.dtype)) if spec is not None else np.dtype("float32")
+        if np.issubdtype(dtype, np.floating) and not is_floating(value):
+            value = np.asarray(value).astype(dtype)
+        values[name] = value
+    return _keras_model(layer, values, _rel(path), path, float64)
 
 
 def _cast(value, dtype):

@@ -12,18 +12,17 @@ from gradcli.commands.common import (
     expand_models,
     start_tensorflow,
     text_console,
+    model_options,
 )
 
 
 @click.command()
 @click.argument("models", nargs=-1, metavar="[MODEL]...")
-@click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input; Keras: every trainable weight.")
+@model_options
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
 @click.option("--rtol", type=float, default=None, help="Relative tolerance [default: 1e-6 in float64, 1e-3 in float32].")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance [default: 1e-9 in float64, 1e-5 in float32].")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")
-@click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key.")
-@click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for every random choice (inputs, probes, weights).")
 @click.option("--native-dtype", is_flag=True, help="Check in the model's own dtype instead of promoting to float64.")
 @click.option("--xla", is_flag=True, help="Compile the finite-difference batches with XLA.")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")

@@ -112,3 +112,16 @@ def _config_keys(command: click.Command) -> dict:
             if opt.startswith("--"):
                 keys[opt[2:].replace("-", "_")] = param
     return keys
+
+
+def model_options(command):
+    """The options that say how a model is loaded, shared by every command that
+    loads one: ``--wrt`` (-> ``wrt``), ``--set`` (-> ``overrides``), ``--rng-seed``."""
+    options = [
+        click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input; Keras: every trainable weight."),
+        click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key."),
+        click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for every random choice (inputs, probes, weights)."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command

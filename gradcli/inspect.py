@@ -1,0 +1,596 @@
+"""Inspect derivatives: forward values, vector-Jacobian products, Jacobian-vector
+products and full Jacobians of a loaded :class:`~gradcli.modelfile.Model`.
+
+Every function takes a loaded model (``gradcli.modelfile.load_model``) and
+returns a result dataclass holding the numbers; nothing here prints. Seeds are
+validated against the model (unknown names, wrong shapes, non-floating targets
+raise :class:`~gradcli.errors.UsageError`, exit 2).
+
+Two ways to get each derivative:
+
+* analytic (default): ``gradcli.autodiff`` - GradientTape / ForwardAccumulator,
+  Jacobians vectorised with pfor;
+* numeric (``numeric=True``): ``gradcli.finite_diff.FiniteDifferences`` only,
+  for models TensorFlow cannot differentiate (e.g. a plain numpy function).
+  Unit directions give Jacobian columns and J^T c; a tangent direction gives J t.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gradcli.errors import GradcliError, ModelError, UsageError
+from gradcli.modelfile import Model, is_floating
+from gradcli.values import check_unknown, fit_to_shape
+
+#: Summaries list this many leading entries of an array.
+FIRST = 8
+#: Jacobian summaries list this many entries of largest magnitude.
+LARGEST = 10
+#: Gradient-to-weight norm ratios r = ||g|| / ||w|| outside [VANISHING, EXPLODING]
+#: get a warning. Rule: a gradient step with learning rate lr changes a weight by
+#: a relative lr * r, and healthy training moves weights by about 1e-3 of their
+#: size per step (r near 1 at the usual lr = 1e-3). Below r = 1e-4 that relative
+#: change is under 1e-7, float32's resolution: the weight cannot move (vanishing).
+#: Above r = 1e3 one step at lr = 1e-3 moves the weight by more than its own
+#: size (exploding). Zero weights (fresh biases) have no scale and are not judged.
+VANISHING = 1e-4
+EXPLODING = 1e3
+
+
+
+def _sci(value: float) -> str:
+    """1e-4 and 1e3 rather than 0.0001 and 1000."""
+    return f"{value:.0e}".replace("e-0", "e-").replace("e+0", "e").replace("e+", "e")
+
+
+WEIGHT_RULE = (
+    f"status by r = ||g|| / ||w||: vanishing below {_sci(VANISHING)} (a step at lr 1e-3 "
+    f"would change the weight by under 1e-7 of itself), exploding above {_sci(EXPLODING)} "
+    "(it would change by more than the weight itself)"
+)
+
+ANALYTIC_VJP = "reverse mode (GradientTape.gradient with output_gradients = the cotangents)"
+ANALYTIC_JVP = "forward mode (tf.autodiff.ForwardAccumulator)"
+NUMERIC = (
+    "finite differences only (central differences at +-h and +-2h, Richardson "
+    "extrapolation; TensorFlow's gradients are not used)"
+)
+
+
+# --- result objects ---------------------------------------------------------
+
+
+@dataclass
+class Summary:
+    """Statistics of an array, for display when it is too large to print whole."""
+
+    size: int
+    min: float
+    max: float
+    mean: float
+    norm: float  # Euclidean (Frobenius) norm of all entries
+    first: list[float]  # the first FIRST entries in row-major order
+
+
+@dataclass
+class NamedArray:
+    """One named array: an output, a seed, a gradient or a JVP."""
+
+    name: str
+    shape: list[int]
+    dtype: str
+    values: np.ndarray | None  # None: TensorFlow returned no gradient (disconnected)
+    summary: Summary | None
+    source: str = ""  # for seeds and tangents: where the values came from
+    error: float | None = None  # numeric mode: largest finite-difference error estimate
+
+
+@dataclass
+class WeightNorm:
+    """Per-weight gradient norm of a Keras model (``vjp``); see VANISHING/EXPLODING."""
+
+    name: str
+    shape: list[int]
+    weight_norm: float
+    gradient_norm: float | None  # None: disconnected
+    ratio: float | None  # gradient_norm / weight_norm; None when the weight is zero
+    status: str  # "ok", "vanishing", "exploding", "zero weight", "disconnected"
+
+
+@dataclass
+class JacobianEntry:
+    output_index: list[int]
+    input_index: list[int]
+    value: float
+
+
+@dataclass
+class JacobianBlock:
+    """d output / d input, of shape ``output_shape + input_shape``."""
+
+    output: str
+    input: str
+    output_shape: list[int]
+    input_shape: list[int]
+    values: np.ndarray | None  # None: TensorFlow returned no gradient (disconnected)
+    frobenius_norm: float = 0.0
+    max_abs: float = 0.0
+    nonzero: int = 0
+    largest: list[JacobianEntry] = field(default_factory=list)  # by |value|, largest first
+    error: float | None = None  # numeric mode: largest finite-difference error estimate
+
+    @property
+    def rows(self) -> int:
+        return int(np.prod(self.output_shape, dtype=np.int64))
+
+    @property
+    def columns(self) -> int:
+        return int(np.prod(self.input_shape, dtype=np.int64))
+
+
+@dataclass
+class ForwardResult:
+    model: str
+    dtype: str
+    outputs: list[NamedArray]
+    notes: list[str] = field(default_factory=list)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {a.name: a.values for a in self.outputs}
+
+
+@dataclass
+class VjpResult:
+    """J^T c for each differentiated input, summed over outputs."""
+
+    model: str
+    dtype: str
+    method: str
+    seeds: list[NamedArray]  # one per floating output, zeros where none was given
+    gradients: list[NamedArray]
+    weights: list[WeightNorm] = field(default_factory=list)  # Keras models only
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    evaluations: int = 0  # numeric mode: function evaluations
+    weight_rule: str = ""  # the rule behind the weights' status, in words
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {g.name: g.values for g in self.gradients if g.values is not None}
+
+
+@dataclass
+class JvpResult:
+    """J t for every output, summed over the inputs given a tangent."""
+
+    model: str
+    dtype: str
+    method: str
+    tangents: list[NamedArray]
+    outputs: list[NamedArray]
+    notes: list[str] = field(default_factory=list)
+    evaluations: int = 0
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {o.name: o.values for o in self.outputs}
+
+
+@dataclass
+class JacobianResult:
+    model: str
+    dtype: str
+    method: str
+    mode: str  # "reverse", "forward" or "numeric"
+    passes: int  # vectorised VJP/JVP passes, or function evaluations in numeric mode
+    explanation: str  # why this mode, in words
+    blocks: list[JacobianBlock]
+    notes: list[str] = field(default_factory=list)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Keyed ``OUTPUT/INPUT`` (e.g. ``output/x``, ``output/dense/kernel``)."""
+        return {f"{b.output}/{b.input}": b.values for b in self.blocks if b.values is not None}
+
+
+# --- helpers ----------------------------------------------------------------
+
+
+def summarize(values: np.ndarray) -> Summary:
+    flat = np.asarray(values, dtype=np.float64).reshape(-1)
+    if flat.size == 0:
+        return Summary(0, 0.0, 0.0, 0.0, 0.0, [])
+    return Summary(
+        size=int(flat.size),
+        min=float(flat.min()),
+        max=float(flat.max()),
+        mean=float(flat.mean()),
+        norm=float(np.linalg.norm(flat)),
+        first=[float(v) for v in flat[:FIRST]],
+    )
+
+
+def named(name: str, values, source: str = "", error: float | None = None, shape=None, dtype=None) -> NamedArray:
+    if values is None:
+        return NamedArray(name, list(shape), str(dtype), None, None, source, error)
+    values = np.asarray(values)
+    return NamedArray(
+        name, list(values.shape), str(values.dtype), values, summarize(values), source, error
+    )
+
+
+def floating_outputs(model: Model) -> list[str]:
+    return [o for o, v in model.outputs.items() if is_floating(v)]
+
+
+def _need_floating_outputs(model: Model) -> list[str]:
+    outputs = floating_outputs(model)
+    if not outputs:
+        raise ModelError(f"{model.name}: no floating-point output to differentiate")
+    return outputs
+
+
+def _skipped_note(model: Model) -> list[str]:
+    skipped = [o for o, v in model.outputs.items() if not is_floating(v)]
+    if not skipped:
+        return []
+    return [f"outputs {', '.join(skipped)} are not floating-point: not differentiated"]
+
+
+def _analytic(model: Model, what: str, compute):
+    """Run a TensorFlow derivative; a failure is a model error that points at --numeric."""
+    try:
+        return compute()
+    except GradcliError:
+        raise
+    except Exception as exc:  # TensorFlow raises many types when it cannot differentiate
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise ModelError(
+            f"{model.name}: TensorFlow could not compute the {what} ({type(exc).__name__}: "
+            f"{first}); a model that computes outside TensorFlow needs --numeric"
+        ) from None
+
+
+def _disconnected_note(model: Model, names: list[str], everything: bool) -> list[str]:
+    if not names:
+        return []
+    note = (
+        f"TensorFlow returns no gradient (None) for {', '.join(names)}: "
+        "it does not reach the outputs (shown as disconnected, not zero)"
+    )
+    if everything:
+        note += "; if the model computes outside TensorFlow (e.g. numpy), use --numeric"
+    return [note]
+
+
+def _finite_differences(model: Model, outputs: list[str]):
+    from gradcli.finite_diff import FiniteDifferences
+
+    return FiniteDifferences(model.function, model.point, outputs)
+
+
+def _eager_note(fd) -> list[str]:
+    if fd.eager:
+        return [
+            "the model could not be traced by tf.function/vectorized_map (e.g. it runs "
+            "numpy code): finite differences ran one point at a time"
+        ]
+    return []
+
+
+# --- forward ----------------------------------------------------------------
+
+
+def forward(model: Model) -> ForwardResult:
+    """Each output's shape, dtype and values at the model's point."""
+    return ForwardResult(
+        model=model.name,
+        dtype=str(model.dtype),
+        outputs=[named(o, v) for o, v in model.outputs.items()],
+        notes=list(model.notes),
+    )
+
+
+# --- vjp --------------------------------------------------------------------
+
+
+def vjp(model: Model, cotangents: dict | None = None, *, numeric: bool = False) -> VjpResult:
+    """J^T c for each input in ``model.wrt``, summed over outputs.
+
+    No cotangents: every floating output is seeded with ones, which is what
+    ``tf.gradients(ys, xs)`` returns (the gradient of the sum of all outputs).
+    Cotangents for some outputs: the others are seeded with zeros.
+    """
+    outputs = _need_floating_outputs(model)
+    seeds, notes = _seeds(model, cotangents or {}, outputs)
+    notes = list(model.notes) + _skipped_note(model) + notes
+    evaluations = 0
+    if numeric:
+        fd = _finite_differences(model, outputs)
+        grads, errors = {}, {}
+        for name in model.wrt:
+            d = fd.along_axes(name)  # values[o]: [input size, *output shape]
+            k = len(d.steps)
+            grads[name] = sum(
+                d.values[o].reshape(k, -1) @ seeds[o].reshape(-1) for o in outputs
+            ).reshape(model.point[name].shape)
+            errors[name] = float(
+                np.max(sum(d.errors[o].reshape(k, -1) @ np.abs(seeds[o]).reshape(-1) for o in outputs),
+                       initial=0.0)
+            )
+        evaluations = fd.evaluations
+        notes += _eager_note(fd)
+    else:
+        grads = _analytic(
+            model, "vector-Jacobian product",
+            lambda: _autodiff().vjp(model.function, model.point, model.wrt, seeds),
+        )
+        errors = {}
+        missing = [n for n in model.wrt if grads[n] is None]
+        notes += _disconnected_note(model, missing, everything=len(missing) == len(model.wrt))
+    gradients = [
+        named(
+            n, grads[n], error=errors.get(n),
+            shape=model.point[n].shape, dtype=model.point[n].dtype,
+        )
+        for n in model.wrt
+    ]
+    result = VjpResult(
+        model=model.name,
+        dtype=str(model.dtype),
+        method=NUMERIC if numeric else ANALYTIC_VJP,
+        seeds=[named(o, seeds[o], source=sources) for o, sources in _seed_sources(cotangents, outputs).items()],
+        gradients=gradients,
+        notes=notes,
+        evaluations=evaluations,
+    )
+    if model.kind == "keras":
+        result.weights = weight_norms(model, grads)
+        result.weight_rule = WEIGHT_RULE
+        result.warnings = [
+            f"{w.name}: gradient is {w.status} relative to the weight "
+            f"(||g|| / ||w|| = {w.ratio:.3g}, outside [{_sci(VANISHING)}, {_sci(EXPLODING)}])"
+            for w in result.weights
+            if w.status in ("vanishing", "exploding")
+        ]
+    return result
+
+
+def _seeds(model: Model, cotangents: dict, outputs: list[str]) -> tuple[dict, list[str]]:
+    check_unknown(cotangents, model.outputs, "output for --cotangent")
+    for name in cotangents:
+        if name not in outputs:
+            raise UsageError(
+                f"--cotangent {name}: output {name!r} is {model.outputs[name].dtype}; "
+                "only floating-point outputs can be seeded"
+            )
+    seeds = {}
+    for o in outputs:
+        y = model.outputs[o]
+        if o in cotangents:
+            value = np.asarray(cotangents[o])
+            if not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):
+                raise UsageError(f"--cotangent {o} is not numeric")
+            seeds[o] = fit_to_shape(value, y.shape, f"--cotangent {o}").astype(y.dtype)
+        elif cotangents:
+            seeds[o] = np.zeros(y.shape, y.dtype)
+        else:
+            seeds[o] = np.ones(y.shape, y.dtype)
+    if not cotangents:
+        notes = [
+            "no --cotangent: every output is seeded with ones, as tf.gradients(ys, xs) "
+            "does (the gradient of the sum of all outputs)"
+        ]
+    else:
+        zero = [o for o in outputs if o not in cotangents]
+        notes = [f"output {o} gets a zero cotangent (none given)" for o in zero]
+    return seeds, notes
+
+
+def _seed_sources(cotangents, outputs) -> dict[str, str]:
+    if not cotangents:
+        return {o: "ones (default)" for o in outputs}
+    return {o: "given" if o in cotangents else "zeros (not given)" for o in outputs}
+
+
+def weight_norms(model: Model, grads: dict) -> list[WeightNorm]:
+    """Norms of each Keras weight and of its gradient; status by VANISHING/EXPLODING."""
+    rows = []
+    for name in model.wrt:
+        if name not in model.weights:
+            continue
+        w = float(np.linalg.norm(model.point[name]))
+        g = grads.get(name)
+        shape = list(np.shape(model.point[name]))
+        if g is None:
+            rows.append(WeightNorm(name, shape, w, None, None, "disconnected"))
+            continue
+        gn = float(np.linalg.norm(g))
+        if w == 0.0:
+            rows.append(WeightNorm(name, shape, w, gn, None, "zero weight"))
+            continue
+        ratio = gn / w
+        status = "vanishing" if ratio < VANISHING else "exploding" if ratio > EXPLODING else "ok"
+        rows.append(WeightNorm(name, shape, w, gn, ratio, status))
+    return rows
+
+
+# --- jvp --------------------------------------------------------------------
+
+
+def jvp(model: Model, tangents: dict, *, numeric: bool = False) -> JvpResult:
+    """J t for every output; inputs without a tangent get zeros."""
+    if not tangents:
+        raise UsageError("jvp needs at least one --tangent INPUT=VALUE")
+    check_unknown(tangents, model.point, "input for --tangent")
+    fitted = {}
+    for name, value in tangents.items():
+        x = model.point[name]
+        if not is_floating(x):
+            raise UsageError(
+                f"--tangent {name}: input {name!r} is {x.dtype}; only floating-point "
+                "inputs can carry a tangent"
+            )
+        fitted[name] = fit_to_shape(value, x.shape, f"--tangent {name}").astype(x.dtype)
+    notes = list(model.notes)
+    untouched = [n for n, v in model.point.items() if is_floating(v) and n not in fitted]
+    if untouched:
+        notes.append(f"zero tangent for {', '.join(untouched)} (none given)")
+    evaluations = 0
+    errors: dict[str, float] = {}
+    if numeric:
+        outputs = _need_floating_outputs(model)
+        fd = _finite_differences(model, outputs)
+        values = {o: 0.0 for o in outputs}
+        for name, t in fitted.items():
+            d = fd.along(name, t[None])
+            for o in outputs:
+                values[o] = values[o] + d.values[o][0]
+                errors[o] = errors.get(o, 0.0) + float(np.max(d.errors[o][0], initial=0.0))
+        evaluations = fd.evaluations
+        notes += _eager_note(fd)
+    else:
+        values = _analytic(
+            model, "Jacobian-vector product",
+            lambda: _autodiff().jvp(model.function, model.point, fitted),
+        )
+        notes += _unreached_note(model, fitted, values)
+    return JvpResult(
+        model=model.name,
+        dtype=str(model.dtype),
+        method=NUMERIC if numeric else ANALYTIC_JVP,
+        tangents=[named(n, t, source="given") for n, t in fitted.items()],
+        outputs=[named(o, np.asarray(v), error=errors.get(o)) for o, v in values.items()],
+        notes=notes,
+        evaluations=evaluations,
+    )
+
+
+def _unreached_note(model: Model, tangents: dict, values: dict) -> list[str]:
+    """Forward mode reports an output it cannot reach as zero; when every JVP is
+    zero for a nonzero tangent, one reverse pass tells "no path" from "zero"."""
+    if any(np.any(v) for v in values.values()) or not any(np.any(t) for t in tangents.values()):
+        return []
+    outputs = floating_outputs(model)
+    seeds = {o: np.ones_like(model.outputs[o]) for o in outputs}
+    grads = _analytic(
+        model, "vector-Jacobian product",
+        lambda: _autodiff().vjp(model.function, model.point, list(tangents), seeds),
+    )
+    if outputs and all(g is None for g in grads.values()):
+        return [
+            "TensorFlow's derivatives do not reach any output from "
+            f"{', '.join(tangents)} (shown as zero); if the model computes outside "
+            "TensorFlow (e.g. numpy), use --numeric"
+        ]
+    return []
+
+
+# --- jacobian ---------------------------------------------------------------
+
+
+def jacobian(
+    model: Model, of: list[str] | None = None, *, numeric: bool = False, mode: str = "auto"
+) -> JacobianResult:
+    """Full Jacobian blocks d output / d input for ``of`` (default: every floating
+    output) and ``model.wrt``.
+
+    Analytic mode picks reverse or forward by which needs fewer vectorised passes
+    (``autodiff.choose_mode``): reverse needs one per output element, forward one
+    per input element.
+    """
+    floating = _need_floating_outputs(model)
+    outputs = list(of) if of else floating
+    check_unknown(outputs, model.outputs, "output for --of")
+    for o in outputs:
+        if o not in floating:
+            raise UsageError(f"--of {o}: output {o!r} is {model.outputs[o].dtype}, not floating-point")
+    if mode not in ("auto", "reverse", "forward"):
+        raise UsageError(f"--mode must be auto, reverse or forward, got {mode!r}")
+    out_size = sum(int(np.size(model.outputs[o])) for o in outputs)
+    in_size = sum(int(np.size(model.point[n])) for n in model.wrt)
+    notes = list(model.notes) + ([] if of else _skipped_note(model))
+    errors = {}
+    if numeric:
+        fd = _finite_differences(model, outputs)
+        raw = {}
+        for name in model.wrt:
+            d = fd.along_axes(name)
+            k = len(d.steps)
+            for o in outputs:
+                out_shape = model.outputs[o].shape
+                columns = np.moveaxis(d.values[o].reshape(k, -1), 0, 1)
+                raw[(o, name)] = columns.reshape(out_shape + model.point[name].shape)
+                errors[(o, name)] = float(np.max(d.errors[o], initial=0.0))
+        mode_used, passes = "numeric", fd.evaluations
+        explanation = (
+            f"{fd.evaluations} function evaluations: 4 per input element "
+            f"({in_size} input elements)"
+        )
+        notes += _eager_note(fd)
+    else:
+        jac = _analytic(
+            model, "Jacobian",
+            lambda: _autodiff().jacobians(model.function, model.point, model.wrt, outputs, mode),
+        )
+        raw, mode_used, passes = jac.blocks, jac.mode, jac.passes
+        chosen = "chosen" if mode == "auto" else "requested"
+        if mode_used == "reverse":
+            explanation = (
+                f"reverse mode ({chosen}): {passes} vectorised VJP passes, one per output "
+                f"element (forward mode would need {in_size}, one per input element)"
+            )
+        else:
+            explanation = (
+                f"forward mode ({chosen}): {passes} vectorised JVP passes, one per input "
+                f"element (reverse mode would need {out_size}, one per output element)"
+            )
+        missing = [f"{n} -> {o}" for (o, n), b in raw.items() if b is None]
+        if missing:
+            notes += _disconnected_note(model, missing, everything=len(missing) == len(raw))
+    blocks = [
+        jacobian_block(o, n, raw[(o, n)], model.outputs[o].shape, model.point[n].shape, errors.get((o, n)))
+        for o in outputs
+        for n in model.wrt
+    ]
+    return JacobianResult(
+        model=model.name,
+        dtype=str(model.dtype),
+        method=NUMERIC if numeric else "analytic, vectorised with pfor (tf.vectorized_map)",
+        mode=mode_used,
+        passes=passes,
+        explanation=explanation,
+        blocks=blocks,
+        notes=notes,
+    )
+
+
+def jacobian_block(output, input, values, output_shape, input_shape, error=None) -> JacobianBlock:
+    block = JacobianBlock(output, input, list(output_shape), list(input_shape), None, error=error)
+    if values is None:
+        return block
+    values = np.asarray(values).reshape(tuple(output_shape) + tuple(input_shape))
+    block.values = values
+    flat = np.abs(values.reshape(-1)).astype(np.float64)
+    block.frobenius_norm = float(np.linalg.norm(flat))
+    block.max_abs = float(flat.max(initial=0.0))
+    block.nonzero = int(np.count_nonzero(flat))
+    top = np.argsort(-flat, kind="stable")[: min(LARGEST, block.nonzero)]
+    rows, cols = block.rows, block.columns
+    for i in top:
+        r, c = divmod(int(i), cols) if cols else (int(i), 0)
+        block.largest.append(
+            JacobianEntry(
+                output_index=[int(v) for v in np.unravel_index(r, output_shape)] if output_shape else [],
+                input_index=[int(v) for v in np.unravel_index(c, input_shape)] if input_shape else [],
+                value=float(values.reshape(rows, cols)[r, c]),
+            )
+        )
+    return block
+
+
+def _autodiff():
+    """``gradcli.autodiff``, imported on first use (it imports TensorFlow)."""
+    from gradcli import autodiff as module
+
+    return module
