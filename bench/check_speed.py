@@ -30,7 +30,7 @@ from gradcli.tf_import import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
-from gradcli.check import CheckOptions, check_model  # noqa: E402
+from gradcli.checking import CheckOptions, check_model  # noqa: E402
 from gradcli.modelfile import load_model  # noqa: E402
 
 #: layer widths (input, hidden, hidden, output) giving about 1k, 10k and 43k parameters

@@ -14,7 +14,6 @@ import it when first called.
 from __future__ import annotations
 
 import os
-import sys
 import types
 
 __version__ = "0.1.0"
@@ -28,14 +27,14 @@ def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=Non
     ``model`` is a model file path (``FILE.py`` or ``FILE.py:NAME``), a folder,
     a list of those, or the model itself: a callable of tensors or a Keras
     model, with ``inputs`` (a dict, or a callable taking a numpy Generator) as
-    in a model file. ``options`` are the fields of ``gradcli.check.CheckOptions``
+    in a model file. ``options`` are the fields of ``gradcli.checking.CheckOptions``
     (``mode``, ``rtol``, ``atol``, ``probes``, ``rng_seed``, ``overrides``,
     ``float64``, ``jit_compile``). Options given here win over a model file's
     ``check`` dict; pyproject.toml is not read (the call says what it means).
     A model that cannot be loaded or run is a ``ModelResult`` with ``error``
     set, as on the command line; bad options raise ``gradcli.errors.UsageError``.
     """
-    from gradcli.check import CheckOptions, check_paths
+    from gradcli.checking import CheckOptions, check_paths
 
     known = {f for f in CheckOptions.__dataclass_fields__}
     unknown = sorted(set(options) - known)
@@ -71,19 +70,6 @@ def _as_module(model, inputs) -> types.ModuleType:
     if inputs is not None:
         module.inputs = inputs
     return module
-
-
-class _Package(types.ModuleType):
-    """Keeps ``gradcli.check`` the function above: importing the submodule
-    ``gradcli.check`` would otherwise rebind the package attribute to it."""
-
-    def __setattr__(self, name, value):
-        if name == "check" and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
 
 
 # Inspecting derivatives: each takes a model spec (FILE.py, FILE.py:NAME, FILE.keras)

@@ -60,7 +60,7 @@ def check(**_):
     if junit and not os.path.isdir(os.path.dirname(os.path.abspath(junit))):
         raise click.BadParameter(f"folder of {junit} does not exist", param_hint="--junit-xml")
     start_tensorflow()
-    from gradcli.check import CheckOptions, check_paths
+    from gradcli.checking import CheckOptions, check_paths
 
     options = options_from_params(CheckOptions, {**p, "wrt": wrt_names, "overrides": values})
     from gradcli.render.progress import progress_callback
