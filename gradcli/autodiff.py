@@ -45,10 +45,13 @@ def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> di
     return {n: _numpy(g) for n, g in zip(wrt, grads)}
 
 
-def jvp(function: Callable, point: dict, tangents: dict) -> dict:
-    """J t for every output, by forward mode (``tf.autodiff.ForwardAccumulator``).
+#: Batches of up to this many tangents run eagerly (see ``batched_jvp``).
+EAGER_MAX_TANGENTS = 32
 
-    Outputs that the tangents do not reach get zeros.
+
+def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | None = None) -> dict:
+    """J t for every output (or those named), by forward mode
+    (``tf.autodiff.ForwardAccumulator``). Outputs the tangents do not reach get zeros.
     """
     values = _tensors(point)
     names = list(tangents)
@@ -56,9 +59,11 @@ def jvp(function: Callable, point: dict, tangents: dict) -> dict:
     with tf.autodiff.ForwardAccumulator(
         primals, [tf.cast(tangents[n], values[n].dtype) for n in names]
     ) as acc:
-        outputs = function(values)
+        results = function(values)
     result = {}
-    for o, y in outputs.items():
+    for o, y in results.items():
+        if outputs is not None and o not in outputs:
+            continue
         t = acc.jvp(y) if y.dtype.is_floating else None
         result[o] = np.zeros(y.shape, y.dtype.as_numpy_dtype) if t is None else np.asarray(t)
     return result
@@ -157,15 +162,22 @@ def _forward(function, values, wrt, outputs):
 
 
 def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[str]) -> dict:
-    """J t for a batch of tangents in one traced, vectorised call.
+    """J t for a batch of tangents.
 
     ``tangents`` maps input name -> array ``[k, *input_shape]`` (the same k for
     every input; inputs left out get no tangent). Returns output name ->
-    ``[k, *output_shape]``. Eager ForwardAccumulator traces a helper per op on
-    every call, so a batch costs about what one eager JVP does.
+    ``[k, *output_shape]``. Up to EAGER_MAX_TANGENTS tangents run eagerly one by
+    one (measured cheaper than tracing and vectorising: 0.2-0.4 s against 0.6 s
+    for 18 tangents of a small MLP); more run in one traced, vectorised call.
     """
     values = _tensors(point)
     names = list(tangents)
+    k = len(next(iter(tangents.values())))
+    if k <= EAGER_MAX_TANGENTS:
+        rows = [
+            jvp(function, point, {n: tangents[n][i] for n in names}, outputs) for i in range(k)
+        ]
+        return {o: np.stack([r[o] for r in rows]) for o in outputs}
 
     def one(batch):
         primals = [tf.identity(values[n]) for n in names]

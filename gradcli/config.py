@@ -29,6 +29,7 @@ import typing
 from dataclasses import dataclass, field
 
 from gradcli.errors import UsageError
+from gradcli.paths import relative_path
 
 PYPROJECT = "pyproject.toml"
 #: Keys whose values are paths, resolved against the pyproject.toml's folder.
@@ -69,7 +70,7 @@ class ProjectConfig:
         table = "tool.gradcli" + (
             f".{command}" if command and key in self.commands.get(command, {}) else ""
         )
-        return f"{_rel(self.path)} [{table}] {key.replace('_', '-')}"
+        return f"{relative_path(self.path)} [{table}] {key.replace('_', '-')}"
 
 
 def find_pyproject(start: str | None = None) -> str | None:
@@ -94,7 +95,7 @@ def load_project_config(start: str | None = None) -> ProjectConfig:
         return ProjectConfig()
     table = _read_toml(path)["tool"]["gradcli"]
     if not isinstance(table, dict):
-        raise UsageError(f"{_rel(path)}: [tool.gradcli] must be a table")
+        raise UsageError(f"{relative_path(path)}: [tool.gradcli] must be a table")
     config = ProjectConfig(path=path)
     base = os.path.dirname(path)
     for key, value in table.items():
@@ -112,9 +113,9 @@ def _read_toml(path: str) -> dict:
         with open(path, "rb") as f:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{_rel(path)}: invalid TOML: {exc}") from None
+        raise UsageError(f"{relative_path(path)}: invalid TOML: {exc}") from None
     except OSError as exc:
-        raise UsageError(f"{_rel(path)}: cannot read: {exc.strerror}") from None
+        raise UsageError(f"{relative_path(path)}: cannot read: {exc.strerror}") from None
 
 
 def _resolve(key: str, value, base: str):
@@ -125,11 +126,6 @@ def _resolve(key: str, value, base: str):
     if isinstance(value, list):
         return [os.path.join(base, v) if isinstance(v, str) else v for v in value]
     return os.path.join(base, value) if isinstance(value, str) else value
-
-
-def _rel(path: str) -> str:
-    rel = os.path.relpath(path)
-    return path if rel.startswith("..") else rel
 
 
 def option_fields(names) -> set[str]:

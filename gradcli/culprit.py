@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from gradcli import compare
+from gradcli.paths import relative_path
 from gradcli.results import Culprit, GraphSite
 from gradcli.tf_import import import_tensorflow
 
@@ -185,7 +186,7 @@ class ModelGraph:
         if not user:
             return ""
         frame = user[-1]
-        return f"{_rel(frame.filename)}:{frame.lineno}"
+        return f"{relative_path(frame.filename)}:{frame.lineno}"
 
     # -- the culprit --------------------------------------------------------------
 
@@ -356,7 +357,7 @@ def _custom_definition(op) -> str:
     if code is None:
         return ""
     line = _enclosing_def(code.co_filename, code.co_firstlineno) or code.co_firstlineno
-    return f"{_rel(code.co_filename)}:{line}"
+    return f"{relative_path(code.co_filename)}:{line}"
 
 
 @lru_cache(maxsize=32)
@@ -418,11 +419,3 @@ def _is_library(filename: str) -> bool:
         or filename.startswith("<")
         or path.startswith(sys.prefix)
     )
-
-
-def _rel(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel

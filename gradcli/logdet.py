@@ -19,7 +19,8 @@ import numpy as np
 
 from gradcli import autodiff, compare
 from gradcli.errors import ModelError, UsageError
-from gradcli.modelfile import Model, _rel, normalize_outputs, run_model, where_raised
+from gradcli.modelfile import Model, normalize_outputs, run_model, where_raised
+from gradcli.paths import relative_path
 from gradcli.results import Tolerance
 
 #: How many examples a report lists (worst first).
@@ -161,7 +162,7 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
     value = np.asarray(normalize_outputs(value).get("output", value), dtype=np.float64)
     if value.size != batch:
         raise ModelError(
-            f"{_rel(model.path)}: log_det_jacobian returned shape {list(value.shape)}, "
+            f"{relative_path(model.path)}: log_det_jacobian returned shape {list(value.shape)}, "
             f"expected one value per example ({batch})"
         )
     return value.reshape(batch)

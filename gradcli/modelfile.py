@@ -32,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from gradcli.errors import ModelError, UsageError
+from gradcli.paths import relative_path
 from gradcli.values import check_unknown, fit_to_shape
 
 CHECK_DTYPE = np.float64
@@ -94,7 +95,7 @@ def import_model_file(path: str) -> ModuleType:
     except SyntaxError as exc:
         sys.modules.pop(module_name, None)
         raise ModelError(
-            f"{_rel(exc.filename or path)}:{exc.lineno}: syntax error: {exc.msg}"
+            f"{relative_path(exc.filename or path)}:{exc.lineno}: syntax error: {exc.msg}"
         ) from None
     except (Exception, SystemExit) as exc:
         sys.modules.pop(module_name, None)
@@ -114,16 +115,8 @@ def where_raised(exc: BaseException, path: str) -> str:
     inside = [f for f in frames if os.path.abspath(f.filename) == path]
     frame = (inside or frames or [None])[-1]
     if frame is None:
-        return _rel(path)
-    return f"{_rel(frame.filename)}:{frame.lineno}"
-
-
-def _rel(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith("..") else rel
+        return relative_path(path)
+    return f"{relative_path(frame.filename)}:{frame.lineno}"
 
 
 def load_model(
@@ -165,17 +158,17 @@ def load_model(
         )
         if entry is None:
             raise ModelError(
-                f"{_rel(path)}: defines no `model` (a model file must set `model` "
+                f"{relative_path(path)}: defines no `model` (a model file must set `model` "
                 "to a callable or a Keras model)"
             )
         raise ModelError(
-            f"{_rel(path)}: no name {entry!r} (callables defined: {', '.join(defined) or 'none'})"
+            f"{relative_path(path)}: no name {entry!r} (callables defined: {', '.join(defined) or 'none'})"
         )
     target = getattr(module, name)
     settings = getattr(module, "check", {})
     if not isinstance(settings, dict):
-        raise ModelError(f"{_rel(path)}: `check` must be a dict of option defaults")
-    display = f"{_rel(path)}:{entry}" if entry else _rel(path)
+        raise ModelError(f"{relative_path(path)}: `check` must be a dict of option defaults")
+    display = f"{relative_path(path)}:{entry}" if entry else relative_path(path)
     raw_inputs = _read_inputs(module, path, rng_seed, required=not _is_keras(target))
     file_wrt = getattr(module, "wrt", None)
     if _is_keras(target):
@@ -191,7 +184,7 @@ def load_model(
         )
     else:
         raise ModelError(
-            f"{_rel(path)}: `{name}` is a {type(target).__name__}, not a callable or Keras model"
+            f"{relative_path(path)}: `{name}` is a {type(target).__name__}, not a callable or Keras model"
         )
     model.module = module
     model.settings = dict(settings)
@@ -229,7 +222,7 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
     if raw is None:
         if required:
             raise ModelError(
-                f"{_rel(path)}: defines no `inputs` (a dict of name -> value, or a "
+                f"{relative_path(path)}: defines no `inputs` (a dict of name -> value, or a "
                 "callable taking a numpy Generator)"
             )
         return {}
@@ -241,7 +234,7 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
                 f"{where_raised(exc, path)}: {type(exc).__name__} in `inputs`: {exc}"
             ) from None
     if not isinstance(raw, dict):
-        raise ModelError(f"{_rel(path)}: `inputs` must be a dict or return one")
+        raise ModelError(f"{relative_path(path)}: `inputs` must be a dict or return one")
     return {str(k): _to_array(v, k, path) for k, v in raw.items()}
 
 
@@ -251,9 +244,9 @@ def _to_array(value: Any, name: str, path: str) -> np.ndarray:
     try:
         array = np.asarray(value)
     except ValueError:
-        raise ModelError(f"{_rel(path)}: input {name!r} is a ragged array") from None
+        raise ModelError(f"{relative_path(path)}: input {name!r} is a ragged array") from None
     if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-        raise ModelError(f"{_rel(path)}: input {name!r} is not numeric ({array.dtype})")
+        raise ModelError(f"{relative_path(path)}: input {name!r} is not numeric ({array.dtype})")
     return array
 
 
@@ -275,7 +268,7 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
     if cli_wrt:
         names, source, error = list(cli_wrt), "--wrt", UsageError
     elif file_wrt:
-        names, source, error = list(file_wrt), f"{_rel(model.path)}: `wrt`", ModelError
+        names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
     else:
         names = [n for n, v in model.point.items() if is_floating(v)]
         if model.kind == "keras":
@@ -300,12 +293,17 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
 
 
 def _check_finite_inputs(model: Model) -> None:
-    for name, value in model.point.items():
+    require_finite(model.name, "input", model.point, "; gradients need a finite point")
+
+
+def require_finite(model_name: str, kind: str, arrays: dict, why: str) -> None:
+    """Raise a ModelError naming the first NaN/Inf element among ``arrays``."""
+    for name, value in arrays.items():
         if is_floating(value) and not np.all(np.isfinite(value)):
             index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
             raise ModelError(
-                f"{model.name}: input {name!r} is {value[index]} at element "
-                f"{list(index)}; gradients need a finite point"
+                f"{model_name}: {kind} {name!r} is {value[index]} at element "
+                f"{list(index)}{why}"
             )
 
 
@@ -399,13 +397,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _check_finite_outputs(model: Model) -> None:
-    for name, value in model.outputs.items():
-        if is_floating(value) and not np.all(np.isfinite(value)):
-            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
-            raise ModelError(
-                f"{model.name}: output {name!r} is {value[index]} at element "
-                f"{list(index)} at the given point"
-            )
+    require_finite(model.name, "output", model.outputs, " at the given point")
 
 
 def normalize_outputs(result) -> dict:
@@ -528,14 +520,14 @@ def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Mo
         layer = keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
         raise ModelError(
-            f"{_rel(path)}: cannot load the Keras model (safe mode) - "
+            f"{relative_path(path)}: cannot load the Keras model (safe mode) - "
             f"{type(exc).__name__}: {_first_line(exc)}"
         ) from None
     specs = {t.name: t for t in getattr(layer, "inputs", None) or []}
     if not data:
         known = ", ".join(specs) or "see the model's inputs"
         raise UsageError(
-            f"{_rel(path)}: a .keras model needs its data as --input NAME=VALUE (inputs: {known})"
+            f"{relative_path(path)}: a .keras model needs its data as --input NAME=VALUE (inputs: {known})"
         )
     if specs and not (len(specs) == 1 and len(data) == 1):
         check_unknown(data, specs, "input for --input")
@@ -546,7 +538,7 @@ def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Mo
         if np.issubdtype(dtype, np.floating) and not is_floating(value):
             value = np.asarray(value).astype(dtype)
         values[name] = value
-    return _keras_model(layer, values, _rel(path), path, float64)
+    return _keras_model(layer, values, relative_path(path), path, float64)
 
 
 def _cast(value, dtype):
