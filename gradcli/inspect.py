@@ -535,6 +535,8 @@ def jacobian(
         )
         raw, mode_used, passes = jac.blocks, jac.mode, jac.passes
         chosen = "chosen" if mode == "auto" else "requested"
+        if jac.note:
+            notes.append(jac.note)
         if mode_used == "reverse":
             explanation = (
                 f"reverse mode ({chosen}): {passes} vectorised VJP passes, one per output "

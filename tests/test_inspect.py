@@ -376,3 +376,14 @@ def test_disconnected_blocks_are_none_not_zero():
     assert any("b -> u" in n and "v" in n for n in doc["notes"])
     out = ok("jacobian", fixture("insp_partial.py")).stdout
     assert out.count("None: TensorFlow returns no gradient (disconnected)") == 2
+
+
+def test_jacobian_of_a_custom_gradient_is_what_backprop_computes():
+    # 6 output elements, 3 input elements: size alone picks forward mode, but
+    # forward mode ignores tf.custom_gradient. d a/dx = diag(2x + 0.1), d b/dx = diag(2x - 0.1).
+    doc = ok("jacobian", fixture("cancelling_outputs.py"), "--json").json()
+    x = np.array([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(block(doc, "a", "x"), np.diag(2 * x + 0.1), rtol=1e-12)
+    np.testing.assert_allclose(block(doc, "b", "x"), np.diag(2 * x - 0.1), rtol=1e-12)
+    assert doc["mode"] == "reverse"
+    assert any("forward mode disagrees with reverse mode" in n for n in doc["notes"])
