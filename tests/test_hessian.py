@@ -306,3 +306,27 @@ def test_usage_errors_do_not_import_tensorflow():
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "2 False", done
+
+
+def test_junit_xml_for_expectations(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    report = tmp_path / "h.xml"
+    run = gradcli("hessian", sample("tanh_net.py"), "--samples", "20", "--radius", "0.6",
+                  "--expect", "convex", "--junit-xml", report)
+    assert run.exit_code == 1, run
+    cases = {c.get("name"): c for c in ET.parse(report).getroot().iter("testcase")}
+    assert set(cases) == {"expect convex", "finite-difference check"}
+    failure = cases["expect convex"].find("failure")
+    assert failure.get("type") == "expectation" and "negative eigenvalue" in failure.get("message")
+    assert cases["finite-difference check"].find("failure") is None
+
+    run = gradcli("hessian", sample("least_squares.py"), "--expect", "convex", "--junit-xml", report)
+    assert run.exit_code == 0, run
+    root = ET.parse(report).getroot()
+    assert root.get("failures") == "0" and root.get("tests") == "2"
+
+    run = gradcli("hessian", fixture("syntax_error.py"), "--junit-xml", report)
+    assert run.exit_code == 3, run
+    (case,) = ET.parse(report).getroot().iter("testcase")
+    assert case.find("error").get("message").endswith("syntax error: expected ':'")

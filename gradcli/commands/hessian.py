@@ -6,6 +6,8 @@ import importlib.util
 
 import click
 
+from gradcli.errors import GradcliError
+
 from gradcli.commands.common import emit_json, start_tensorflow, text_console
 
 
@@ -42,9 +44,10 @@ def _non_negative(ctx, param, value):
 @click.option("--plot", "plot_path", metavar="FILE.png", default=None, help="Plot the spectrum and the slice along the lowest eigenvector (needs matplotlib: pip install 'gradcli[plot]').")
 @click.option("--save", "save_path", metavar="FILE.npz", default=None, help="Save eigenvalues, Hessian (dense), point and witness as .npz.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document (schema in the README).")
+@click.option("--junit-xml", "junit_path", type=click.Path(dir_okay=False), metavar="PATH", help="Also write a JUnit XML report (the expectation and the finite-difference check as testcases).")
 def hessian(model, wrt, overrides, cotangents, method, top, samples, radius, rng_seed, expect,
             zero_tol, tol, trace_probes, fd_check, rtol, atol, native_dtype, plot_path,
-            save_path, as_json):
+            save_path, as_json, junit_path):
     """Hessian of MODEL's scalar output: eigenvalues, definiteness, convexity.
 
     Exit 0 when done (and any --expect holds), 1 if --expect fails or the
@@ -72,7 +75,14 @@ def hessian(model, wrt, overrides, cotangents, method, top, samples, radius, rng
         zero_tol=zero_tol, tol=tol, trace_probes=trace_probes, fd_check=fd_check, rtol=rtol,
         atol=atol, slice=bool(plot_path), float64=not native_dtype,
     )
-    result = analyse_path(model, options)
+    try:
+        result = analyse_path(model, options)
+    except GradcliError as exc:
+        if junit_path and exc.exit_code == 3:
+            _write_junit(junit_path, None, str(exc), model)
+        raise
+    if junit_path:
+        _write_junit(junit_path, result)
     if save_path:
         from gradcli.render.hessian_files import save_npz
 
@@ -90,3 +100,12 @@ def hessian(model, wrt, overrides, cotangents, method, top, samples, radius, rng
 
         render_hessian(result, text_console())
     return result.exit_code
+
+
+def _write_junit(path, result, error=None, model=""):
+    from gradcli.render.junit import hessian_cases, write
+
+    try:
+        write(hessian_cases(result, error, model), path, "gradcli hessian")
+    except OSError as exc:
+        raise click.BadParameter(f"cannot write {path}: {exc.strerror}", param_hint="--junit-xml")

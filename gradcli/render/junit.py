@@ -21,7 +21,7 @@ import io
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-from gradcli.results import CheckResult
+from gradcli.results import CheckResult  # hessian results are read duck-typed: no TF import
 
 
 @dataclass
@@ -100,3 +100,28 @@ def write(cases: list[Case], path: str, suite: str) -> None:
 
 def write_check(result: CheckResult, path: str) -> None:
     write(check_cases(result), path, "gradcli check")
+
+
+def hessian_cases(result, error: str | None = None, model: str = "") -> list[Case]:
+    """``gradcli hessian``: one testcase for the expectation (``expect convex``,
+    or ``hessian`` without --expect) and one for the finite-difference check of
+    the Hessian when it ran. ``error`` (with ``model``) stands for a model that
+    could not be loaded or differentiated."""
+    if error is not None:
+        return [Case(model, "load", 0.0, "error", error, "exit code 3", error)]
+    from gradcli.render.hessian_text import render_hessian
+    from gradcli.render.text import plain_text
+
+    report = plain_text(lambda out: render_hessian(result, out))
+    name = f"expect {result.expect}" if result.expect else "hessian"
+    cases = [Case(result.name, name, result.seconds)]
+    if result.expectation_met is False:
+        cases[0].outcome, cases[0].kind = "failure", "expectation"
+        cases[0].message, cases[0].text = result.expectation_reason, report
+    if result.fd_check is not None:
+        case = Case(result.name, "finite-difference check", 0.0)
+        if result.fd_check.failed:
+            case.outcome, case.kind = "failure", "mismatch"
+            case.message, case.text = "the Hessian disagrees with finite differences", report
+        cases.append(case)
+    return cases
