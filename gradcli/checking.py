@@ -262,40 +262,56 @@ class _FastCheck(_FullCheck):
             n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
             for n in model.wrt
         }
-        forward = self.forward_projections(tangents)
-        pairs = []
+        pairs, numeric = [], {}
         for name in model.wrt:
-            numeric = self.fd.along(name, tangents[name])
+            numeric[name] = self.fd.along(name, tangents[name])
             failed_outputs = []
             for o in self.outputs:
-                pair = self.project(
-                    name, o, tangents[name], cotangents[o], reverse[o], forward[name][o], numeric
-                )
+                pair = self.project(name, o, tangents[name], cotangents[o], reverse[o], numeric[name])
                 if pair.failed and pair.reverse_failed:
                     failed_outputs.append(o)
                 pairs.append(pair)
             if failed_outputs:
                 pairs = self.replace_with_full(pairs, name, failed_outputs)
+        for o in self.forward_failures(tangents, cotangents, numeric):
+            of_o = [p for p in pairs if p.output == o]
+            if any(p.mode == "full" for p in of_o):
+                # The joint probes run through the pair re-checked element by element
+                # (a bug, a kink...): its report stands for forward mode too.
+                continue
+            for pair in of_o:
+                compare.mark_forward_failure(pair)
         return pairs
 
-    def forward_projections(self, tangents) -> dict:
-        """J u for every (input, probe) in one vectorised forward-mode call: row
-        (input i, probe p) carries u_ip on input i and zeros on the others."""
-        wrt, probes = self.model.wrt, self.options.probes
-        batch = {
-            n: np.concatenate(
-                [tangents[n] if m == n else np.zeros_like(tangents[n]) for m in wrt]
-            )
-            for n in wrt
-        }
-        jvps = autodiff.batched_jvp(self.model.function, self.model.point, batch, self.outputs)
-        return {
-            n: {o: jvps[o][i * probes : (i + 1) * probes] for o in self.outputs}
-            for i, n in enumerate(wrt)
-        }
+    def forward_failures(self, tangents, cotangents, numeric) -> list[str]:
+        """Outputs whose forward-mode projections disagree with finite differences.
 
-    def project(self, name, o, tangents, cotangents, reverse, forward, numeric) -> PairResult:
-        """One pair's probes; ``forward`` holds J u per probe for output ``o``."""
+        Forward mode is probed along the joint tangent u = (u_1, ..., u_k) of all
+        inputs: one JVP per probe instead of one per (input, probe), which is what
+        a forward-mode pass costs to trace. By linearity the numeric J u is the
+        sum of the per-input derivatives already taken, so no evaluation is added.
+        """
+        probes = self.options.probes
+        jvps = autodiff.batched_jvp(self.model.function, self.model.point, tangents, self.outputs)
+        flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
+        failed = []
+        for o in self.outputs:
+            ju_numeric = sum(flat(numeric[n].values[o]) for n in self.model.wrt)
+            errors = sum(flat(numeric[n].errors[o]) for n in self.model.wrt)
+            v = flat(cotangents[o])
+            bad = compare.forward_mismatch(
+                np.sum(v * flat(jvps[o]), axis=1),
+                np.sum(v * ju_numeric, axis=1),
+                np.sum(np.abs(v) * errors, axis=1),
+                np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
+                self.tol,
+            )
+            if bad.any():
+                failed.append(o)
+        return failed
+
+    def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:
+        """One pair's probes in reverse mode against finite differences."""
         probes = len(tangents)
         flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
         u, v = flat(tangents), flat(cotangents)
@@ -303,7 +319,6 @@ class _FastCheck(_FullCheck):
         disconnected = any(g is None for g in grads)
         jtv = np.zeros_like(u) if disconnected else flat(grads)
         ju_numeric = flat(numeric.values[o])
-        ju_forward = flat(forward)
         scale = np.maximum(
             np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
             np.linalg.norm(u, axis=1) * np.linalg.norm(jtv, axis=1),
@@ -311,7 +326,7 @@ class _FastCheck(_FullCheck):
         return compare.compare_projections(
             name, o,
             None if disconnected else np.sum(u * jtv, axis=1),
-            np.sum(v * ju_forward, axis=1),
+            None,
             np.sum(v * ju_numeric, axis=1),
             np.sum(np.abs(v) * flat(numeric.errors[o]), axis=1),
             scale,

@@ -96,14 +96,15 @@ def compare_projections(
     input_name: str,
     output_name: str,
     reverse: np.ndarray | None,
-    forward: np.ndarray,
+    forward: np.ndarray | None,
     numeric: np.ndarray,
     fd_error: np.ndarray,
     scale: np.ndarray,
     tol: Tolerance,
 ) -> PairResult:
     """Compare probes v^T J u: ``reverse`` = <u, J^T v> (None if disconnected),
-    ``forward`` = <v, J u> (forward mode), ``numeric`` = <v, (J u) by differences>.
+    ``forward`` = <v, J u> (forward mode; None when checked elsewhere),
+    ``numeric`` = <v, (J u) by differences>.
 
     Projections can cancel, so rtol is applied to ``scale`` = the Cauchy-Schwarz
     bound max(|v| |J u|, |u| |J^T v|) instead of the projection itself.
@@ -112,8 +113,9 @@ def compare_projections(
     rev = np.zeros_like(numeric) if disconnected else reverse
     allowed = tol.atol + tol.rtol * scale + FD_SAFETY * fd_error
     reverse_bad = np.abs(rev - numeric) > allowed
-    forward_bad = np.abs(forward - numeric) > allowed
-    diff = np.maximum(np.abs(rev - numeric), np.abs(forward - numeric))
+    fwd = numeric if forward is None else forward
+    forward_bad = np.abs(fwd - numeric) > allowed
+    diff = np.maximum(np.abs(rev - numeric), np.abs(fwd - numeric))
     bad = reverse_bad | forward_bad
     pair = _pair(input_name, output_name, "fast", rev, numeric, diff, fd_error, bad, allowed)
     # Only the analytic-vs-numeric gaps say anything about accuracy of the projection.
@@ -130,12 +132,31 @@ def compare_projections(
     pair.reverse_failed = bool(reverse_bad.any())
     pair = _verdict(pair, rev, numeric, fd_error, disconnected, tol, scale=scale)
     if pair.verdict == MISMATCH:
-        pair.explanation = {
-            (True, False): "reverse mode (the gradient) disagrees with finite differences; forward mode agrees",
-            (False, True): "forward mode (ForwardAccumulator) disagrees with finite differences; reverse mode agrees",
-            (True, True): "reverse and forward mode both disagree with finite differences",
-        }[(pair.reverse_failed, bool(forward_bad.any()))]
+        pair.explanation = _mode_explanation(pair.reverse_failed, bool(forward_bad.any()))
     return pair
+
+
+def _mode_explanation(reverse_failed: bool, forward_failed: bool) -> str:
+    return {
+        (True, False): "reverse mode (the gradient) disagrees with finite differences; forward mode agrees",
+        (False, True): "forward mode (ForwardAccumulator) disagrees with finite differences; reverse mode agrees",
+        (True, True): "reverse and forward mode both disagree with finite differences",
+    }[(reverse_failed, forward_failed)]
+
+
+def forward_mismatch(forward, numeric, fd_error, scale, tol: Tolerance) -> np.ndarray:
+    """Which probes' forward-mode projections disagree with the numeric ones (same rule)."""
+    return np.abs(forward - numeric) > tol.atol + tol.rtol * scale + FD_SAFETY * fd_error
+
+
+def mark_forward_failure(pair: PairResult) -> None:
+    """A pair whose output failed the joint forward-mode probes fails too, and says how."""
+    if pair.failed and pair.verdict not in (MISMATCH, PASS, ZERO):
+        return  # a more specific verdict (disconnected, inconclusive...) stands
+    pair.explanation = _mode_explanation(pair.failed, True) + (
+        " (forward mode is probed along all inputs at once)"
+    )
+    pair.verdict, pair.failed = MISMATCH, True
 
 
 def _pair(input_name, output_name, mode, a, n, diff, fd_error, bad, allowed) -> PairResult:
