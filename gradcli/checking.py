@@ -7,13 +7,14 @@ Modes:
 
 * ``full``: the whole Jacobian block, element by element: numeric columns from
   ``FiniteDifferences.along_axes``, analytic blocks from ``autodiff.jacobians``.
-* ``fast``: ``probes`` random projections v^T J u per pair, taken three ways:
-  reverse mode <u, J^T v>, forward mode <v, J u>, and finite differences along
-  u. Its cost does not grow with the number of elements. A failing pair is then
-  checked in full so the report can name elements. Forward mode is checked
-  too, but TensorFlow's forward mode ignores ``tf.custom_gradient`` (it
-  differentiates the forward ops), so the two can disagree legitimately only
-  when a custom gradient is wrong; each is weighed against the numbers.
+* ``fast``: ``probes`` random projections v^T J u per pair: reverse mode
+  <u, J^T v> against finite differences along u, and forward mode <v, J u>
+  along the joint tangent of all inputs (``_FastCheck.forward_failures``). Its
+  cost does not grow with the number of elements. A pair failing in reverse
+  mode is then checked in full so the report can name elements. TensorFlow's
+  forward mode ignores ``tf.custom_gradient`` (it differentiates the forward
+  ops), so the modes disagree exactly when a gradient function is wrong; each
+  is weighed against the numbers.
 * ``auto``: ``full`` while the differentiated inputs have at most
   ``FULL_LIMIT`` elements (4 evaluations each), ``fast`` beyond.
 """
