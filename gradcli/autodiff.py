@@ -105,7 +105,8 @@ def jacobians(
             return Jacobians(
                 blocks=blocks, mode="reverse", passes=passes,
                 note="forward mode disagrees with reverse mode here (TensorFlow's forward "
-                "mode does not call tf.custom_gradient functions): shown is reverse mode, "
+                "mode differentiates a tf.custom_gradient's forward ops, reverse mode calls its "
+                "gradient function): shown is reverse mode, "
                 "what backpropagation computes",
             )
     if mode == "reverse":

@@ -12,8 +12,9 @@ Modes:
   along the joint tangent of all inputs (``_FastCheck.forward_failures``). Its
   cost does not grow with the number of elements. A pair failing in reverse
   mode is then checked in full so the report can name elements. TensorFlow's
-  forward mode ignores ``tf.custom_gradient`` (it differentiates the forward
-  ops), so the modes disagree exactly when a gradient function is wrong; each
+  forward mode usually differentiates the forward ops of a
+  ``tf.custom_gradient`` rather than calling its gradient function, so the modes
+  can disagree when a gradient function is not the derivative of its ops; each
   is weighed against the numbers.
 * ``auto``: ``full`` while the differentiated inputs have at most
   ``FULL_LIMIT`` elements (4 evaluations each), ``fast`` beyond.
@@ -208,8 +209,8 @@ class _FullCheck:
 
     def reverse_jacobians(self, wrt, outputs) -> dict:
         """Reverse mode always: it is what training uses, and TensorFlow's forward
-        mode does not call ``tf.custom_gradient`` functions (it differentiates the
-        forward ops), so a forward-mode Jacobian would hide custom-gradient bugs."""
+        mode usually differentiates a ``tf.custom_gradient``'s forward ops instead of
+        calling its gradient function, so a forward-mode Jacobian could hide its bugs."""
         return autodiff.jacobians(
             self.model.function, self.model.point, wrt, outputs, mode="reverse"
         ).blocks
@@ -274,18 +275,19 @@ class _FastCheck(_FullCheck):
                 pairs.append(pair)
             if failed_outputs:
                 pairs = self.replace_with_full(pairs, name, failed_outputs)
-        for o in self.forward_failures(tangents, cotangents, numeric):
+        for o, worst in self.forward_failures(tangents, cotangents, numeric).items():
             of_o = [p for p in pairs if p.output == o]
             if any(p.mode == "full" for p in of_o):
                 # The joint probes run through the pair re-checked element by element
                 # (a bug, a kink...): its report stands for forward mode too.
                 continue
             for pair in of_o:
-                compare.mark_forward_failure(pair)
+                compare.mark_forward_failure(pair, *worst)
         return pairs
 
-    def forward_failures(self, tangents, cotangents, numeric) -> list[str]:
-        """Outputs whose forward-mode projections disagree with finite differences.
+    def forward_failures(self, tangents, cotangents, numeric) -> dict:
+        """Outputs whose forward-mode projections disagree with finite differences,
+        each with its worst probe: (probe, forward <v, J u>, numeric <v, J u>).
 
         Forward mode is probed along the joint tangent u = (u_1, ..., u_k) of all
         inputs: one JVP per probe instead of one per (input, probe), which is what
@@ -295,20 +297,22 @@ class _FastCheck(_FullCheck):
         probes = self.options.probes
         jvps = autodiff.batched_jvp(self.model.function, self.model.point, tangents, self.outputs)
         flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
-        failed = []
+        failed = {}
         for o in self.outputs:
             ju_numeric = sum(flat(numeric[n].values[o]) for n in self.model.wrt)
             errors = sum(flat(numeric[n].errors[o]) for n in self.model.wrt)
             v = flat(cotangents[o])
+            forward, numeric_projection = np.sum(v * flat(jvps[o]), axis=1), np.sum(v * ju_numeric, axis=1)
             bad = compare.forward_mismatch(
-                np.sum(v * flat(jvps[o]), axis=1),
-                np.sum(v * ju_numeric, axis=1),
+                forward,
+                numeric_projection,
                 np.sum(np.abs(v) * errors, axis=1),
                 np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
                 self.tol,
             )
             if bad.any():
-                failed.append(o)
+                p = int(np.argmax(np.abs(forward - numeric_projection)))
+                failed[o] = (p, float(forward[p]), float(numeric_projection[p]))
         return failed
 
     def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:

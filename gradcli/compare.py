@@ -149,12 +149,13 @@ def forward_mismatch(forward, numeric, fd_error, scale, tol: Tolerance) -> np.nd
     return np.abs(forward - numeric) > tol.atol + tol.rtol * scale + FD_SAFETY * fd_error
 
 
-def mark_forward_failure(pair: PairResult) -> None:
+def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: float) -> None:
     """A pair whose output failed the joint forward-mode probes fails too, and says how."""
     if pair.failed and pair.verdict not in (MISMATCH, PASS, ZERO):
         return  # a more specific verdict (disconnected, inconclusive...) stands
     pair.explanation = _mode_explanation(pair.failed, True) + (
-        " (forward mode is probed along all inputs at once)"
+        f" (forward mode is probed along all inputs at once; probe {probe}: forward "
+        f"{forward:.10g}, numeric {numeric:.10g})"
     )
     pair.verdict, pair.failed = MISMATCH, True
 

@@ -306,3 +306,18 @@ def test_json_for_a_model_that_does_not_load():
     model = run.json()["models"][0]
     assert model["error"].endswith("syntax error: expected ':'") and model["error_code"] == 3
     assert model["pairs"] == []
+
+
+def test_fast_mode_checks_forward_mode_too():
+    # Reverse mode is right here and forward mode is 0: only the forward-mode
+    # probes can see it, and the report says which side disagrees.
+    run = gradcli("check", fixture("forward_only_wrong.py"), "--mode", "fast", "--json")
+    assert run.exit_code == 1, run
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and not pair["reverse_failed"]
+    assert pair["explanation"].startswith(
+        "forward mode (ForwardAccumulator) disagrees with finite differences; reverse mode agrees"
+    )
+    # The full check compares reverse mode element by element: 2x on the diagonal.
+    run = gradcli("check", fixture("forward_only_wrong.py"), "--mode", "full", "--json")
+    assert run.exit_code == 0, run
