@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,20 @@ def sample(name: str) -> str:
 
 def fixture(name: str) -> str:
     return str(FIXTURES / name)
+
+
+def fresh_process(*argv) -> tuple[int, list[str]]:
+    """Run gradcli's command line in a new interpreter; return its exit code and
+    which of TensorFlow and Keras it imported (for start-up tests)."""
+    code = (
+        "import json, sys\nfrom gradcli.cli import cli\n"
+        f"code = cli.main({[str(a) for a in argv]!r}, standalone_mode=False)\n"
+        "heavy = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)\n"
+        "print(json.dumps([code, heavy]), file=sys.stderr)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    exit_code, heavy = json.loads(done.stderr.strip().splitlines()[-1])
+    return exit_code, heavy

@@ -12,10 +12,8 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 import xml.etree.ElementTree as ET
 
-import numpy as np
 import pytest
 
 import gradcli
