@@ -314,36 +314,31 @@ def _settle_dtype(model: Model, float64: bool) -> None:
     round-off (about 1e-7 relative, amplified by 1/h in a difference quotient)
     would otherwise swamp the errors we look for. A model that raises in float64
     (e.g. it mixes in float32 constants) runs in its own dtypes, and the
-    tolerances follow that dtype (``compare.default_tolerances``).
+    tolerances follow that dtype (``compare.DEFAULT_TOLERANCES``).
     """
     native = dict(model.point)
-    promoted = {
-        n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
-    }
     changed = [n for n in model.wrt if native[n].dtype != CHECK_DTYPE]
     if float64 and model.runs_in_float64:
+        promoted = {
+            n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
+        }
         try:
-            model.outputs = _forward(model, promoted)
-            model.point = promoted
+            model.outputs, model.point = _forward(model, promoted), promoted
+        except ModelError as exc:
+            if not changed:
+                raise
+            model.notes.append(
+                f"the model does not run in float64 ({str(exc).split(': ', 1)[-1]}); "
+                f"checking in {native[changed[0]].dtype} with steps and tolerances for that dtype"
+            )
+        else:
             if changed:
                 model.notes.append(
                     f"promoted {', '.join(changed)} from "
                     f"{native[changed[0]].dtype} to float64 for checking"
                 )
             return _check_finite_outputs(model)
-        except ModelError as exc:
-            if not changed:
-                raise
-            float64_error = str(exc)
-    else:
-        float64_error = None
-    model.outputs = _forward(model, native)
-    model.point = native
-    if float64_error:
-        model.notes.append(
-            f"the model does not run in float64 ({float64_error.split(': ', 1)[-1]}); "
-            f"checking in {model.dtype} with steps and tolerances for that dtype"
-        )
+    model.outputs, model.point = _forward(model, native), native
     _check_finite_outputs(model)
 
 
