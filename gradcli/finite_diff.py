@@ -141,25 +141,14 @@ class FiniteDifferences:
         evaluation the differences use, for callers that form their own quotients
         (one-sided ladders, Taylor remainders)."""
         points = np.asarray(points, dtype=self.point[name].dtype)
-        key = (name, "points", points.shape)
-        if not self.eager and key not in self._compiled:
-            self._compiled[key] = tf.function(
-                self._evaluator(name, vectorized=True),
-                jit_compile=self.use_xla(self.point[name].size),
-                autograph=False,
-            )
-        result = None
-        if not self.eager:
-            try:
-                result = self._compiled[key](tf.constant(points))
-            except Exception:  # not traceable or not vectorizable: run eagerly
-                self.eager = True
-        if result is None:
-            result = self._evaluator(name, vectorized=False)(tf.constant(points))
+        result = self._call(
+            (name, "points", points.shape), self._evaluator(name),
+            self.point[name].size, tf.constant(points),
+        )
         self.evaluations += len(points)
         return {o: np.asarray(v) for o, v in result.items()}
 
-    def _evaluator(self, name, vectorized: bool):
+    def _evaluator(self, name):
         others = {n: tf.constant(v) for n, v in self.point.items() if n != name}
         dtype = tf.as_dtype(self.point[name].dtype)
         outputs = self.outputs
@@ -168,13 +157,26 @@ class FiniteDifferences:
             result = self.function({**others, name: xi})
             return {o: tf.cast(result[o], dtype) for o in outputs}
 
-        def run(points):
-            if vectorized:
-                return tf.vectorized_map(evaluate, points)
-            rows = [evaluate(points[i]) for i in range(points.shape[0])]
-            return {o: tf.stack([r[o] for r in rows]) for o in outputs}
+        def build(vectorized: bool):
+            return lambda points: _map(evaluate, points, outputs, vectorized)
 
-        return run
+        return build
+
+    def _call(self, key, build, elements: int, *args, eager: bool = False):
+        """``build(vectorized)(*args)``: traced and vectorised (cached by ``key``,
+        XLA by ``use_xla``), or eagerly point by point when asked (small batches)
+        or when the model cannot be traced or vectorised (then ``self.eager``
+        stays set, and the check says so)."""
+        if not (eager or self.eager):
+            if key not in self._compiled:
+                self._compiled[key] = tf.function(
+                    build(vectorized=True), jit_compile=self.use_xla(elements), autograph=False
+                )
+            try:
+                return self._compiled[key](*args)
+            except Exception:  # not traceable or not vectorizable: run eagerly
+                self.eager = True
+        return build(vectorized=False)(*args)
 
     # -- one batched mechanism for both kinds of direction ---------------------
 
@@ -204,29 +206,15 @@ class FiniteDifferences:
         )
 
     def _chunk(self, group, kind, part, steps):
-        if len(steps) * len(LEVELS) <= EAGER_MAX_POINTS:
-            # A handful of points (fast-mode probes) costs less run eagerly than
-            # one trace and vectorisation of the model (about 0.3 s).
-            return self._differences(group, kind, vectorized=False)(
-                tf.constant(part), tf.constant(steps)
-            )
-        if not self.eager:
-            key = (group, kind, part.shape)
-            if key not in self._compiled:
-                self._compiled[key] = tf.function(
-                    self._differences(group, kind, vectorized=True),
-                    jit_compile=self.use_xla(sum(self.point[n].size for n in group)),
-                    autograph=False,
-                )
-            try:
-                return self._compiled[key](tf.constant(part), tf.constant(steps))
-            except Exception:  # not traceable or not vectorizable: run eagerly
-                self.eager = True
-        return self._differences(group, kind, vectorized=False)(
-            tf.constant(part), tf.constant(steps)
+        # A handful of points (fast-mode probes) costs less run eagerly than one
+        # trace and vectorisation of the model (about 0.3 s).
+        return self._call(
+            (group, kind, part.shape), self._differences(group, kind),
+            sum(self.point[n].size for n in group), tf.constant(part), tf.constant(steps),
+            eager=len(steps) * len(LEVELS) <= EAGER_MAX_POINTS,
         )
 
-    def _differences(self, group, kind, vectorized: bool):
+    def _differences(self, group, kind):
         dtype = self.point[group[0]].dtype
         others = {n: tf.constant(v) for n, v in self.point.items() if n not in group}
         shapes = [tuple(self.point[n].shape) for n in group]
@@ -242,16 +230,12 @@ class FiniteDifferences:
             result = self.function({**others, **values})
             return {o: tf.cast(result[o], x.dtype) for o in outputs}
 
-        def run(part, steps):
+        def run(part, steps, vectorized):
             directions = tf.one_hot(part, total, dtype=x.dtype) if kind == "axes" else part
             k = tf.shape(steps)[0]
             scaled = directions * steps[:, None]
             points = tf.concat([x + level * scaled for level in LEVELS], axis=0)
-            if vectorized:
-                values = tf.vectorized_map(evaluate, points)
-            else:
-                rows = [evaluate(points[i]) for i in range(points.shape[0])]
-                values = {o: tf.stack([r[o] for r in rows]) for o in outputs}
+            values = _map(evaluate, points, outputs, vectorized)
             estimates, error_bounds = {}, {}
             for o in outputs:
                 f = tf.reshape(values[o], tf.concat([[len(LEVELS), k], tf.shape(values[o])[1:]], 0))
@@ -263,4 +247,12 @@ class FiniteDifferences:
                 error_bounds[o] = tf.abs(d1 - d2) / 3.0 + 1.5 * ROUNDOFF_ULPS * eps * fmax / hb
             return estimates, error_bounds
 
-        return run
+        return lambda vectorized: lambda part, steps: run(part, steps, vectorized)
+
+
+def _map(evaluate, points, outputs, vectorized: bool) -> dict:
+    """``evaluate`` at every row of ``points``: vectorised (pfor) or one by one."""
+    if vectorized:
+        return tf.vectorized_map(evaluate, points)
+    rows = [evaluate(points[i]) for i in range(points.shape[0])]
+    return {o: tf.stack([r[o] for r in rows]) for o in outputs}
