@@ -53,7 +53,7 @@ def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=Non
         specs = [_as_module(model, inputs)]
     if inputs is not None and not isinstance(specs[0], types.ModuleType):
         raise TypeError("gradcli.check(): inputs= is for a model object; a model file defines its own")
-    from gradcli.commands.common import expand_models
+    from gradcli.paths import expand_models
 
     specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
     return check_paths(

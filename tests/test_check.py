@@ -321,3 +321,9 @@ def test_fast_mode_checks_forward_mode_too():
     # The full check compares reverse mode element by element: 2x on the diagonal.
     run = gradcli("check", fixture("forward_only_wrong.py"), "--mode", "full", "--json")
     assert run.exit_code == 0, run
+
+
+def test_empty_folder_exits_2_with_one_line(tmp_path):
+    run = gradcli("check", tmp_path)
+    assert run.exit_code == 2, run
+    assert one_line(run) == f"Error: no *.py model files in folder {tmp_path}"

@@ -9,11 +9,11 @@ import click
 from gradcli.commands.common import (
     configured_params,
     emit_json,
-    expand_models,
     start_tensorflow,
     text_console,
     model_options,
 )
+from gradcli.paths import expand_models
 
 
 @click.command()

@@ -2,27 +2,8 @@
 
 from __future__ import annotations
 
-import os
 
 import click
-
-
-def expand_models(paths) -> list[str]:
-    """Folders stand for the `*.py` files in them, sorted."""
-    specs = []
-    for path in paths:
-        if os.path.isdir(path):
-            found = sorted(
-                os.path.join(path, f)
-                for f in os.listdir(path)
-                if f.endswith(".py") and not f.startswith("_")
-            )
-            if not found:
-                raise click.UsageError(f"no *.py model files in folder {path}")
-            specs.extend(found)
-        else:
-            specs.append(path)
-    return specs
 
 
 def start_tensorflow() -> None:
