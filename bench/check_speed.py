@@ -30,8 +30,8 @@ from gradcli.tf_import import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
-from gradcli.checking import CheckOptions, check_model  # noqa: E402
-from gradcli.modelfile import load_model  # noqa: E402
+from gradcli.analyses.check import CheckOptions, check_model  # noqa: E402
+from gradcli.model.loading import load_model  # noqa: E402
 
 #: layer widths (input, hidden, hidden, output) giving about 1k, 10k and 43k parameters
 SIZES = {"1k": (16, 32, 16, 1), "10k": (32, 96, 64, 1), "43k": (64, 256, 104, 1)}

@@ -29,9 +29,9 @@ from gradcli.tf_import import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
-from gradcli.hessian import lanczos_spectrum  # noqa: E402
-from gradcli.modelfile import Model  # noqa: E402
-from gradcli.objective import Objective  # noqa: E402
+from gradcli.analyses.hessian import lanczos_spectrum  # noqa: E402
+from gradcli.model.loading import Model  # noqa: E402
+from gradcli.numerics.objective import Objective  # noqa: E402
 
 ROWS, COLS = 400, 500
 

@@ -24,7 +24,7 @@ from gradcli.tf_import import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
-from gradcli import autodiff  # noqa: E402
+from gradcli.numerics import autodiff  # noqa: E402
 
 
 def make_map(n: int, seed: int = 0):

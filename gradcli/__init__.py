@@ -27,14 +27,14 @@ def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=Non
     ``model`` is a model file path (``FILE.py`` or ``FILE.py:NAME``), a folder,
     a list of those, or the model itself: a callable of tensors or a Keras
     model, with ``inputs`` (a dict, or a callable taking a numpy Generator) as
-    in a model file. ``options`` are the fields of ``gradcli.checking.CheckOptions``
+    in a model file. ``options`` are the fields of ``gradcli.analyses.check.CheckOptions``
     (``mode``, ``rtol``, ``atol``, ``probes``, ``rng_seed``, ``overrides``,
     ``float64``, ``jit_compile``). Options given here win over a model file's
     ``check`` dict; pyproject.toml is not read (the call says what it means).
     A model that cannot be loaded or run is a ``ModelResult`` with ``error``
     set, as on the command line; bad options raise ``gradcli.errors.UsageError``.
     """
-    from gradcli.checking import CheckOptions, check_paths
+    from gradcli.analyses.check import CheckOptions, check_paths
 
     known = {f for f in CheckOptions.__dataclass_fields__}
     unknown = sorted(set(options) - known)
@@ -53,7 +53,7 @@ def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=Non
         specs = [_as_module(model, inputs)]
     if inputs is not None and not isinstance(specs[0], types.ModuleType):
         raise TypeError("gradcli.check(): inputs= is for a model object; a model file defines its own")
-    from gradcli.paths import expand_models
+    from gradcli.model.paths import expand_models
 
     specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
     return check_paths(
@@ -73,36 +73,36 @@ def _as_module(model, inputs) -> types.ModuleType:
 
 
 # Inspecting derivatives: each takes a model spec (FILE.py, FILE.py:NAME, FILE.keras)
-# or a loaded gradcli.modelfile.Model, plus load options (wrt, overrides, rng_seed,
+# or a loaded gradcli.model.loading.Model, plus load options (wrt, overrides, rng_seed,
 # data), and returns the result object that `gradcli forward/vjp/jvp/jacobian` renders.
 __all__ += ["forward", "vjp", "jvp", "jacobian"]
 
 
 def _model(model, load_options):
-    from gradcli.modelfile import Model, load_model
+    from gradcli.model.loading import Model, load_model
 
     return model if isinstance(model, Model) else load_model(str(model), **load_options)
 
 
 def forward(model, **load_options):
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
 
     return inspect.forward(_model(model, load_options))
 
 
 def vjp(model, cotangents=None, *, numeric=False, **load_options):
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
 
     return inspect.vjp(_model(model, load_options), cotangents, numeric=numeric)
 
 
 def jvp(model, tangents, *, numeric=False, **load_options):
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
 
     return inspect.jvp(_model(model, load_options), tangents, numeric=numeric)
 
 
 def jacobian(model, of=None, *, numeric=False, mode="auto", **load_options):
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
 
     return inspect.jacobian(_model(model, load_options), of, numeric=numeric, mode=mode)

@@ -16,7 +16,7 @@ of the pyproject.toml, as other tools read their settings.
 
 This module reads files and validates model-file settings against the fields
 of an options dataclass; casting pyproject values to the type of each command
-line option happens in ``gradcli.commands.common`` (it knows the options).
+line option happens in ``gradcli.cli.common`` (it knows the options).
 Every problem is a one-line :class:`~gradcli.errors.UsageError` (exit 2).
 """
 
@@ -29,7 +29,7 @@ import typing
 from dataclasses import dataclass, field
 
 from gradcli.errors import UsageError
-from gradcli.paths import relative_path
+from gradcli.model.paths import relative_path
 
 PYPROJECT = "pyproject.toml"
 #: Keys whose values are paths, resolved against the pyproject.toml's folder.

@@ -38,8 +38,8 @@ def one_error_line(run):
 
 
 def test_least_squares_eigenvalues_are_those_of_2_AtA():
-    from gradcli.hessian import HessianOptions, analyse_path
-    from gradcli.modelfile import load_model
+    from gradcli.analyses.hessian import HessianOptions, analyse_path
+    from gradcli.model.loading import load_model
 
     A = load_model(LEAST_SQUARES).point["A"]
     result = analyse_path(LEAST_SQUARES, HessianOptions(expect="convex"))
@@ -132,7 +132,7 @@ def test_sampling_json_counts():
 
 
 def test_lanczos_finds_extremes_of_a_known_spectrum():
-    from gradcli.hessian import lanczos_extremes
+    from gradcli.analyses.hessian import lanczos_extremes
 
     rng = np.random.default_rng(3)
     n = 400
@@ -149,7 +149,7 @@ def test_lanczos_finds_extremes_of_a_known_spectrum():
 
 
 def test_lanczos_method_matches_dense_and_hutchinson_is_within_its_error():
-    from gradcli.modelfile import load_model
+    from gradcli.model.loading import load_model
 
     A = load_model(LEAST_SQUARES).point["A"]
     truth = np.linalg.eigvalsh(2 * A.T @ A)
@@ -165,7 +165,7 @@ def test_lanczos_method_matches_dense_and_hutchinson_is_within_its_error():
 
 
 def test_classify_rules():
-    from gradcli.hessian import classify
+    from gradcli.analyses.hessian import classify
 
     assert classify(1.0, 2.0, 1e-9) == "positive definite"
     assert classify(1e-12, 2.0, 1e-9) == "positive semidefinite"

@@ -346,7 +346,7 @@ def test_usage_errors_do_not_import_tensorflow():
 
 def test_library_api_returns_result_objects():
     import gradcli
-    from gradcli.inspect import JacobianResult, VjpResult
+    from gradcli.results import JacobianResult, VjpResult
 
     result = gradcli.jacobian(SQUARE)
     assert isinstance(result, JacobianResult)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.hessian import HessianResult
+from gradcli.results.hessian import HessianResult
 
 
 def save_npz(result: HessianResult, path: str) -> None:

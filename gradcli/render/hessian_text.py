@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradcli.hessian import CONVEX_VERDICTS, HessianResult, Sampling, Spectrum
+from gradcli.results.hessian import CONVEX_VERDICTS, HessianResult, Sampling, Spectrum
 from gradcli.render.json import SCHEMA_VERSION, _plain
 from gradcli.render.text import fmt, render_model
 from gradcli.results import ModelResult

@@ -1,6 +1,6 @@
 """Human-readable output of ``forward``, ``vjp``, ``jvp`` and ``jacobian``.
 
-Reads the result objects of ``gradcli.inspect`` only. Small arrays are printed
+Reads the result objects of ``gradcli.analyses.inspection`` only. Small arrays are printed
 whole; larger ones as a summary (shape, min/max/mean/norm and the first
 entries, saying how many of how many) - never a silent "...". Jacobian blocks
 up to TABLE_ROWS x TABLE_COLUMNS are tables with a colour scale; larger ones
@@ -18,7 +18,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from gradcli.inspect import (
+from gradcli.results.inspection import (
     ForwardResult,
     JacobianBlock,
     JacobianResult,

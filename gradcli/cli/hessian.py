@@ -8,7 +8,7 @@ import click
 
 from gradcli.errors import GradcliError
 
-from gradcli.commands.common import emit_json, start_tensorflow, text_console
+from gradcli.cli.common import emit_json, start_tensorflow, text_console
 
 
 def _positive(ctx, param, value):
@@ -54,7 +54,7 @@ def hessian(model, wrt, overrides, cotangents, method, top, samples, radius, rng
     Hessian disagrees with finite differences, 2 on bad usage, 3 if the model
     could not be loaded, run or differentiated.
     """
-    from gradcli.values import parse_assignments, parse_names
+    from gradcli.model.values import parse_assignments, parse_names
 
     values = parse_assignments(overrides, "--set")
     cotangent_values = parse_assignments(cotangents, "--cotangent")
@@ -67,7 +67,7 @@ def hessian(model, wrt, overrides, cotangents, method, top, samples, radius, rng
     if plot_path and importlib.util.find_spec("matplotlib") is None:
         raise click.UsageError("--plot needs matplotlib: pip install 'gradcli[plot]'")
     start_tensorflow()
-    from gradcli.hessian import HessianOptions, analyse_path
+    from gradcli.analyses.hessian import HessianOptions, analyse_path
 
     options = HessianOptions(
         wrt=parse_names(wrt), overrides=values, cotangents=cotangent_values, method=method,

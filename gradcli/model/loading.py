@@ -32,8 +32,8 @@ from typing import Any, Callable
 import numpy as np
 
 from gradcli.errors import ModelError, UsageError
-from gradcli.paths import relative_path
-from gradcli.values import check_unknown, fit_to_shape
+from gradcli.model.paths import relative_path
+from gradcli.model.values import check_unknown, fit_to_shape
 
 CHECK_DTYPE = np.float64
 

@@ -12,36 +12,19 @@ set so the report can say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
 import numpy as np
 
-from gradcli import autodiff
+from gradcli.numerics import autodiff
+from gradcli.results.hessian import Block
 from gradcli.errors import ModelError, UsageError
-from gradcli.modelfile import Model, is_floating, where_raised
+from gradcli.model.loading import Model, is_floating, where_raised
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
 
 #: Hessian-vector products evaluated per vectorized batch (bounds pfor memory).
 HVP_CHUNK = 64
-
-
-@dataclass
-class Block:
-    """One differentiated input inside theta: ``theta[offset:offset+size]``."""
-
-    name: str
-    shape: tuple
-    offset: int
-    size: int
-
-    def label(self, flat_index: int) -> str:
-        """``w[1, 2]`` for an element of this block; a scalar input is its bare name."""
-        if not self.shape:
-            return self.name
-        index = np.unravel_index(int(flat_index), self.shape)
-        return f"{self.name}[{', '.join(str(int(i)) for i in index)}]"
 
 
 def choose_cotangents(
@@ -65,7 +48,7 @@ def choose_cotangents(
                 )
             if name not in floating:
                 raise UsageError(f"--cotangent: output {name!r} is not floating-point")
-            from gradcli.values import fit_to_shape
+            from gradcli.model.values import fit_to_shape
 
             shape = model.outputs[name].shape
             result[name] = fit_to_shape(value, shape, f"--cotangent {name}").astype(model.dtype)

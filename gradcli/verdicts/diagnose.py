@@ -30,9 +30,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli import compare
+from gradcli.verdicts import compare
 from gradcli.errors import ModelError
-from gradcli.finite_diff import ROUNDOFF_ULPS, step_size
+from gradcli.numerics.finite_diff import ROUNDOFF_ULPS, step_size
 from gradcli.results import (
     DISCONNECTED,
     EXPLANATIONS,
@@ -289,7 +289,7 @@ def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape) -> list[Kink
 def explain(model, pairs, fd, graph, tol, options) -> None:
     """Add graph sites to disconnected/zero pairs, the culprit op to mismatches,
     and the Taylor test (every pair with ``options.taylor``, failing ones always)."""
-    from gradcli import taylor
+    from gradcli.numerics import taylor
 
     for pair in pairs:
         if pair.verdict in (DISCONNECTED, ZERO) and graph is not None:

@@ -19,7 +19,7 @@ def check_in_processes(specs: list[str], options, fixed, jobs: int):
     Closing the generator early (``--fail-fast``) cancels the models not yet
     started and waits for the running ones.
     """
-    from gradcli.checking import check_spec
+    from gradcli.analyses.check import check_spec
 
     pool = ProcessPoolExecutor(
         max_workers=min(jobs, len(specs)),

@@ -2,7 +2,7 @@
 
 Exit codes: 0 every check passed; 1 a check found a problem; 2 bad usage;
 3 the model could not be loaded, run or checked. Commands live in
-``gradcli.commands`` and import TensorFlow only once their options are
+``gradcli.cli`` and import TensorFlow only once their options are
 parsed, so ``--help`` and usage errors stay fast.
 """
 
@@ -13,10 +13,10 @@ import sys
 import click
 
 from gradcli import __version__
-from gradcli.commands.check import check
-from gradcli.commands.hessian import hessian
-from gradcli.commands.logdet import logdet
-from gradcli.commands.inspect import forward, jacobian, jvp, vjp
+from gradcli.cli.check import check
+from gradcli.cli.hessian import hessian
+from gradcli.cli.logdet import logdet
+from gradcli.cli.inspection import forward, jacobian, jvp, vjp
 from gradcli.errors import GradcliError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3

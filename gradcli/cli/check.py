@@ -6,14 +6,14 @@ import os
 
 import click
 
-from gradcli.commands.common import (
+from gradcli.cli.common import (
     configured_params,
     emit_json,
     start_tensorflow,
     text_console,
     model_options,
 )
-from gradcli.paths import expand_models
+from gradcli.model.paths import expand_models
 
 
 @click.command()
@@ -43,7 +43,7 @@ def check(**_):
     usage, 3 if a model could not be loaded, run or checked.
     """
     from gradcli.config import option_fields, options_from_params
-    from gradcli.values import parse_assignments, parse_names
+    from gradcli.model.values import parse_assignments, parse_names
 
     p, given = configured_params(click.get_current_context())
     if not p["models"]:
@@ -60,7 +60,7 @@ def check(**_):
     if junit and not os.path.isdir(os.path.dirname(os.path.abspath(junit))):
         raise click.BadParameter(f"folder of {junit} does not exist", param_hint="--junit-xml")
     start_tensorflow()
-    from gradcli.checking import CheckOptions, check_paths
+    from gradcli.analyses.check import CheckOptions, check_paths
 
     options = options_from_params(CheckOptions, {**p, "wrt": wrt_names, "overrides": values})
     from gradcli.render.progress import progress_callback

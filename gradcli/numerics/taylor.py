@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli import autodiff
-from gradcli.finite_diff import ROUNDOFF_ULPS
+from gradcli.numerics import autodiff
+from gradcli.numerics.finite_diff import ROUNDOFF_ULPS
 from gradcli.results import Taylor
 
 H0 = 0.1

@@ -31,8 +31,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from gradcli import compare
-from gradcli.paths import relative_path
+from gradcli.verdicts import compare
+from gradcli.model.paths import relative_path
 from gradcli.results import Culprit, GraphSite
 from gradcli.tf_import import import_tensorflow
 
@@ -249,7 +249,7 @@ class ModelGraph:
         return [t for t in outputs if _floating(t)]
 
     def _check_op(self, op, feeds, feed_values, seen, tol, rng):
-        from gradcli.finite_diff import FiniteDifferences
+        from gradcli.numerics.finite_diff import FiniteDifferences
 
         xs, ys = self._local_inputs(op), self._local_outputs(op)
         with self.graph.as_default():

@@ -1,7 +1,7 @@
 """``gradcli forward``, ``vjp``, ``jvp`` and ``jacobian``: show derivatives as numbers.
 
 Each command parses its options (numpy only), imports TensorFlow, loads the
-model, calls ``gradcli.inspect``, renders the result and optionally saves its
+model, calls ``gradcli.analyses.inspection``, renders the result and optionally saves its
 arrays to an ``.npz`` file whose keys the next call can read as ``@FILE.npz:KEY``.
 Exit 0 on success, 2 on bad usage, 3 if the model could not be loaded or run.
 """
@@ -12,7 +12,7 @@ import os
 
 import click
 
-from gradcli.commands.common import emit_json, model_options, start_tensorflow, text_console
+from gradcli.cli.common import emit_json, model_options, start_tensorflow, text_console
 
 
 def inspect_options(command):
@@ -47,7 +47,7 @@ class _Call:
     """What every inspect command does around its own computation."""
 
     def __init__(self, model_spec, wrt, overrides, rng_seed, data, save):
-        from gradcli.values import parse_assignments, parse_names
+        from gradcli.model.values import parse_assignments, parse_names
 
         self.spec = model_spec
         self.wrt = parse_names(wrt)
@@ -61,7 +61,7 @@ class _Call:
 
     def load(self):
         start_tensorflow()
-        from gradcli.modelfile import load_model
+        from gradcli.model.loading import load_model
 
         return load_model(
             self.spec, wrt=self.wrt, overrides=self.overrides, rng_seed=self.rng_seed, data=self.data
@@ -100,7 +100,7 @@ def forward(model_spec, wrt, overrides, rng_seed, data, as_json, save):
     """
     call = _Call(model_spec, wrt, overrides, rng_seed, data, save)
     model = call.load()
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
     from gradcli.render.inspect_text import render_forward
 
     return call.finish("forward", inspect.forward(model), as_json, render_forward)
@@ -118,12 +118,12 @@ def vjp(model_spec, wrt, overrides, rng_seed, data, as_json, save, cotangents, n
     trainable weight, and a table of per-weight gradient norms flags
     vanishing or exploding gradients.
     """
-    from gradcli.values import parse_assignments
+    from gradcli.model.values import parse_assignments
 
     call = _Call(model_spec, wrt, overrides, rng_seed, data, save)
     seeds = parse_assignments(cotangents, "--cotangent")
     model = call.load()
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
     from gradcli.render.inspect_text import render_vjp
 
     return call.finish("vjp", inspect.vjp(model, seeds, numeric=numeric), as_json, render_vjp)
@@ -135,14 +135,14 @@ def vjp(model_spec, wrt, overrides, rng_seed, data, as_json, save, cotangents, n
 @numeric_option
 def jvp(model_spec, wrt, overrides, rng_seed, data, as_json, save, tangents, numeric):
     """Jacobian-vector product J t for every output (forward mode)."""
-    from gradcli.values import parse_assignments
+    from gradcli.model.values import parse_assignments
 
     call = _Call(model_spec, wrt, overrides, rng_seed, data, save)
     given = parse_assignments(tangents, "--tangent")
     if not given:
         raise click.UsageError("jvp needs at least one --tangent INPUT=VALUE")
     model = call.load()
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
     from gradcli.render.inspect_text import render_jvp
 
     return call.finish("jvp", inspect.jvp(model, given, numeric=numeric), as_json, render_jvp)
@@ -160,14 +160,14 @@ def jacobian(model_spec, wrt, overrides, rng_seed, data, as_json, save, of, mode
     indices. Computed vectorised (pfor), in reverse or forward mode, whichever
     needs fewer passes. --save keys are OUTPUT/INPUT.
     """
-    from gradcli.values import parse_names
+    from gradcli.model.values import parse_names
 
     call = _Call(model_spec, wrt, overrides, rng_seed, data, save)
     outputs = parse_names(of)
     if numeric and mode != "auto":
         raise click.UsageError("--mode chooses between analytic modes; it cannot be combined with --numeric")
     model = call.load()
-    from gradcli import inspect
+    from gradcli.analyses import inspection as inspect
     from gradcli.render.inspect_text import render_jacobian
 
     result = inspect.jacobian(model, outputs, numeric=numeric, mode=mode)

@@ -13,52 +13,18 @@ tolerances of the dtype the check runs in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
-from gradcli import autodiff, compare
+from gradcli.numerics import autodiff
+from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
-from gradcli.modelfile import Model, normalize_outputs, run_model, where_raised
-from gradcli.paths import relative_path
-from gradcli.results import Tolerance
+from gradcli.model.loading import Model, normalize_outputs, run_model, where_raised
+from gradcli.model.paths import relative_path
+from gradcli.results.logdet import LogdetExample, LogdetResult
 
 #: How many examples a report lists (worst first).
 MAX_EXAMPLES = 10
 
-
-@dataclass
-class LogdetExample:
-    index: int
-    declared: float  # the model's log_det_jacobian
-    logabsdet: float  # log|det J| from slogdet of the autodiff Jacobian
-    sign: float  # sign of det J (0: singular)
-    abs_error: float
-    ok: bool
-
-
-@dataclass
-class LogdetResult:
-    name: str
-    path: str
-    input: str
-    output: str
-    dimension: int
-    batch: int
-    dtype: str
-    tolerance: Tolerance
-    examples: list[LogdetExample] = field(default_factory=list)  # worst first, capped
-    worst: LogdetExample | None = None
-    n_failing: int = 0
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.n_failing == 0
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
 
 
 def find_log_det(model: Model):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from gradcli.commands.common import emit_json, start_tensorflow, text_console
+from gradcli.cli.common import emit_json, start_tensorflow, text_console
 
 
 @click.command()
@@ -23,12 +23,12 @@ def logdet(model, wrt, output, rtol, atol, overrides, rng_seed, as_json):
     inputs, one value per example). Exit 0 if every example agrees, 1 if one
     disagrees, 2 on bad usage, 3 if the model could not be loaded or run.
     """
-    from gradcli.values import parse_assignments
+    from gradcli.model.values import parse_assignments
 
     values = parse_assignments(overrides, "--set")
     start_tensorflow()
-    from gradcli.logdet import check_logdet
-    from gradcli.modelfile import load_model
+    from gradcli.analyses.logdet import check_logdet
+    from gradcli.model.loading import load_model
 
     loaded = load_model(model, wrt=[wrt] if wrt else None, overrides=values, rng_seed=rng_seed)
     result = check_logdet(loaded, output, rtol=rtol, atol=atol)

@@ -1,9 +1,9 @@
 """Second derivatives checked against finite differences of the analytic gradient.
 
-The scalar is f = <c, output> (``gradcli.objective``); its gradient blocks
+The scalar is f = <c, output> (``gradcli.numerics.objective``); its gradient blocks
 ``df/dx`` are treated as the outputs of a model function and differenced by the
 same ``FiniteDifferences`` that first-order checks use, so the step rule,
-Richardson extrapolation, error estimate and verdict rule (``gradcli.compare``)
+Richardson extrapolation, error estimate and verdict rule (``gradcli.verdicts.compare``)
 are those of ``gradcli check``. Analytic second derivatives are
 Hessian-vector products two ways: forward-over-reverse and reverse-over-reverse.
 
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli import compare
-from gradcli.finite_diff import FiniteDifferences
-from gradcli.objective import Objective, choose_cotangents, gradient_name
+from gradcli.verdicts import compare
+from gradcli.numerics.finite_diff import FiniteDifferences
+from gradcli.numerics.objective import Objective, choose_cotangents, gradient_name
 from gradcli.results import MISMATCH, PairResult, Tolerance
 
 

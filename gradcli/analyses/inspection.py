@@ -1,29 +1,31 @@
 """Inspect derivatives: forward values, vector-Jacobian products, Jacobian-vector
-products and full Jacobians of a loaded :class:`~gradcli.modelfile.Model`.
+products and full Jacobians of a loaded :class:`~gradcli.model.loading.Model`.
 
-Every function takes a loaded model (``gradcli.modelfile.load_model``) and
+Every function takes a loaded model (``gradcli.model.loading.load_model``) and
 returns a result dataclass holding the numbers; nothing here prints. Seeds are
 validated against the model (unknown names, wrong shapes, non-floating targets
 raise :class:`~gradcli.errors.UsageError`, exit 2).
 
 Two ways to get each derivative:
 
-* analytic (default): ``gradcli.autodiff`` - GradientTape / ForwardAccumulator,
+* analytic (default): ``gradcli.numerics.autodiff`` - GradientTape / ForwardAccumulator,
   Jacobians vectorised with pfor;
-* numeric (``numeric=True``): ``gradcli.finite_diff.FiniteDifferences`` only,
+* numeric (``numeric=True``): ``gradcli.numerics.finite_diff.FiniteDifferences`` only,
   for models TensorFlow cannot differentiate (e.g. a plain numpy function).
   Unit directions give Jacobian columns and J^T c; a tangent direction gives J t.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from gradcli.errors import GradcliError, ModelError, UsageError
-from gradcli.modelfile import Model, is_floating
-from gradcli.values import check_unknown, fit_to_shape
+from gradcli.model.loading import Model, is_floating
+from gradcli.model.values import check_unknown, fit_to_shape
+from gradcli.results.inspection import (
+    ForwardResult, JacobianBlock, JacobianEntry, JacobianResult, JvpResult, NamedArray, Summary,
+    VjpResult, WeightNorm,
+)
 
 #: Summaries list this many leading entries of an array.
 FIRST = 8
@@ -58,139 +60,6 @@ NUMERIC = (
     "finite differences only (central differences at +-h and +-2h, Richardson "
     "extrapolation; TensorFlow's gradients are not used)"
 )
-
-
-# --- result objects ---------------------------------------------------------
-
-
-@dataclass
-class Summary:
-    """Statistics of an array, for display when it is too large to print whole."""
-
-    size: int
-    min: float
-    max: float
-    mean: float
-    norm: float  # Euclidean (Frobenius) norm of all entries
-    first: list[float]  # the first FIRST entries in row-major order
-
-
-@dataclass
-class NamedArray:
-    """One named array: an output, a seed, a gradient or a JVP."""
-
-    name: str
-    shape: list[int]
-    dtype: str
-    values: np.ndarray | None  # None: TensorFlow returned no gradient (disconnected)
-    summary: Summary | None
-    source: str = ""  # for seeds and tangents: where the values came from
-    error: float | None = None  # numeric mode: largest finite-difference error estimate
-
-
-@dataclass
-class WeightNorm:
-    """Per-weight gradient norm of a Keras model (``vjp``); see VANISHING/EXPLODING."""
-
-    name: str
-    shape: list[int]
-    weight_norm: float
-    gradient_norm: float | None  # None: disconnected
-    ratio: float | None  # gradient_norm / weight_norm; None when the weight is zero
-    status: str  # "ok", "vanishing", "exploding", "zero weight", "disconnected"
-
-
-@dataclass
-class JacobianEntry:
-    output_index: list[int]
-    input_index: list[int]
-    value: float
-
-
-@dataclass
-class JacobianBlock:
-    """d output / d input, of shape ``output_shape + input_shape``."""
-
-    output: str
-    input: str
-    output_shape: list[int]
-    input_shape: list[int]
-    values: np.ndarray | None  # None: TensorFlow returned no gradient (disconnected)
-    frobenius_norm: float = 0.0
-    max_abs: float = 0.0
-    nonzero: int = 0
-    largest: list[JacobianEntry] = field(default_factory=list)  # by |value|, largest first
-    error: float | None = None  # numeric mode: largest finite-difference error estimate
-
-    @property
-    def rows(self) -> int:
-        return int(np.prod(self.output_shape, dtype=np.int64))
-
-    @property
-    def columns(self) -> int:
-        return int(np.prod(self.input_shape, dtype=np.int64))
-
-
-@dataclass
-class ForwardResult:
-    model: str
-    dtype: str
-    outputs: list[NamedArray]
-    notes: list[str] = field(default_factory=list)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {a.name: a.values for a in self.outputs}
-
-
-@dataclass
-class VjpResult:
-    """J^T c for each differentiated input, summed over outputs."""
-
-    model: str
-    dtype: str
-    method: str
-    seeds: list[NamedArray]  # one per floating output, zeros where none was given
-    gradients: list[NamedArray]
-    weights: list[WeightNorm] = field(default_factory=list)  # Keras models only
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    evaluations: int = 0  # numeric mode: function evaluations
-    weight_rule: str = ""  # the rule behind the weights' status, in words
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {g.name: g.values for g in self.gradients if g.values is not None}
-
-
-@dataclass
-class JvpResult:
-    """J t for every output, summed over the inputs given a tangent."""
-
-    model: str
-    dtype: str
-    method: str
-    tangents: list[NamedArray]
-    outputs: list[NamedArray]
-    notes: list[str] = field(default_factory=list)
-    evaluations: int = 0
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        return {o.name: o.values for o in self.outputs}
-
-
-@dataclass
-class JacobianResult:
-    model: str
-    dtype: str
-    method: str
-    mode: str  # "reverse", "forward" or "numeric"
-    passes: int  # vectorised VJP/JVP passes, or function evaluations in numeric mode
-    explanation: str  # why this mode, in words
-    blocks: list[JacobianBlock]
-    notes: list[str] = field(default_factory=list)
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Keyed ``OUTPUT/INPUT`` (e.g. ``output/x``, ``output/dense/kernel``)."""
-        return {f"{b.output}/{b.input}": b.values for b in self.blocks if b.values is not None}
 
 
 # --- helpers ----------------------------------------------------------------
@@ -264,7 +133,7 @@ def _disconnected_note(model: Model, names: list[str], everything: bool) -> list
 
 
 def _finite_differences(model: Model, outputs: list[str]):
-    from gradcli.finite_diff import FiniteDifferences
+    from gradcli.numerics.finite_diff import FiniteDifferences
 
     return FiniteDifferences(model.function, model.point, outputs)
 
@@ -592,7 +461,7 @@ def jacobian_block(output, input, values, output_shape, input_shape, error=None)
 
 
 def _autodiff():
-    """``gradcli.autodiff``, imported on first use (it imports TensorFlow)."""
-    from gradcli import autodiff as module
+    """``gradcli.numerics.autodiff``, imported on first use (it imports TensorFlow)."""
+    from gradcli.numerics import autodiff as module
 
     return module

@@ -1,8 +1,14 @@
-"""Result objects: plain data the renderers read. No TensorFlow, no printing."""
+"""Results of ``gradcli check``, and the verdict words every comparison uses."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+__all__ = [
+    "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
+    "Kink", "GraphSite", "Culprit", "Taylor", "Element", "Tolerance", "PairResult", "ModelResult",
+    "CheckResult",
+]
 
 #: Verdict words. A verdict in FAILING makes the check exit 1.
 PASS = "pass"

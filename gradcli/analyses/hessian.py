@@ -1,12 +1,12 @@
 """Hessians and convexity: eigenvalues of the Hessian at a point and over a region.
 
-The function is a model's scalar f(theta) (``gradcli.objective``): theta is the
+The function is a model's scalar f(theta) (``gradcli.numerics.objective``): theta is the
 differentiated inputs flattened together.
 
 * Small problems (n <= ``DENSE_LIMIT``): the dense Hessian, column by column as
   forward-over-reverse Hessian-vector products H e_j; its symmetry error; all
   eigenvalues of its symmetric part; a finite-difference check of it (the
-  gradient differenced by ``FiniteDifferences``, see ``gradcli.second_order``).
+  gradient differenced by ``FiniteDifferences``, see ``gradcli.analyses.second_order``).
 * Large problems: the Hessian is never built. The ``top`` smallest and largest
   eigenvalues come from thick-restart Lanczos on Hessian-vector products with a
   basis of at most ``basis`` vectors (memory O(basis * n), basis ~ 4 top + 20);
@@ -30,11 +30,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcli import compare
+from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
-from gradcli.modelfile import Model, load_model
-from gradcli.objective import Block, Objective, choose_cotangents
-from gradcli.results import PairResult, Tolerance
+from gradcli.model.loading import Model, load_model
+from gradcli.numerics.objective import Objective, choose_cotangents
+from gradcli.results.hessian import (
+    CONCAVE_VERDICTS, CONVEX_VERDICTS, INDEFINITE, NEGATIVE_DEFINITE, NEGATIVE_SEMIDEFINITE,
+    POSITIVE_DEFINITE, POSITIVE_SEMIDEFINITE, ZERO, FDCheck, HessianResult, SamplePoint, Sampling,
+    Slice, Spectrum, Trace,
+)
 
 METHODS = ("auto", "dense", "lanczos")
 EXPECTATIONS = ("convex", "concave")
@@ -50,16 +54,6 @@ LANCZOS_TOL = 1e-8
 ITERATIVE_HVP = "reverse"
 #: Rademacher probes for Hutchinson's trace estimate.
 TRACE_PROBES = 32
-
-POSITIVE_DEFINITE = "positive definite"
-POSITIVE_SEMIDEFINITE = "positive semidefinite"
-NEGATIVE_DEFINITE = "negative definite"
-NEGATIVE_SEMIDEFINITE = "negative semidefinite"
-INDEFINITE = "indefinite"
-ZERO = "zero"
-CONVEX_VERDICTS = (POSITIVE_DEFINITE, POSITIVE_SEMIDEFINITE, ZERO)
-CONCAVE_VERDICTS = (NEGATIVE_DEFINITE, NEGATIVE_SEMIDEFINITE, ZERO)
-
 
 @dataclass
 class HessianOptions:
@@ -104,118 +98,6 @@ class HessianOptions:
             raise UsageError(f"--tol must be between 0 and 1, got {self.tol}")
         if self.trace_probes < 2:
             raise UsageError(f"--trace-probes must be at least 2, got {self.trace_probes}")
-
-
-@dataclass
-class Spectrum:
-    """Eigenvalues at one point and the verdict they give."""
-
-    method: str  # "dense" (all eigenvalues) or "lanczos" (the extremes)
-    eigenvalues: np.ndarray  # ascending; lanczos: the `top` smallest then the `top` largest
-    smallest: float
-    largest: float
-    zero_tol: float
-    zero_rule: str
-    verdict: str
-    condition: float | None  # max|lambda| / min|lambda|; inf if singular; None if unknown
-    residuals: np.ndarray | None = None  # lanczos: ||H y - theta y|| per eigenvalue
-    hvps: int = 0  # Hessian-vector products spent
-    iterations: int = 0  # lanczos restarts
-    converged: bool = True
-
-
-@dataclass
-class Trace:
-    estimate: float
-    stderr: float  # 0 when exact
-    probes: int  # 0 when exact (dense: the sum of the diagonal)
-    method: str  # "exact" or "hutchinson"
-
-
-@dataclass
-class FDCheck:
-    """Finite differences of the gradient against the analytic Hessian."""
-
-    mode: str  # "full" or "fast"
-    tolerance: Tolerance
-    pairs: list[PairResult]
-    evaluations: int
-    seconds: float = 0.0
-
-    @property
-    def failed(self) -> bool:
-        return any(p.failed for p in self.pairs)
-
-
-@dataclass
-class SamplePoint:
-    values: dict  # name -> array: the wrt inputs at this point
-    smallest: float
-    largest: float
-    verdict: str
-
-
-@dataclass
-class Sampling:
-    samples: int
-    radius: float
-    rng_seed: int
-    rule: str  # how points were drawn
-    n_negative: int  # points (the given one included) with an eigenvalue < -zero_tol
-    n_positive: int  # ... with an eigenvalue > zero_tol
-    n_nonfinite: int
-    worst: SamplePoint | None  # the witness: lowest smallest (highest largest for concave)
-    witness_for: str  # "convex" or "concave": which sign the witness is worst for
-    smallest: np.ndarray  # per sample
-    largest: np.ndarray
-
-
-@dataclass
-class Slice:
-    """f(theta + t v) along the eigenvector v of the smallest eigenvalue."""
-
-    eigenvalue: float
-    direction: np.ndarray
-    t: np.ndarray
-    values: np.ndarray
-    slope: float  # g . v at t = 0, for the quadratic model f0 + slope t + lambda t^2 / 2
-
-
-@dataclass
-class HessianResult:
-    name: str
-    path: str
-    dtype: str
-    function: str  # how the scalar was formed from the outputs
-    n: int
-    blocks: list[Block]
-    labels: list[str]
-    value: float
-    gradient_norm: float
-    spectrum: Spectrum
-    trace: Trace
-    hessian: np.ndarray | None = None  # dense only, as computed (not symmetrised)
-    symmetry_error: float | None = None  # max |H - H^T| (dense)
-    eigenvectors: np.ndarray | None = None  # dense: columns, ascending eigenvalues
-    lowest_vector: np.ndarray | None = None  # eigenvector of the smallest eigenvalue
-    fd_check: FDCheck | None = None
-    sampling: Sampling | None = None
-    expect: str | None = None
-    expectation_met: bool | None = None
-    expectation_reason: str = ""
-    slice: Slice | None = None
-    point: dict = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def exit_code(self) -> int:
-        """1 if the expectation failed or the Hessian disagrees with finite differences."""
-        if self.expectation_met is False:
-            return 1
-        if self.fd_check is not None and self.fd_check.failed:
-            return 1
-        return 0
 
 
 # -- verdicts -------------------------------------------------------------------
@@ -491,7 +373,7 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
             f"residual reached {options.tol:g} * max|lambda|; the residuals give the accuracy"
         )
     if options.fd_check:
-        from gradcli.second_order import check_objective
+        from gradcli.analyses.second_order import check_objective
 
         fd_started = time.perf_counter()
         tol = compare.tolerance(str(model.dtype), options.rtol, options.atol)

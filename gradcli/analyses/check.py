@@ -27,11 +27,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcli import autodiff, compare, config, diagnose
-from gradcli.culprit import ModelGraph
+from gradcli import config
+from gradcli.numerics import autodiff
+from gradcli.verdicts import compare, diagnose
+from gradcli.verdicts.culprit import ModelGraph
 from gradcli.errors import GradcliError, UsageError
-from gradcli.finite_diff import FiniteDifferences
-from gradcli.modelfile import Model, is_floating, load_model
+from gradcli.numerics.finite_diff import FiniteDifferences
+from gradcli.model.loading import Model, is_floating, load_model
 from gradcli.results import CheckResult, ModelResult, PairResult
 
 MODES = ("auto", "full", "fast")
@@ -55,7 +57,7 @@ class CheckOptions:
     overrides: dict = field(default_factory=dict)
     float64: bool = True
     jit_compile: bool | None = None  # None: XLA for large inputs (finite_diff.XLA_MIN_ELEMENTS)
-    order: int = 1  # 2: also check second derivatives (gradcli.second_order)
+    order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair
 
@@ -87,13 +89,13 @@ def check_paths(
     keywords): a model file's ``check`` dict does not override them.
     ``fail_fast`` stops at the first model that is not ok; the rest are listed
     in ``CheckResult.skipped``. ``jobs > 1`` checks models in that many worker
-    processes (``gradcli.parallel``); results keep the order of ``specs``.
+    processes (``gradcli.analyses.batch``); results keep the order of ``specs``.
     ``progress(done, total, label)``, if given, is called before the first
     model and after each one (``label``: the model finished, or ``None``).
     """
     specs = list(specs)
     if jobs > 1 and len(specs) > 1 and all(isinstance(s, str) for s in specs):
-        from gradcli.parallel import check_in_processes
+        from gradcli.analyses.batch import check_in_processes
 
         outcomes = check_in_processes(specs, options, fixed, jobs)
     else:
@@ -182,7 +184,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         )
     result.evaluations = fd.evaluations
     if options.order == 2:
-        from gradcli.second_order import check_second_order
+        from gradcli.analyses.second_order import check_second_order
 
         pairs, evaluations, notes = check_second_order(model, outputs, tol, mode, options)
         result.pairs += pairs

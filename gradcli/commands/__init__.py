@@ -1,1 +1,0 @@
-"""Click commands, one module each; ``gradcli.cli`` registers them."""

@@ -1,0 +1,40 @@
+"""Result of ``gradcli logdet``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gradcli.results.check import Tolerance
+
+@dataclass
+class LogdetExample:
+    index: int
+    declared: float  # the model's log_det_jacobian
+    logabsdet: float  # log|det J| from slogdet of the autodiff Jacobian
+    sign: float  # sign of det J (0: singular)
+    abs_error: float
+    ok: bool
+
+
+@dataclass
+class LogdetResult:
+    name: str
+    path: str
+    input: str
+    output: str
+    dimension: int
+    batch: int
+    dtype: str
+    tolerance: Tolerance
+    examples: list[LogdetExample] = field(default_factory=list)  # worst first, capped
+    worst: LogdetExample | None = None
+    n_failing: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.n_failing == 0
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
