@@ -1,14 +1,26 @@
 """gradcli: check and inspect gradients of TensorFlow models.
 
-Importing this package does not import TensorFlow; the API functions below
-import it when first called.
+Every command of the command line is a function here, taking what the command
+takes and returning the result object the command renders (``gradcli.results``):
 
     >>> import gradcli
     >>> result = gradcli.check("sample_models/square.py", rtol=1e-8)
     >>> result.ok, result.exit_code
     (True, 0)
+    >>> gradcli.vjp(lambda x: x * x, inputs={"x": [1.0, 2.0]}).arrays()["x"]
+    array([2., 4.])
 
-``gradcli.testing.assert_gradients_ok`` wraps ``check`` for test suites.
+``model`` is a model file (``FILE.py``, ``FILE.py:NAME``, ``FILE.keras``) or the
+model itself: a callable of tensors or a Keras model, with ``inputs`` (a dict of
+arrays, or a callable taking a numpy Generator) as in a model file. Options are
+keyword arguments named like the long options (``rtol``, ``rng_seed``,
+``float64=False`` for ``--native-dtype``); a bad value raises
+``gradcli.errors.UsageError`` naming the keyword, a model that cannot be loaded
+or run ``gradcli.errors.ModelError`` (``check`` reports it as the model's error
+row instead, as on the command line). pyproject.toml is not read: the call says
+what it means. Importing this package does not import TensorFlow; each function
+imports it when first called. ``gradcli.testing.assert_gradients_ok`` wraps
+``check`` for test suites.
 """
 
 from __future__ import annotations
@@ -18,91 +30,191 @@ import types
 
 __version__ = "0.1.0"
 
-__all__ = ["check", "__version__"]
+__all__ = ["check", "forward", "vjp", "jvp", "jacobian", "hessian", "logdet", "__version__"]
 
 
 def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=None, **options):
-    """Check models as ``gradcli check`` does; returns the ``CheckResult`` the CLI renders.
+    """Compare analytic gradients with finite differences (``gradcli check``).
 
-    ``model`` is a model file path (``FILE.py`` or ``FILE.py:NAME``), a folder,
-    a list of those, or the model itself: a callable of tensors or a Keras
-    model, with ``inputs`` (a dict, or a callable taking a numpy Generator) as
-    in a model file. ``options`` are the fields of ``gradcli.analyses.check.CheckOptions``
-    (``mode``, ``rtol``, ``atol``, ``probes``, ``rng_seed``, ``overrides``,
-    ``float64``, ``jit_compile``). Options given here win over a model file's
-    ``check`` dict; pyproject.toml is not read (the call says what it means).
-    A model that cannot be loaded or run is a ``ModelResult`` with ``error``
-    set, as on the command line; bad options raise ``gradcli.errors.UsageError``.
+    ``model`` may also be a folder or a list of model files (a batch). ``options``
+    are the fields of ``gradcli.options.CheckOptions`` (``mode``, ``rtol``, ``atol``,
+    ``probes``, ``rng_seed``, ``overrides``, ``float64``, ``jit_compile``, ``order``,
+    ``allow_surrogate``, ``taylor``); they win over a model file's ``check`` dict.
+    Returns a ``CheckResult``; a model that cannot be loaded or run is a
+    ``ModelResult`` with ``error`` set.
+
+        >>> gradcli.check(lambda x: tf.sin(x), inputs={"x": [0.5]}, mode="full").ok
+        True
     """
-    from gradcli.analyses.check import CheckOptions, check_paths
+    from gradcli.model.paths import expand_models
+    from gradcli.options import CheckOptions
 
-    known = {f for f in CheckOptions.__dataclass_fields__}
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise TypeError(
-            f"gradcli.check() got unknown options {', '.join(unknown)} "
-            f"(known: {', '.join(sorted(known | {'inputs', 'wrt', 'fail_fast', 'jobs', 'progress'}))})"
-        )
+    _known(options, CheckOptions, "check", {"inputs", "wrt", "fail_fast", "jobs", "progress"})
     if wrt is not None:
-        options["wrt"] = [wrt] if isinstance(wrt, str) else list(wrt)
-    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
-        specs = [os.fsdecode(model)]
-    elif isinstance(model, (list, tuple)):
+        options["wrt"] = _names(wrt)
+    checked = CheckOptions(**options)
+    if isinstance(model, (list, tuple)):
         specs = [os.fsdecode(m) for m in model]
     else:
-        specs = [_as_module(model, inputs)]
-    if inputs is not None and not isinstance(specs[0], types.ModuleType):
-        raise TypeError("gradcli.check(): inputs= is for a model object; a model file defines its own")
-    from gradcli.model.paths import expand_models
-
+        specs = [_spec(model, inputs, "check")]
     specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
-    return check_paths(
-        specs, CheckOptions(**options), fixed=set(options),
-        fail_fast=fail_fast, jobs=jobs, progress=progress,
-    )
+    from gradcli.analyses.check import check_paths
+
+    return check_paths(specs, checked, fixed=set(options), fail_fast=fail_fast, jobs=jobs, progress=progress)
 
 
-def _as_module(model, inputs) -> types.ModuleType:
-    """A model object and its inputs as a module, the shape a model file has."""
-    name = getattr(model, "__name__", None) or type(model).__name__
-    module = types.ModuleType(name)
+def forward(model, *, inputs=None, **load):
+    """Each output's shape, dtype and values at the model's point (``gradcli forward``).
+
+    ``load`` are the fields of ``gradcli.options.LoadOptions`` (``wrt``,
+    ``overrides``, ``rng_seed``, ``float64``, ``data``). Returns a ``ForwardResult``.
+    """
+    from gradcli.analyses import inspection
+
+    return inspection.forward(_load(model, inputs, load, "forward"))
+
+
+def vjp(model, cotangents=None, *, inputs=None, numeric=False, **load):
+    """J^T c for each differentiated input, summed over outputs (``gradcli vjp``).
+
+    ``cotangents`` maps output names to seeds (``grad_ys``); outputs without one
+    get zeros, and with none at all every output is seeded with ones. ``numeric``
+    uses finite differences only (models TensorFlow cannot differentiate).
+    Returns a ``VjpResult``; ``.arrays()`` maps input names to gradients.
+
+        >>> gradcli.vjp(lambda x: x * x, {"output": [2.0, 3.0]}, inputs={"x": [1.0, 2.0]}).arrays()["x"]
+        array([ 4., 12.])
+    """
+    from gradcli.analyses import inspection
+
+    return inspection.vjp(_load(model, inputs, load, "vjp"), _arrays(cotangents), numeric=numeric)
+
+
+def jvp(model, tangents, *, inputs=None, numeric=False, **load):
+    """J t for every output, forward mode (``gradcli jvp``).
+
+    ``tangents`` maps input names to directions; inputs without one get zeros.
+    Returns a ``JvpResult``; ``.arrays()`` maps output names to J t.
+
+        >>> gradcli.jvp(lambda x: x * x, {"x": [1.0, 0.0]}, inputs={"x": [1.0, 2.0]}).arrays()["output"]
+        array([2., 0.])
+    """
+    from gradcli.analyses import inspection
+
+    return inspection.jvp(_load(model, inputs, load, "jvp"), _arrays(tangents), numeric=numeric)
+
+
+def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", **load):
+    """The full Jacobian of each output (``of``: names, default every floating
+    output) with respect to each differentiated input (``gradcli jacobian``).
+    ``mode`` is ``auto``, ``reverse`` or ``forward``. Returns a ``JacobianResult``;
+    ``.arrays()`` is keyed ``OUTPUT/INPUT``.
+
+        >>> gradcli.jacobian(lambda x: x * x, inputs={"x": [1.0, 2.0]}).arrays()["output/x"]
+        array([[2., 0.],
+               [0., 4.]])
+    """
+    from gradcli.analyses import inspection
+
+    model = _load(model, inputs, load, "jacobian")
+    return inspection.jacobian(model, _names(of), numeric=numeric, mode=mode)
+
+
+def hessian(model, *, inputs=None, **options):
+    """Hessian of the model's scalar output: eigenvalues, definiteness, convexity
+    (``gradcli hessian``). ``options`` are the fields of ``gradcli.options.HessianOptions``
+    (``expect``, ``method``, ``samples``, ``radius``, ``cotangents``...). Returns a
+    ``HessianResult``; ``.ok`` is False when ``expect`` fails or the Hessian
+    disagrees with finite differences.
+
+        >>> gradcli.hessian(lambda x: tf.reduce_sum(x ** 2), inputs={"x": [1.0, 2.0]},
+        ...                 expect="convex").spectrum.eigenvalues
+        array([2., 2.])
+    """
+    from gradcli.options import HessianOptions
+
+    _known(options, HessianOptions, "hessian", {"inputs"})
+    if "wrt" in options:
+        options["wrt"] = _names(options["wrt"])
+    for key in ("overrides", "cotangents"):
+        if key in options:
+            options[key] = _arrays(options[key])
+    checked = HessianOptions(**options)
+    from gradcli.analyses.hessian import analyse_path
+
+    return analyse_path(_spec(model, inputs, "hessian"), checked)
+
+
+def logdet(model, *, inputs=None, **options):
+    """A flow's declared ``log_det_jacobian`` against slogdet of its autodiff
+    Jacobian (``gradcli logdet``). ``options`` are the fields of
+    ``gradcli.options.LogdetOptions`` (``wrt``, ``output``, ``rtol``, ``atol``,
+    ``overrides``, ``rng_seed``). Returns a ``LogdetResult``.
+    """
+    from gradcli.options import LogdetOptions
+
+    _known(options, LogdetOptions, "logdet", {"inputs"})
+    if "overrides" in options:
+        options["overrides"] = _arrays(options["overrides"])
+    checked = LogdetOptions(**options)
+    from gradcli.analyses.logdet import check_logdet_path
+
+    return check_logdet_path(_spec(model, inputs, "logdet"), checked)
+
+
+# --- helpers ------------------------------------------------------------------
+
+
+def _spec(model, inputs, function: str):
+    """A model file path as a string, or a model object as a module holding
+    ``model`` and ``inputs``: the shape a model file has."""
+    if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
+        if inputs is not None:
+            raise TypeError(f"gradcli.{function}(): inputs= is for a model object; a model file defines its own")
+        return os.fsdecode(model)
+    module = types.ModuleType(getattr(model, "__name__", None) or type(model).__name__)
     module.model = model
     if inputs is not None:
         module.inputs = inputs
     return module
 
 
-# Inspecting derivatives: each takes a model spec (FILE.py, FILE.py:NAME, FILE.keras)
-# or a loaded gradcli.model.loading.Model, plus load options (wrt, overrides, rng_seed,
-# data), and returns the result object that `gradcli forward/vjp/jvp/jacobian` renders.
-__all__ += ["forward", "vjp", "jvp", "jacobian"]
+def _load(model, inputs, load: dict, function: str):
+    from gradcli.options import LoadOptions
+
+    _known(load, LoadOptions, function, {"inputs"})
+    if "wrt" in load:
+        load["wrt"] = _names(load["wrt"])
+    for key in ("overrides", "data"):
+        if key in load:
+            load[key] = _arrays(load[key])
+    LoadOptions(**load)  # validates before TensorFlow is imported
+    from gradcli.model.loading import load_model
+
+    return load_model(_spec(model, inputs, function), **load)
 
 
-def _model(model, load_options):
-    from gradcli.model.loading import Model, load_model
-
-    return model if isinstance(model, Model) else load_model(str(model), **load_options)
-
-
-def forward(model, **load_options):
-    from gradcli.analyses import inspection as inspect
-
-    return inspect.forward(_model(model, load_options))
+def _known(given: dict, options_class, function: str, extra: set) -> None:
+    known = set(options_class.__dataclass_fields__)
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise TypeError(
+            f"gradcli.{function}() got unknown options {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(known | extra))})"
+        )
 
 
-def vjp(model, cotangents=None, *, numeric=False, **load_options):
-    from gradcli.analyses import inspection as inspect
-
-    return inspect.vjp(_model(model, load_options), cotangents, numeric=numeric)
-
-
-def jvp(model, tangents, *, numeric=False, **load_options):
-    from gradcli.analyses import inspection as inspect
-
-    return inspect.jvp(_model(model, load_options), tangents, numeric=numeric)
+def _names(names):
+    if names is None:
+        return None
+    return [names] if isinstance(names, str) else list(names)
 
 
-def jacobian(model, of=None, *, numeric=False, mode="auto", **load_options):
-    from gradcli.analyses import inspection as inspect
+def _arrays(values):
+    """Seeds and overrides given as lists or scalars become float arrays, as
+    a VALUE on the command line does; arrays keep their dtype."""
+    if values is None:
+        return None
+    import numpy as np
 
-    return inspect.jacobian(_model(model, load_options), of, numeric=numeric, mode=mode)
+    return {name: np.asarray(value) for name, value in values.items()}

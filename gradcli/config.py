@@ -16,7 +16,7 @@ of the pyproject.toml, as other tools read their settings.
 
 This module reads files and validates model-file settings against the fields
 of an options dataclass; casting pyproject values to the type of each command
-line option happens in ``gradcli.cli.common`` (it knows the options).
+line option happens in ``gradcli.cli.command`` (it knows the options).
 Every problem is a one-line :class:`~gradcli.errors.UsageError` (exit 2).
 """
 
@@ -29,6 +29,7 @@ import typing
 from dataclasses import dataclass, field
 
 from gradcli.errors import UsageError
+from gradcli.options import coerce
 from gradcli.model.paths import relative_path
 
 PYPROJECT = "pyproject.toml"
@@ -39,6 +40,7 @@ PATH_KEYS = ("paths", "junit_xml")
 FIELD_OF_OPTION = {
     "native_dtype": ("float64", lambda v: not v),
     "xla": ("jit_compile", lambda v: v),
+    "plot": ("slice", bool),  # hessian: a plot needs the slice along the lowest eigenvector
 }
 #: Options a model file's ``check`` dict may not set, and why.
 NOT_PER_MODEL = {
@@ -51,6 +53,11 @@ RUN_WIDE = ("paths", "jobs", "fail_fast", "junit_xml", "quiet", "json")
 
 def normalize(key: str) -> str:
     return str(key).replace("-", "_")
+
+
+def normalize_back(field: str) -> str:
+    """A field as a `check` key names it (``rng_seed`` -> ``rng-seed``)."""
+    return field.replace("_", "-")
 
 
 @dataclass
@@ -114,6 +121,10 @@ def _read_toml(path: str) -> dict:
             return tomllib.load(f)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{relative_path(path)}: invalid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 by definition
+        raise UsageError(
+            f"{relative_path(path)}: not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
     except OSError as exc:
         raise UsageError(f"{relative_path(path)}: cannot read: {exc.strerror}") from None
 
@@ -175,7 +186,10 @@ def model_options(options, settings: dict, fixed=(), where: str = "model file"):
             aliased = {f for f, _ in FIELD_OF_OPTION.values()}
             known = sorted((fields - aliased - set(NOT_PER_MODEL)) | set(FIELD_OF_OPTION))
             raise UsageError(f"{label} is not an option (known: {', '.join(known)})")
-        value = _coerce(value, hints[field_name], label)
+        try:
+            value = coerce(value, hints[field_name], field_name)
+        except UsageError as exc:
+            raise UsageError(f"{label} {exc.problem}") from None
         if field_name in fixed:
             continue
         changes[field_name] = convert(value)
@@ -183,22 +197,4 @@ def model_options(options, settings: dict, fixed=(), where: str = "model file"):
     try:
         return dataclasses.replace(options, **changes), applied
     except UsageError as exc:
-        raise UsageError(f"{where}: `check`: {exc}") from None
-
-
-def _coerce(value, hint, label: str):
-    """Check a value against a field's type hint (``float | None``, ``int``, ``bool``, ``str``)."""
-    args = typing.get_args(hint) or (hint,)
-    if isinstance(value, bool):
-        if bool in args:
-            return value
-    elif float in args and isinstance(value, (int, float)):
-        return float(value)
-    elif int in args and isinstance(value, int):
-        return value
-    elif str in args and isinstance(value, str):
-        return value
-    elif not any(t in args for t in (bool, int, float, str)):
-        return value  # lists, dicts: the dataclass validates them
-    wanted = " or ".join(t.__name__ for t in args if t is not type(None))
-    raise UsageError(f"{label} must be {wanted}, got {value!r}")
+        raise UsageError(f"{where}: `check`: {exc.message(normalize_back)}") from None

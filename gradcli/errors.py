@@ -1,25 +1,81 @@
-"""Exceptions the library raises; the command line maps each to an exit code.
+"""Exceptions the library raises, each carrying the exit code it ends a run with.
 
 The library never prints or exits: it raises one of these with a one-line
-message, and ``gradcli.cli`` prints ``Error: <message>`` and exits with
-``exit_code``.
+message, and the command line (``gradcli.cli``) prints ``Error: <message>`` and
+exits with ``exit_code``. A ``UsageError`` about one parameter names it by its
+Python name (``rtol must be >= 0``), as the API's keyword arguments are
+spelled; the command line shows the flag that set it instead (``--rtol``).
 """
+
+from __future__ import annotations
+
+import re
+
+_PARAM = re.compile(r"\{@(\w+)\}")
+
+#: Exit codes, documented once (docs/reference/exit-codes.md).
+EXIT_OK = 0  # every check passed (or an inspect command ran)
+EXIT_FAILED = 1  # a check found a problem
+EXIT_USAGE = 2  # bad usage: options, values, configuration, output paths
+EXIT_MODEL = 3  # the model could not be loaded, run or checked
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+
+
+#: Set to 1 (or ``gradcli --debug``) to see the traceback of an internal error.
+DEBUG_VARIABLE = "GRADCLI_DEBUG"
+
+
+def debugging() -> bool:
+    import os
+
+    return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
+
+
+def internal_error_message(exc: BaseException) -> str:
+    """One line for an exception gradcli did not expect: a bug in gradcli (or
+    in TensorFlow), never the user's fault, and never silent."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return (
+        f"internal error: {type(exc).__name__}" + (f": {text}" if text else "")
+        + f" (run with --debug or {DEBUG_VARIABLE}=1 for the traceback)"
+    )
 
 
 class GradcliError(Exception):
     """Base class. ``exit_code`` is what the command line exits with."""
 
-    exit_code = 3
+    exit_code = EXIT_MODEL
 
 
 class UsageError(GradcliError):
     """The user's options or values are wrong (exit 2): a bad VALUE, a seed of
-    the wrong shape, an unknown input or output name."""
+    the wrong shape, an unknown input or output name.
 
-    exit_code = 2
+    With ``param``, the message is about that parameter: ``problem`` follows
+    its name (``UsageError("must be >= 0, got -1", param="rtol")`` reads
+    "rtol must be >= 0, got -1"), and the command line puts the flag there.
+    Other parameters named in ``problem`` are written ``{@name}`` for the same
+    reason (``"needs {@radius}"``). ``bad_value``: the parameter's value is
+    wrong (``Invalid value for --rtol: ...``) rather than its combination
+    with others (``--samples needs --radius``).
+    """
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, problem: str, *, param: str | None = None, bad_value: bool = True):
+        self.problem = problem
+        self.param = param
+        self.bad_value = bad_value
+        super().__init__(self.message(lambda name: name))
+
+    def message(self, spell) -> str:
+        """The message with each parameter name spelled by ``spell(name)``."""
+        if self.param is None:
+            return self.problem
+        return f"{spell(self.param)} " + _PARAM.sub(lambda m: spell(m.group(1)), self.problem)
 
 
 class ModelError(GradcliError):
     """The model could not be loaded, run or checked (exit 3)."""
 
-    exit_code = 3
+    exit_code = EXIT_MODEL

@@ -33,6 +33,13 @@ class Run:
     def json(self):
         return json.loads(self.stdout)
 
+    @property
+    def result(self):
+        """The command's result from the ``--json`` envelope (schema 2)."""
+        document = self.json()
+        assert document["schema"] == 2 and document["error"] is None, self
+        return document["result"]
+
     def __repr__(self):  # shown by pytest when an assertion on a Run fails
         return f"<Run exit={self.exit_code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}>"
 

@@ -10,8 +10,8 @@ from conftest import fixture, gradcli, sample
 
 def only_pairs(run):
     document = run.json()
-    assert len(document["models"]) == 1, run
-    return {(p["input"], p["output"]): p for p in document["models"][0]["pairs"]}
+    assert len(document["result"]["models"]) == 1, run
+    return {(p["input"], p["output"]): p for p in document["result"]["models"][0]["pairs"]}
 
 
 # -- correct models pass, with errors at the level float64 differences reach ----------
@@ -46,12 +46,12 @@ def test_full_check_compares_every_element_of_every_block():
     pairs = only_pairs(run)
     # 3 outputs x 3 inputs per block, four blocks.
     assert all(p["compared"] == 9 for p in pairs.values())
-    assert run.json()["models"][0]["evaluations"] == 4 * (3 + 3)
+    assert run.result["models"][0]["evaluations"] == 4 * (3 + 3)
 
 
 def test_keras_model_is_promoted_to_float64_and_says_so():
     run = gradcli("check", sample("keras_mlp.py"), "--json")
-    model = run.json()["models"][0]
+    model = run.result["models"][0]
     assert model["dtype"] == "float64"
     assert any("promoted" in note and "float32 to float64" in note for note in model["notes"])
 
@@ -138,14 +138,14 @@ def test_sign_loss_is_zero_with_warning():
 
 def test_float32_only_model_is_checked_in_float32_and_says_so():
     run = gradcli("check", sample("fake_quant.py"), "--json", "--rtol", "1e-3")
-    model = run.json()["models"][0]
+    model = run.result["models"][0]
     assert model["dtype"] == "float32"
     assert any("does not run in float64" in n for n in model["notes"])
 
 
 def test_native_dtype_keeps_float32():
     run = gradcli("check", sample("keras_mlp.py"), "--native-dtype", "--json")
-    model = run.json()["models"][0]
+    model = run.result["models"][0]
     assert model["dtype"] == "float32"
     assert model["tolerance"]["rtol"] == 1e-3
 
@@ -163,7 +163,7 @@ def test_folder_checks_every_model(tmp_path):
         (tmp_path / name).write_text((__import__("pathlib").Path(sample(name))).read_text())
     run = gradcli("check", tmp_path, "--json")
     assert run.exit_code == 0, run
-    assert len(run.json()["models"]) == 2
+    assert len(run.result["models"]) == 2
 
 
 # -- exit codes and one-line messages --------------------------------------------------
@@ -252,7 +252,7 @@ def test_npz_values(tmp_path):
 def test_untraceable_model_runs_point_by_point_and_says_so():
     run = gradcli("check", fixture("untraceable.py"), "--json")
     assert run.exit_code == 0, run
-    model = run.json()["models"][0]
+    model = run.result["models"][0]
     assert any("one point at a time" in note for note in model["notes"])
     worst = model["pairs"][0]["worst"]
     x = 0.1 * (worst["input_index"][0] + 1)
@@ -288,9 +288,11 @@ JSON_PAIR_KEYS = {
 
 def test_json_schema_is_pinned():
     document = gradcli("check", sample("buggy_custom_gradient.py"), "--json").json()
-    assert set(document) == {"schema", "ok", "exit_code", "models"}
-    assert document["schema"] == 1 and document["ok"] is False and document["exit_code"] == 1
-    model = document["models"][0]
+    assert set(document) == {"schema", "command", "ok", "exit_code", "error", "result"}
+    assert document["schema"] == 2 and document["command"] == "check"
+    assert document["ok"] is False and document["exit_code"] == 1 and document["error"] is None
+    assert set(document["result"]) == {"models", "skipped"}
+    model = document["result"]["models"][0]
     assert {"name", "path", "ok", "dtype", "mode", "tolerance", "pairs", "notes", "seconds",
             "evaluations", "error", "error_code"} <= set(model)
     assert set(model["tolerance"]) == {"rtol", "atol", "rule"}
@@ -303,7 +305,7 @@ def test_json_schema_is_pinned():
 def test_json_for_a_model_that_does_not_load():
     run = gradcli("check", fixture("syntax_error.py"), "--json")
     assert run.exit_code == 3
-    model = run.json()["models"][0]
+    model = run.result["models"][0]
     assert model["error"].endswith("syntax error: expected ':'") and model["error_code"] == 3
     assert model["pairs"] == []
 

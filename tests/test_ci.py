@@ -134,8 +134,8 @@ def project(tmp_path, monkeypatch, pyproject: str, check: str | None = None):
 
 def only_model(result):
     document = result.json()
-    assert len(document["models"]) == 1, result
-    return document["models"][0]
+    assert len(document["result"]["models"]) == 1, result
+    return document["result"]["models"][0]
 
 
 def test_pyproject_defaults_and_paths(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ def check_json(path: str, *options: str):
 
 
 def pairs(document):
-    (model,) = document["models"]
+    (model,) = document["result"]["models"]
     return {(p["input"], p["output"]): p for p in model["pairs"]}
 
 
@@ -249,14 +249,14 @@ def test_logdet_realnvp_agrees():
     run = gradcli("logdet", sample("realnvp_flow.py"), "--json")
     assert run.exit_code == 0, run
     doc = run.json()
-    assert doc["ok"] and doc["model"]["batch"] == 5 and doc["model"]["dimension"] == 4
-    assert doc["model"]["worst"]["abs_error"] < 1e-12
+    assert doc["ok"] and doc["result"]["batch"] == 5 and doc["result"]["dimension"] == 4
+    assert doc["result"]["worst"]["abs_error"] < 1e-12
 
 
 def test_logdet_finds_the_missing_log2():
     run = gradcli("logdet", fixture("diag_flow_bad_ldj.py"), "--json")
     assert run.exit_code == 1, run
-    model = run.json()["model"]
+    model = run.result
     assert model["n_failing"] == 2
     for example in model["examples"]:
         assert example["abs_error"] == pytest.approx(math.log(2.0), abs=1e-12)

@@ -54,7 +54,7 @@ def test_least_squares_eigenvalues_are_those_of_2_AtA():
 def test_rosenbrock_at_the_minimum_json():
     run = gradcli("hessian", ROSENBROCK, "--json")
     assert run.exit_code == 0, run
-    doc = run.json()
+    doc = run.result
     truth = [501 - np.sqrt(250601), 501 + np.sqrt(250601)]  # 0.399360767, 1001.60064
     np.testing.assert_allclose(doc["eigenvalues"], truth, rtol=1e-10)
     assert f"{doc['eigenvalues'][0]:.9f}" == "0.399360767"
@@ -67,9 +67,11 @@ def test_rosenbrock_at_the_minimum_json():
     assert doc["trace"] == {"estimate": 1002.0, "stderr": 0.0, "probes": 0, "method": "exact"}
     assert doc["fd_check"]["ok"] and doc["fd_check"]["mode"] == "full"
     assert "n*eps*max|lambda|" in doc["zero_tolerance"]["rule"]
-    for key in ("schema", "ok", "exit_code", "function", "n", "blocks", "method", "smallest",
+    for key in ("function", "n", "blocks", "method", "smallest",
                 "largest", "residuals", "sampling", "expect", "expectation_met", "notes"):
         assert key in doc
+    envelope = run.json()  # schema, ok and exit_code moved from the result to the envelope
+    assert (envelope["schema"], envelope["command"], envelope["ok"], envelope["exit_code"]) == (2, "hessian", True, 0)
 
 
 def test_rosenbrock_text_report():
@@ -83,7 +85,7 @@ def test_rosenbrock_text_report():
 
 def test_rosenbrock_elsewhere_is_not_convex():
     run = gradcli("hessian", ROSENBROCK, "--set", "x=0", "--set", "y=1", "--json")
-    doc = run.json()
+    doc = run.result
     # At (0, 1): H = [[2 - 400, 0], [0, 200]].
     np.testing.assert_allclose(doc["eigenvalues"], [-398.0, 200.0], rtol=1e-12)
     assert doc["verdict"] == "indefinite"
@@ -92,7 +94,7 @@ def test_rosenbrock_elsewhere_is_not_convex():
 def test_tanh_net_closed_form_hessian_at_its_point():
     run = gradcli("hessian", TANH, "--json")
     assert run.exit_code == 0, run
-    np.testing.assert_allclose(run.json()["hessian"], tanh_hessian(1.5, -0.7), rtol=1e-10)
+    np.testing.assert_allclose(run.result["hessian"], tanh_hessian(1.5, -0.7), rtol=1e-10)
 
 
 def test_tanh_region_finds_a_negative_eigenvalue_and_a_witness():
@@ -111,14 +113,14 @@ def test_tanh_region_finds_a_negative_eigenvalue_and_a_witness():
     w1, w2 = float(values["w1"]), float(values["w2"])
     truth = np.linalg.eigvalsh(tanh_hessian(w1, w2))
     assert truth[0] < 0  # the witness really is a point of negative curvature
-    again = gradcli("hessian", TANH, *args, "--json", "--no-fd-check").json()
+    again = gradcli("hessian", TANH, *args, "--json", "--no-fd-check").result
     assert again["smallest"] == pytest.approx(truth[0], rel=1e-10)
     assert again["verdict"] == "indefinite"
 
 
 def test_sampling_json_counts():
     doc = gradcli("hessian", TANH, "--set", "w1=1", "--set", "w2=0.5", "--samples", "40",
-                  "--radius", "0.6", "--no-fd-check", "--json").json()
+                  "--radius", "0.6", "--no-fd-check", "--json").result
     s = doc["sampling"]
     assert s["samples"] == 40 and s["radius"] == 0.6 and s["witness_for"] == "convex"
     smallest = np.array(s["smallest"])
@@ -154,7 +156,7 @@ def test_lanczos_method_matches_dense_and_hutchinson_is_within_its_error():
     A = load_model(LEAST_SQUARES).point["A"]
     truth = np.linalg.eigvalsh(2 * A.T @ A)
     doc = gradcli("hessian", LEAST_SQUARES, "--method", "lanczos", "--top", "1",
-                  "--trace-probes", "200", "--json").json()
+                  "--trace-probes", "200", "--json").result
     assert doc["method"] == "lanczos" and doc["hessian"] is None
     np.testing.assert_allclose([doc["smallest"], doc["largest"]], truth[[0, -1]], rtol=1e-8)
     assert doc["verdict"] == "positive definite"
@@ -182,7 +184,7 @@ def test_two_outputs_need_a_cotangent_then_blocks_follow_the_inputs():
     run = gradcli("hessian", sample("two_by_two.py"))
     assert run.exit_code == 2, run
     assert "--cotangent" in one_error_line(run)
-    doc = gradcli("hessian", sample("two_by_two.py"), "--cotangent", "v=1", "--json").json()
+    doc = gradcli("hessian", sample("two_by_two.py"), "--cotangent", "v=1", "--json").result
     a = np.array([0.5, -1.0, 2.0])
     truth = np.diag(np.concatenate([-np.sin(a), [2.0, 2.0, 2.0]]))  # f = sum(sin a + b^2)
     np.testing.assert_allclose(doc["hessian"], truth, atol=1e-14)
@@ -200,7 +202,7 @@ def test_save_npz_and_paste_the_witness_back(tmp_path):
     np.testing.assert_allclose(saved["hessian"], tanh_hessian(1.0, 0.5), rtol=1e-10)
     assert {"eigenvalues", "eigenvectors", "lowest_vector", "point/w1", "witness/w1"} <= set(saved.files)
     doc = gradcli("hessian", TANH, "--set", f"w1=@{out}:witness/w1", "--set", f"w2=@{out}:witness/w2",
-                  "--json", "--no-fd-check").json()
+                  "--json", "--no-fd-check").result
     truth = np.linalg.eigvalsh(tanh_hessian(float(saved["witness/w1"]), float(saved["witness/w2"])))
     assert doc["smallest"] == pytest.approx(truth[0], rel=1e-10)
 
@@ -221,7 +223,7 @@ def test_stop_gradient_custom_gradient_passes_order_1_and_fails_order_2():
     assert first.exit_code == 0, first
     second = gradcli("check", STOP_GRADIENT, "--order", "2", "--json")
     assert second.exit_code == 1, second
-    pairs = second.json()["models"][0]["pairs"]
+    pairs = second.result["models"][0]["pairs"]
     assert [(p["output"], p["verdict"]) for p in pairs] == [
         ("output", "pass"), ("d(output)/dx", "mismatch")
     ]
@@ -237,7 +239,7 @@ def test_stop_gradient_custom_gradient_passes_order_1_and_fails_order_2():
 def test_order_2_fast_mode_passes_on_a_correct_model():
     run = gradcli("check", TANH, "--order", "2", "--mode", "fast", "--json")
     assert run.exit_code == 0, run
-    second = [p for p in run.json()["models"][0]["pairs"] if p["output"].startswith("d(")]
+    second = [p for p in run.result["models"][0]["pairs"] if p["output"].startswith("d(")]
     assert len(second) == 4 and all(p["mode"] == "fast" and p["verdict"] == "pass" for p in second)
 
 

@@ -51,8 +51,9 @@ def named(document, key, name):
 
 
 def test_square_jacobian_is_diag_2x():
-    doc = ok("jacobian", SQUARE, "--json").json()
-    assert doc["command"] == "jacobian" and doc["schema"] == 1
+    envelope = ok("jacobian", SQUARE, "--json").json()
+    assert envelope["command"] == "jacobian" and envelope["schema"] == 2 and envelope["ok"] is True
+    doc = envelope["result"]
     np.testing.assert_array_equal(block(doc, "output", "x"), [[2.0, 0.0], [0.0, 4.0]])
     assert doc["mode"] == "reverse" and doc["passes"] == 2
 
@@ -64,14 +65,14 @@ def test_square_jacobian_text_labels_rows_and_columns():
 
 
 def test_square_vjp_default_seed_is_ones():
-    doc = ok("vjp", SQUARE, "--json").json()
+    doc = ok("vjp", SQUARE, "--json").result
     np.testing.assert_array_equal(gradient(doc, "x"), [2.0, 4.0])
     assert doc["seeds"][0]["source"] == "ones (default)"
     assert any("tf.gradients" in n for n in doc["notes"])
 
 
 def test_square_vjp_with_seed():
-    doc = ok("vjp", SQUARE, "--cotangent", "output=[2, 3]", "--json").json()
+    doc = ok("vjp", SQUARE, "--cotangent", "output=[2, 3]", "--json").result
     np.testing.assert_array_equal(gradient(doc, "x"), [4.0, 12.0])  # 2x * c
 
 
@@ -81,12 +82,12 @@ def test_square_vjp_text_shows_the_numbers():
 
 
 def test_square_jvp():
-    doc = ok("jvp", SQUARE, "--tangent", "x=[1, 0]", "--json").json()
+    doc = ok("jvp", SQUARE, "--tangent", "x=[1, 0]", "--json").result
     np.testing.assert_array_equal(named(doc, "outputs", "output"), [2.0, 0.0])
 
 
 def test_square_forward():
-    doc = ok("forward", SQUARE, "--json").json()
+    doc = ok("forward", SQUARE, "--json").result
     (output,) = doc["outputs"]
     assert output["name"] == "output" and output["shape"] == [2] and output["dtype"] == "float64"
     np.testing.assert_array_equal(output["values"], [1.0, 4.0])
@@ -104,7 +105,7 @@ TWO_CLOSED_FORM = {
 
 @pytest.mark.parametrize("mode", ["auto", "forward"])
 def test_two_by_two_all_four_partials(mode):
-    doc = ok("jacobian", TWO, "--mode", mode, "--json").json()
+    doc = ok("jacobian", TWO, "--mode", mode, "--json").result
     assert len(doc["blocks"]) == 4
     for (o, n), truth in TWO_CLOSED_FORM.items():
         np.testing.assert_allclose(block(doc, o, n), truth, rtol=1e-12, atol=1e-15)
@@ -113,7 +114,7 @@ def test_two_by_two_all_four_partials(mode):
 
 
 def test_two_by_two_of_and_wrt_select_blocks():
-    doc = ok("jacobian", TWO, "--of", "v", "--wrt", "b", "--json").json()
+    doc = ok("jacobian", TWO, "--of", "v", "--wrt", "b", "--json").result
     assert [(b["output"], b["input"]) for b in doc["blocks"]] == [("v", "b")]
     np.testing.assert_allclose(block(doc, "v", "b"), np.diag(2 * B))
 
@@ -121,7 +122,7 @@ def test_two_by_two_of_and_wrt_select_blocks():
 def test_two_by_two_vjp_seed_for_one_output_zeros_the_other():
     c = np.array([1.0, -2.0, 0.5])
     run = ok("vjp", TWO, "--cotangent", f"u={c.tolist()}", "--json")
-    doc = run.json()
+    doc = run.result
     np.testing.assert_allclose(gradient(doc, "a"), B * c)  # du/da^T c; v seeded with 0
     np.testing.assert_allclose(gradient(doc, "b"), A * c)
     sources = {s["name"]: s["source"] for s in doc["seeds"]}
@@ -130,21 +131,21 @@ def test_two_by_two_vjp_seed_for_one_output_zeros_the_other():
 
 
 def test_two_by_two_vjp_default_sums_both_outputs():
-    doc = ok("vjp", TWO, "--json").json()
+    doc = ok("vjp", TWO, "--json").result
     np.testing.assert_allclose(gradient(doc, "a"), B + np.cos(A))
     np.testing.assert_allclose(gradient(doc, "b"), A + 2 * B)
 
 
 def test_two_by_two_jvp_tangent_on_one_input():
     t = np.array([1.0, 2.0, -1.0])
-    doc = ok("jvp", TWO, "--tangent", f"a={t.tolist()}", "--json").json()
+    doc = ok("jvp", TWO, "--tangent", f"a={t.tolist()}", "--json").result
     np.testing.assert_allclose(named(doc, "outputs", "u"), B * t)
     np.testing.assert_allclose(named(doc, "outputs", "v"), np.cos(A) * t)
     assert "zero tangent for b (none given)" in doc["notes"]
 
 
 def test_scalar_seed_broadcasts():
-    doc = ok("vjp", SQUARE, "--cotangent", "output=3", "--json").json()
+    doc = ok("vjp", SQUARE, "--cotangent", "output=3", "--json").result
     np.testing.assert_array_equal(gradient(doc, "x"), [6.0, 12.0])
 
 
@@ -160,7 +161,7 @@ def test_save_round_trip(tmp_path):
         np.testing.assert_allclose(saved["u"], A * B)
         np.testing.assert_allclose(saved["v"], np.sin(A) + B**2)
     # the saved output fed back as a seed: J^T u for u = a*b
-    doc = ok("vjp", TWO, "--cotangent", f"u=@{path}:u", "--json").json()
+    doc = ok("vjp", TWO, "--cotangent", f"u=@{path}:u", "--json").result
     np.testing.assert_allclose(gradient(doc, "a"), B * (A * B))
 
 
@@ -179,8 +180,8 @@ def test_chained_vjps_equal_one_shot(tmp_path):
     c = [1.0, -1.0]
     ok("forward", sample("chain_inner.py"), "--save", h)
     ok("vjp", sample("chain_outer.py"), "--set", f"h=@{h}:output", "--cotangent", f"output={c}", "--save", dh)
-    chained = gradient(ok("vjp", sample("chain_inner.py"), "--cotangent", f"output=@{dh}:h", "--json").json(), "x")
-    one_shot = gradient(ok("vjp", sample("chain_full.py"), "--cotangent", f"output={c}", "--json").json(), "x")
+    chained = gradient(ok("vjp", sample("chain_inner.py"), "--cotangent", f"output=@{dh}:h", "--json").result, "x")
+    one_shot = gradient(ok("vjp", sample("chain_full.py"), "--cotangent", f"output={c}", "--json").result, "x")
     np.testing.assert_allclose(chained, one_shot, rtol=1e-14)
     # and both against the chain rule in closed form
     x0, x1 = 0.5, -1.5
@@ -214,7 +215,7 @@ def test_large_jacobian_lists_norms_and_largest_entries():
 
 
 def test_keras_vjp_weights_and_norms():
-    doc = ok("vjp", sample("keras_mlp.py"), "--json").json()
+    doc = ok("vjp", sample("keras_mlp.py"), "--json").result
     names = [g["name"] for g in doc["gradients"]]
     assert names == ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
     # d sum(outputs) / d (last bias) = batch size (3) for each unit
@@ -230,7 +231,7 @@ def test_keras_vanishing_and_exploding_are_flagged():
     run = ok("vjp", sample("keras_badly_scaled.py"))
     assert "warning: dense/kernel: gradient is vanishing" in run.stdout
     assert "warning: dense_1/kernel: gradient is exploding" in run.stdout
-    doc = ok("vjp", sample("keras_badly_scaled.py"), "--json").json()
+    doc = ok("vjp", sample("keras_badly_scaled.py"), "--json").result
     status = {w["name"]: w["status"] for w in doc["weights"]}
     assert status["dense/kernel"] == "vanishing" and status["dense_1/kernel"] == "exploding"
     # closed form: layer 2 sees tanh(...) = 1 everywhere, layer 3 multiplies by 1e5:
@@ -258,7 +259,7 @@ def test_keras_file_vjp_weights_and_inputs(keras_file):
     x = np.array([[1.0, 2.0, 3.0], [0.5, 0.0, -1.0]])
     c = np.array([[1.0, 2.0], [-1.0, 0.5]])
     doc = ok("vjp", path, "--input", f"x={x.tolist()}", "--cotangent", f"output={c.tolist()}",
-             "--wrt", "dense/kernel,dense/bias,x", "--json").json()
+             "--wrt", "dense/kernel,dense/bias,x", "--json").result
     np.testing.assert_allclose(gradient(doc, "dense/kernel"), x.T @ c, rtol=1e-6)
     np.testing.assert_allclose(gradient(doc, "dense/bias"), c.sum(axis=0), rtol=1e-6)
     np.testing.assert_allclose(gradient(doc, "x"), c @ w.T, rtol=1e-6)
@@ -280,7 +281,7 @@ BLACKBOX_J = np.array([[np.cos(X0) * X1, np.sin(X0)], [2 * X0, np.exp(X1)]])
 
 
 def test_numeric_jacobian_of_numpy_model():
-    doc = ok("jacobian", BLACKBOX, "--numeric", "--json").json()
+    doc = ok("jacobian", BLACKBOX, "--numeric", "--json").result
     assert doc["mode"] == "numeric" and "finite differences only" in doc["method"]
     np.testing.assert_allclose(block(doc, "output", "x"), BLACKBOX_J, rtol=1e-8)
     assert doc["blocks"][0]["error"] < 1e-7
@@ -288,14 +289,14 @@ def test_numeric_jacobian_of_numpy_model():
 
 def test_numeric_vjp_and_jvp_of_numpy_model():
     c = np.array([1.0, 2.0])
-    doc = ok("vjp", BLACKBOX, "--numeric", "--cotangent", f"output={c.tolist()}", "--json").json()
+    doc = ok("vjp", BLACKBOX, "--numeric", "--cotangent", f"output={c.tolist()}", "--json").result
     np.testing.assert_allclose(gradient(doc, "x"), BLACKBOX_J.T @ c, rtol=1e-8)
-    doc = ok("jvp", BLACKBOX, "--numeric", "--tangent", "x=[1, 0]", "--json").json()
+    doc = ok("jvp", BLACKBOX, "--numeric", "--tangent", "x=[1, 0]", "--json").result
     np.testing.assert_allclose(named(doc, "outputs", "output"), BLACKBOX_J[:, 0], rtol=1e-8)
 
 
 def test_numpy_model_without_numeric_says_disconnected():
-    doc = ok("vjp", BLACKBOX, "--json").json()
+    doc = ok("vjp", BLACKBOX, "--json").result
     assert gradient(doc, "x") is None
     assert any("use --numeric" in n for n in doc["notes"])
     out = ok("jvp", BLACKBOX, "--tangent", "x=[1, 0]").stdout
@@ -303,7 +304,7 @@ def test_numpy_model_without_numeric_says_disconnected():
 
 
 def test_numeric_agrees_with_analytic_on_a_tf_model():
-    doc = ok("jacobian", TWO, "--numeric", "--json").json()
+    doc = ok("jacobian", TWO, "--numeric", "--json").result
     for (o, n), truth in TWO_CLOSED_FORM.items():
         np.testing.assert_allclose(block(doc, o, n), truth, rtol=1e-8, atol=1e-9)
 
@@ -358,7 +359,7 @@ def test_library_api_returns_result_objects():
 
 
 def test_disconnected_blocks_are_none_not_zero():
-    doc = ok("jacobian", fixture("insp_partial.py"), "--json").json()
+    doc = ok("jacobian", fixture("insp_partial.py"), "--json").result
     np.testing.assert_array_equal(block(doc, "u", "a"), 2.0 * np.eye(2))
     np.testing.assert_array_equal(block(doc, "v", "b"), [[3.0]])
     values = {(b["output"], b["input"]): b["values"] for b in doc["blocks"]}
@@ -371,7 +372,7 @@ def test_disconnected_blocks_are_none_not_zero():
 def test_jacobian_of_a_custom_gradient_is_what_backprop_computes():
     # 6 output elements, 3 input elements: size alone picks forward mode, but
     # forward mode ignores tf.custom_gradient. d a/dx = diag(2x + 0.1), d b/dx = diag(2x - 0.1).
-    doc = ok("jacobian", fixture("cancelling_outputs.py"), "--json").json()
+    doc = ok("jacobian", fixture("cancelling_outputs.py"), "--json").result
     x = np.array([1.0, 2.0, 3.0])
     np.testing.assert_allclose(block(doc, "a", "x"), np.diag(2 * x + 0.1), rtol=1e-12)
     np.testing.assert_allclose(block(doc, "b", "x"), np.diag(2 * x - 0.1), rtol=1e-12)

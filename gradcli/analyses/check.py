@@ -23,20 +23,18 @@ Modes:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-
 import numpy as np
 
 from gradcli import config
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare, diagnose
 from gradcli.verdicts.culprit import ModelGraph
-from gradcli.errors import GradcliError, UsageError
+from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_message
+from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.model.loading import Model, is_floating, load_model
 from gradcli.results import CheckResult, ModelResult, PairResult
 
-MODES = ("auto", "full", "fast")
 #: auto switches to fast above this many differentiated elements: a full check
 #: then costs over 4 * FULL_LIMIT evaluations, a fast one about 4 * probes.
 FULL_LIMIT = 5000
@@ -44,34 +42,6 @@ FULL_LIMIT = 5000
 #: batch function perturbs every input at once: tracing costs more than the
 #: larger batched copies. Beyond it each input is differenced on its own.
 JOINT_LIMIT = 2048
-
-
-@dataclass
-class CheckOptions:
-    mode: str = "auto"
-    rtol: float | None = None
-    atol: float | None = None
-    probes: int = 3
-    rng_seed: int = 0
-    wrt: list[str] | None = None
-    overrides: dict = field(default_factory=dict)
-    float64: bool = True
-    jit_compile: bool | None = None  # None: XLA for large inputs (finite_diff.XLA_MIN_ELEMENTS)
-    order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
-    allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
-    taylor: bool = False  # run the Taylor remainder test on every pair
-
-    def __post_init__(self):
-        if self.mode not in MODES:
-            raise UsageError(f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        for name in ("rtol", "atol"):
-            value = getattr(self, name)
-            if value is not None and not (value >= 0 and np.isfinite(value)):
-                raise UsageError(f"--{name} must be a finite number >= 0, got {value}")
-        if self.probes < 1:
-            raise UsageError(f"--probes must be at least 1, got {self.probes}")
-        if self.order not in (1, 2):
-            raise UsageError(f"--order must be 1 or 2, got {self.order}")
 
 
 def check_paths(
@@ -133,6 +103,12 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     except GradcliError as exc:
         name = _display(spec)
         result = ModelResult(name=name, path=name, error=str(exc), error_code=exc.exit_code)
+    except (Exception, GeneratorExit) as exc:  # one model's surprise never loses the batch
+        if debugging():
+            raise
+        name = _display(spec)
+        result = ModelResult(name=name, path=name, error=f"{name}: {internal_error_message(exc)}",
+                             error_code=EXIT_MODEL)
     result.seconds = time.perf_counter() - started
     return result
 

@@ -26,12 +26,22 @@ extreme Ritz values (an eigenvalue lies within its residual of each Ritz value).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from gradcli.verdicts import compare
-from gradcli.errors import ModelError, UsageError
+from gradcli.errors import ModelError
+from gradcli.options import LANCZOS_TOL, HessianOptions  # noqa: F401 - part of this API
+
+#: auto uses the dense Hessian up to this many parameters: n HVPs and an
+#: O(n^3) eigendecomposition stay within seconds; beyond it Lanczos.
+DENSE_LIMIT = 2000
+#: Hessian-vector products for Lanczos and Hutchinson: reverse-over-reverse, the
+#: faster route in TensorFlow as measured by bench/hessian_speed.py (its
+#: ForwardAccumulator-over-tape graph costs about 3x more on a 200k model).
+#: Dense Hessians use forward-over-reverse; check --order 2 compares both.
+ITERATIVE_HVP = "reverse"
 from gradcli.model.loading import Model, load_model
 from gradcli.numerics.objective import Objective, choose_cotangents
 from gradcli.results.hessian import (
@@ -39,66 +49,6 @@ from gradcli.results.hessian import (
     POSITIVE_DEFINITE, POSITIVE_SEMIDEFINITE, ZERO, FDCheck, HessianResult, SamplePoint, Sampling,
     Slice, Spectrum, Trace,
 )
-
-METHODS = ("auto", "dense", "lanczos")
-EXPECTATIONS = ("convex", "concave")
-#: auto uses the dense Hessian up to this many parameters: n HVPs and an
-#: O(n^3) eigendecomposition stay within seconds; beyond it Lanczos.
-DENSE_LIMIT = 2000
-#: Lanczos stops when every wanted Ritz value has residual <= tol * max|theta|.
-LANCZOS_TOL = 1e-8
-#: Hessian-vector products for Lanczos and Hutchinson: reverse-over-reverse, the
-#: faster route in TensorFlow as measured by bench/hessian_speed.py (its
-#: ForwardAccumulator-over-tape graph costs about 3x more on a 200k model).
-#: Dense Hessians use forward-over-reverse; check --order 2 compares both.
-ITERATIVE_HVP = "reverse"
-#: Rademacher probes for Hutchinson's trace estimate.
-TRACE_PROBES = 32
-
-@dataclass
-class HessianOptions:
-    wrt: list[str] | None = None
-    overrides: dict = field(default_factory=dict)
-    cotangents: dict = field(default_factory=dict)
-    method: str = "auto"
-    top: int = 3
-    samples: int = 0
-    radius: float | None = None
-    rng_seed: int = 0
-    expect: str | None = None
-    zero_tol: float | None = None
-    tol: float = LANCZOS_TOL
-    trace_probes: int = TRACE_PROBES
-    fd_check: bool = True
-    rtol: float | None = None
-    atol: float | None = None
-    slice: bool = False  # compute the 1-D slice along the lowest eigenvector (for --plot)
-    float64: bool = True
-
-    def __post_init__(self):
-        if self.method not in METHODS:
-            raise UsageError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if self.expect is not None and self.expect not in EXPECTATIONS:
-            raise UsageError(f"--expect must be convex or concave, got {self.expect!r}")
-        if self.top < 1:
-            raise UsageError(f"--top must be at least 1, got {self.top}")
-        if self.samples < 0:
-            raise UsageError(f"--samples must be >= 0, got {self.samples}")
-        if self.radius is not None and not (np.isfinite(self.radius) and self.radius > 0):
-            raise UsageError(f"--radius must be a finite number > 0, got {self.radius}")
-        if self.samples and self.radius is None:
-            raise UsageError("--samples needs --radius (the half-width of the box to sample)")
-        if self.radius is not None and not self.samples and not self.slice:
-            raise UsageError("--radius needs --samples N (or --plot, where it sets the slice width)")
-        for name in ("zero_tol", "rtol", "atol"):
-            value = getattr(self, name)
-            if value is not None and not (np.isfinite(value) and value >= 0):
-                raise UsageError(f"--{name.replace('_', '-')} must be a finite number >= 0, got {value}")
-        if not (0 < self.tol < 1):
-            raise UsageError(f"--tol must be between 0 and 1, got {self.tol}")
-        if self.trace_probes < 2:
-            raise UsageError(f"--trace-probes must be at least 2, got {self.trace_probes}")
-
 
 # -- verdicts -------------------------------------------------------------------
 

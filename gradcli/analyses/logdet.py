@@ -18,9 +18,11 @@ import numpy as np
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
-from gradcli.model.loading import Model, normalize_outputs, run_model, where_raised
+from gradcli.model.loading import Model, load_model, normalize_outputs, run_model, where_raised
+from gradcli.options import LogdetOptions
 from gradcli.model.paths import relative_path
 from gradcli.results.logdet import LogdetExample, LogdetResult
+from gradcli.tf_import import import_tensorflow
 
 #: How many examples a report lists (worst first).
 MAX_EXAMPLES = 10
@@ -39,6 +41,15 @@ def find_log_det(model: Model):
         f"{model.name}: defines no `log_det_jacobian` (a callable of the model's inputs "
         "returning log|det dy/dx| per example)"
     )
+
+
+def check_logdet_path(spec: str, options: LogdetOptions) -> LogdetResult:
+    """Load ``spec`` and check its ``log_det_jacobian`` (``gradcli logdet``)."""
+    model = load_model(
+        spec, wrt=[options.wrt] if options.wrt else None, overrides=options.overrides,
+        rng_seed=options.rng_seed,
+    )
+    return check_logdet(model, options.output, rtol=options.rtol, atol=options.atol)
 
 
 def check_logdet(model: Model, output: str | None, rtol=None, atol=None) -> LogdetResult:
@@ -115,7 +126,7 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None) -> Logd
 
 
 def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     try:
         tensors = {k: tf.convert_to_tensor(v) for k, v in model.point.items()}

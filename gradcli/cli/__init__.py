@@ -1,13 +1,20 @@
 """The command line: parse options, call the library, render, choose the exit code.
 
-Exit codes: 0 every check passed; 1 a check found a problem; 2 bad usage;
-3 the model could not be loaded, run or checked. Commands live in
-``gradcli.cli`` and import TensorFlow only once their options are
-parsed, so ``--help`` and usage errors stay fast.
+Exit codes (``gradcli.errors``): 0 every check passed; 1 a check found a
+problem; 2 bad usage; 3 the model could not be loaded, run or checked; 130
+interrupted. Every command is a ``GradcliCommand`` (``gradcli.cli.command``),
+which reads configuration, checks output paths, renders and picks the exit code
+the same way for all; TensorFlow is imported only once options are parsed, so
+``--help`` and usage errors stay fast.
+
+Errors are one line on stderr. An exception that is not a ``GradcliError`` is
+a bug in gradcli: it is reported as ``internal error`` (exit 3), with the
+traceback only when asked for (``gradcli --debug`` or ``GRADCLI_DEBUG=1``).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -15,17 +22,26 @@ import click
 from gradcli import __version__
 from gradcli.cli.check import check
 from gradcli.cli.hessian import hessian
-from gradcli.cli.logdet import logdet
 from gradcli.cli.inspection import forward, jacobian, jvp, vjp
-from gradcli.errors import GradcliError
+from gradcli.cli.logdet import logdet
+from gradcli.errors import (
+    DEBUG_VARIABLE, EXIT_INTERRUPTED, EXIT_MODEL, EXIT_USAGE, GradcliError, debugging,
+    internal_error_message,
+)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_MODEL = 0, 1, 2, 3
+
+def _debug_requested(args) -> bool:
+    """``gradcli --debug ...`` (read before parsing, so parse errors honour it too)."""
+    if "--debug" in (sys.argv[1:] if args is None else args):
+        os.environ[DEBUG_VARIABLE] = "1"  # the library reads it (a batch's internal errors)
+    return debugging()
 
 
 class GradcliGroup(click.Group):
-    """Prints every error as one line on stderr, never a traceback."""
+    """Prints every error as one line on stderr, never a traceback (unless debugging)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        debug = _debug_requested(args)
         try:
             code = super().main(
                 args=args, prog_name=prog_name or "gradcli", complete_var=complete_var,
@@ -44,31 +60,59 @@ class GradcliGroup(click.Group):
         except GradcliError as exc:
             click.echo(f"Error: {exc}", err=True)
             code = exc.exit_code
-        except click.exceptions.Abort:
-            click.echo("Aborted.", err=True)
-            code = 130
+        except (click.exceptions.Abort, KeyboardInterrupt):
+            click.echo("Error: interrupted", err=True)
+            code = EXIT_INTERRUPTED
+        except (Exception, GeneratorExit) as exc:
+            if debug:
+                raise
+            if isinstance(exc, OSError) and _writing_failed(exc):
+                code = _stream_error(exc)
+            else:  # a bug in gradcli: say so in one line
+                click.echo(f"Error: {internal_error_message(exc)}", err=True)
+                code = EXIT_MODEL
         if not standalone_mode:
             return code
         sys.exit(code or 0)
 
 
+def _writing_failed(exc: OSError) -> bool:
+    import errno
+
+    return isinstance(exc, BrokenPipeError) or exc.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO)
+
+
+def _stream_error(exc: OSError) -> int:
+    """stdout closed or full (``> /dev/full``, a pipe whose reader left): the
+    report was not delivered, so the run did not do its job (exit 3)."""
+    try:
+        sys.stdout = open(os.devnull, "w")  # nothing more to flush at exit
+    except OSError:
+        pass
+    try:
+        click.echo(f"Error: cannot write the report: {exc.strerror or exc}", err=True)
+    except OSError:
+        pass
+    return EXIT_MODEL
+
+
 @click.group(cls=GradcliGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gradcli")
-def cli():
+@click.option("--debug", is_flag=True, help="Show the traceback of an internal error (or set GRADCLI_DEBUG=1).")
+def cli(debug):
     """Check and inspect gradients of TensorFlow models.
 
-    A MODEL is a Python file that defines `model` and `inputs` (see the README);
-    gradcli imports it, which runs its code.
+    A MODEL is a Python file that defines `model` and `inputs` (docs:
+    model-files); gradcli imports it, which runs its code.
+
+    \b
+    Example:
+      gradcli check sample_models/square.py
     """
 
 
-cli.add_command(check)
-cli.add_command(hessian)
-cli.add_command(logdet)
-cli.add_command(forward)
-cli.add_command(vjp)
-cli.add_command(jvp)
-cli.add_command(jacobian)
+for _command in (check, hessian, logdet, forward, vjp, jvp, jacobian):
+    cli.add_command(_command)
 
 
 def main(args=None, prog_name="gradcli"):

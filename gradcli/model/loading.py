@@ -34,6 +34,8 @@ import numpy as np
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown, fit_to_shape
+from gradcli.options import LoadOptions
+from gradcli.tf_import import import_tensorflow
 
 CHECK_DTYPE = np.float64
 
@@ -137,7 +139,9 @@ def load_model(
     the floating inputs are promoted to float64; if the model cannot run in
     float64 it runs in its own dtype and a note says so. A saved Keras model
     (``FILE.keras``) takes its data inputs from ``data`` (``--input``).
+    The options are validated as ``gradcli.options.LoadOptions``.
     """
+    LoadOptions(wrt=wrt, overrides=overrides or {}, rng_seed=rng_seed, float64=float64, data=data or {})
     seed_everything(rng_seed)
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
@@ -202,7 +206,7 @@ def _finish(model: Model, overrides, wrt, file_wrt, float64: bool) -> Model:
 
 
 def seed_everything(seed: int) -> None:
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     np.random.seed(seed)
     tf.random.set_seed(seed)
@@ -374,7 +378,7 @@ def _forward(model: Model, values: dict) -> dict[str, np.ndarray]:
 
 def run_model(model: Model, values: dict) -> dict:
     """Eager forward pass; any exception becomes a ModelError naming the file line."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     try:
         tensors = {n: tf.convert_to_tensor(v) for n, v in values.items()}
@@ -397,7 +401,7 @@ def _check_finite_outputs(model: Model) -> None:
 
 def normalize_outputs(result) -> dict:
     """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     if isinstance(result, dict):
         items = {str(k): v for k, v in result.items()}
@@ -537,7 +541,7 @@ def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Mo
 
 
 def _cast(value, dtype):
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     return tf.cast(value, dtype) if value.dtype.is_floating else value
 

@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from gradcli.model.values import set_arguments
 from gradcli.results.hessian import CONVEX_VERDICTS, HessianResult, Sampling, Spectrum
-from gradcli.render.json import SCHEMA_VERSION, _plain
 from gradcli.render.text import fmt, render_model
 from gradcli.results import ModelResult
 
@@ -149,69 +149,3 @@ def render_sampling(sampling: Sampling, spectrum: Spectrum, out: Console) -> Non
         value = worst.smallest if which == "smallest" else worst.largest
         out.print(f"    witness (the {which} eigenvalue, {num(value)}, {worst.verdict}):")
         out.print(Text("      " + " ".join(set_arguments(worst.values)), style="bold"))
-
-
-def set_arguments(values: dict) -> list[str]:
-    """``--set NAME=VALUE`` arguments that reproduce ``values`` exactly (JSON
-    numbers print the shortest decimal that round-trips a float64)."""
-    import json
-
-    return [f"--set {name}={json.dumps(np.asarray(v).tolist())}" for name, v in values.items()]
-
-
-def hessian_document(result: HessianResult, include_matrix_limit: int = 100) -> dict:
-    """The ``--json`` document (schema in the README)."""
-    spectrum = result.spectrum
-    sampling = None
-    if result.sampling is not None:
-        s = result.sampling
-        sampling = {
-            "samples": s.samples, "radius": s.radius, "rng_seed": s.rng_seed, "rule": s.rule,
-            "n_negative": s.n_negative, "n_positive": s.n_positive, "n_nonfinite": s.n_nonfinite,
-            "witness_for": s.witness_for,
-            "witness": None if s.worst is None else {
-                "values": s.worst.values, "smallest": s.worst.smallest,
-                "largest": s.worst.largest, "verdict": s.worst.verdict,
-                "set": set_arguments(s.worst.values),
-            },
-            "smallest": s.smallest, "largest": s.largest,
-        }
-    fd = None
-    if result.fd_check is not None:
-        fd = {
-            "ok": not result.fd_check.failed, **_plain(result.fd_check),
-        }
-    return _plain({
-        "schema": SCHEMA_VERSION,
-        "ok": result.exit_code == 0,
-        "exit_code": result.exit_code,
-        "name": result.name,
-        "path": result.path,
-        "dtype": result.dtype,
-        "function": result.function,
-        "n": result.n,
-        "blocks": result.blocks,
-        "method": spectrum.method,
-        "value": result.value,
-        "gradient_norm": result.gradient_norm,
-        "eigenvalues": spectrum.eigenvalues,
-        "residuals": spectrum.residuals,
-        "smallest": spectrum.smallest,
-        "largest": spectrum.largest,
-        "verdict": spectrum.verdict,
-        "zero_tolerance": {"value": spectrum.zero_tol, "rule": spectrum.zero_rule},
-        "condition_number": spectrum.condition,
-        "symmetry_error": result.symmetry_error,
-        "hessian": result.hessian if result.hessian is not None and result.n <= include_matrix_limit else None,
-        "labels": result.labels if result.n <= include_matrix_limit else [],
-        "trace": result.trace,
-        "hvps": spectrum.hvps,
-        "converged": spectrum.converged,
-        "fd_check": fd,
-        "sampling": sampling,
-        "expect": result.expect,
-        "expectation_met": result.expectation_met,
-        "expectation_reason": result.expectation_reason,
-        "notes": result.notes,
-        "seconds": result.seconds,
-    })

@@ -98,17 +98,20 @@ def write(cases: list[Case], path: str, suite: str) -> None:
         f.write(buffer.getvalue() + b"\n")
 
 
-def write_check(result: CheckResult, path: str) -> None:
-    write(check_cases(result), path, "gradcli check")
+def write_report(path: str, command: str, result=None, error=None, model: str = "") -> None:
+    """The JUnit file of ``gradcli COMMAND``: its cases, or, when the command
+    could not run (``error``, a ``GradcliError``), one error case for ``model``."""
+    if error is not None:
+        cases = [Case(model, "load", 0.0, "error", str(error), f"exit code {error.exit_code}", str(error))]
+    else:
+        cases = CASES[command](result)
+    write(cases, path, f"gradcli {command}")
 
 
-def hessian_cases(result, error: str | None = None, model: str = "") -> list[Case]:
+def hessian_cases(result) -> list[Case]:
     """``gradcli hessian``: one testcase for the expectation (``expect convex``,
     or ``hessian`` without --expect) and one for the finite-difference check of
-    the Hessian when it ran. ``error`` (with ``model``) stands for a model that
-    could not be loaded or differentiated."""
-    if error is not None:
-        return [Case(model, "load", 0.0, "error", error, "exit code 3", error)]
+    the Hessian when it ran."""
     from gradcli.render.hessian_text import render_hessian
     from gradcli.render.text import plain_text
 
@@ -125,3 +128,6 @@ def hessian_cases(result, error: str | None = None, model: str = "") -> list[Cas
             case.message, case.text = "the Hessian disagrees with finite differences", report
         cases.append(case)
     return cases
+
+
+CASES = {"check": check_cases, "hessian": hessian_cases}

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gradcli.errors import EXIT_MODEL
+from gradcli.results.outcome import Outcome
+
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
     "Kink", "GraphSite", "Culprit", "Taylor", "Element", "Tolerance", "PairResult", "ModelResult",
@@ -151,18 +154,19 @@ class ModelResult:
 
 
 @dataclass
-class CheckResult:
+class CheckResult(Outcome):
     models: list[ModelResult]
     skipped: list[str] = field(default_factory=list)  # not run: --fail-fast stopped the run
 
     @property
-    def ok(self) -> bool:
-        return all(m.ok for m in self.models)
+    def found_problem(self) -> bool:
+        return any(m.failed for m in self.models)
 
     @property
-    def exit_code(self) -> int:
-        """3 if any model could not be checked, else 1 if any check failed, else 0."""
-        errors = [m.error_code or 3 for m in self.models if m.error is not None]
-        if errors:
-            return max(errors)
-        return 1 if any(m.failed for m in self.models) else 0
+    def error_codes(self) -> list[int]:
+        return [m.error_code or EXIT_MODEL for m in self.models if m.error is not None]
+
+    @property
+    def error_messages(self) -> list[str]:
+        """One line per model that could not be checked, for stderr."""
+        return [m.error for m in self.models if m.error is not None]

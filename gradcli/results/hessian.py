@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcli.results.check import PairResult, Tolerance
+from gradcli.results.outcome import Outcome
 
 @dataclass
 class Block:
@@ -114,7 +115,7 @@ class Slice:
 
 
 @dataclass
-class HessianResult:
+class HessianResult(Outcome):
     name: str
     path: str
     dtype: str
@@ -141,10 +142,23 @@ class HessianResult:
     seconds: float = 0.0
 
     @property
-    def exit_code(self) -> int:
-        """1 if the expectation failed or the Hessian disagrees with finite differences."""
-        if self.expectation_met is False:
-            return 1
-        if self.fd_check is not None and self.fd_check.failed:
-            return 1
-        return 0
+    def found_problem(self) -> bool:
+        """The expectation failed or the Hessian disagrees with finite differences."""
+        return self.expectation_met is False or (self.fd_check is not None and self.fd_check.failed)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """For ``--save``. Keys: ``eigenvalues``, ``residuals`` (Lanczos), ``hessian`` and
+        ``eigenvectors`` (dense, columns), ``lowest_vector``, ``point/NAME`` and, after
+        sampling, ``witness/NAME`` (pass back as ``--set NAME=@FILE.npz:witness/NAME``)."""
+        arrays = {"eigenvalues": self.spectrum.eigenvalues, "lowest_vector": self.lowest_vector}
+        if self.spectrum.residuals is not None:
+            arrays["residuals"] = self.spectrum.residuals
+        if self.hessian is not None:
+            arrays["hessian"] = self.hessian
+            arrays["eigenvectors"] = self.eigenvectors
+        for name, value in self.point.items():
+            arrays[f"point/{name}"] = value
+        if self.sampling is not None and self.sampling.worst is not None:
+            for name, value in self.sampling.worst.values.items():
+                arrays[f"witness/{name}"] = value
+        return {k: np.asarray(v) for k, v in arrays.items() if v is not None}

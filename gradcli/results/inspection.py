@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gradcli.results.outcome import Outcome
+
 @dataclass
 class Summary:
     """Statistics of an array, for display when it is too large to print whole."""
@@ -75,7 +77,7 @@ class JacobianBlock:
 
 
 @dataclass
-class ForwardResult:
+class ForwardResult(Outcome):
     model: str
     dtype: str
     outputs: list[NamedArray]
@@ -86,7 +88,7 @@ class ForwardResult:
 
 
 @dataclass
-class VjpResult:
+class VjpResult(Outcome):
     """J^T c for each differentiated input, summed over outputs."""
 
     model: str
@@ -105,7 +107,7 @@ class VjpResult:
 
 
 @dataclass
-class JvpResult:
+class JvpResult(Outcome):
     """J t for every output, summed over the inputs given a tangent."""
 
     model: str
@@ -121,7 +123,7 @@ class JvpResult:
 
 
 @dataclass
-class JacobianResult:
+class JacobianResult(Outcome):
     model: str
     dtype: str
     method: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gradcli.results.check import Tolerance
+from gradcli.results.outcome import Outcome
 
 @dataclass
 class LogdetExample:
@@ -17,7 +18,7 @@ class LogdetExample:
 
 
 @dataclass
-class LogdetResult:
+class LogdetResult(Outcome):
     name: str
     path: str
     input: str
@@ -32,9 +33,5 @@ class LogdetResult:
     notes: list[str] = field(default_factory=list)
 
     @property
-    def ok(self) -> bool:
-        return self.n_failing == 0
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
+    def found_problem(self) -> bool:
+        return self.n_failing > 0

@@ -1,32 +1,10 @@
-"""``gradcli hessian --save FILE.npz`` and ``--plot FILE.png``. Read ``HessianResult`` only."""
+"""``gradcli hessian --plot FILE.png``. Reads ``HessianResult`` only."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from gradcli.results.hessian import HessianResult
-
-
-def save_npz(result: HessianResult, path: str) -> None:
-    """Arrays of the result. Keys: ``eigenvalues``, ``residuals`` (Lanczos),
-    ``hessian`` and ``eigenvectors`` (dense, columns), ``lowest_vector``,
-    ``point/NAME`` and, after sampling, ``witness/NAME`` (pass back as
-    ``--set NAME=@FILE.npz:witness/NAME``)."""
-    arrays = {
-        "eigenvalues": result.spectrum.eigenvalues,
-        "lowest_vector": result.lowest_vector,
-    }
-    if result.spectrum.residuals is not None:
-        arrays["residuals"] = result.spectrum.residuals
-    if result.hessian is not None:
-        arrays["hessian"] = result.hessian
-        arrays["eigenvectors"] = result.eigenvectors
-    for name, value in result.point.items():
-        arrays[f"point/{name}"] = value
-    if result.sampling is not None and result.sampling.worst is not None:
-        for name, value in result.sampling.worst.values.items():
-            arrays[f"witness/{name}"] = value
-    np.savez(path, **{k: np.asarray(v) for k, v in arrays.items() if v is not None})
 
 
 def save_plot(result: HessianResult, path: str) -> None:

@@ -1,0 +1,212 @@
+"""What every command does around its own computation, in one place.
+
+A gradcli command is a click command of class ``GradcliCommand`` whose callback
+takes the parsed parameters and returns a result object (``gradcli.results``).
+``GradcliCommand.invoke`` then does the same for every command:
+
+1. fills in ``[tool.gradcli]`` and ``[tool.gradcli.<command>]`` defaults for
+   every option not given on the command line, with the same precedence and the
+   same errors for unknown keys and wrong types (``configured_params``);
+2. has output paths checked before any model runs (``options.OutputPath``);
+3. runs the callback (which parses values first, then imports the library and
+   with it TensorFlow, quietly: ``--help`` and usage errors never import it) with the model's stdout sent to stderr, so a ``print`` in
+   a model file cannot corrupt the report or the JSON document;
+4. renders the result (``--json``: the one envelope of ``gradcli.render.json``;
+   else the command's text renderer), writes the output files, and returns the
+   exit code the result decides (``gradcli.results.outcome``).
+
+A ``UsageError`` or ``ModelError`` from the library still gets its JSON
+document (``ok: false`` and the message) and its JUnit file before the error
+line; the exit code is the error's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import click
+from click.core import ParameterSource
+
+from gradcli.errors import GradcliError, UsageError
+
+#: ctx.meta keys: names of the parameters given on the command line; and
+#: parameter -> where [tool.gradcli] set it, for error messages.
+GIVEN = "gradcli.given"
+FROM_CONFIG = "gradcli.from_config"
+
+
+class GradcliCommand(click.Command):
+    """``render``: "module:function" drawing the result as text on a rich
+    console; ``render_params``: parameters it also takes (``quiet``)."""
+
+    def __init__(self, *args, render: str, render_params=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.render = render
+        self.render_params = tuple(render_params)
+
+    def invoke(self, ctx: click.Context) -> int:
+        params, given = configured_params(ctx)
+        ctx.params = params
+        ctx.meta[GIVEN] = given
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                result = ctx.invoke(self.callback, **params)
+        except GradcliError as error:
+            if isinstance(error, UsageError) and error.param:
+                error = _about_flag(ctx, error)
+            self.finish_error(ctx, error)
+            raise error from None
+        self.emit(ctx, result)
+        return result.exit_code
+
+    def emit(self, ctx, result) -> None:
+        params = ctx.params
+        if params.get("as_json"):
+            from gradcli.render.json import document, dumps
+
+            click.echo(dumps(document(self.name, result)))
+        else:
+            from gradcli.render.text import console
+
+            extra = {name: params[name] for name in self.render_params}
+            _function(self.render)(result, console(), **extra)
+        from gradcli.render.files import WRITERS
+
+        for name, writer in WRITERS.items():
+            if params.get(name):
+                _write(ctx, name, lambda: writer(params[name], self.name, result))
+        for message in getattr(result, "error_messages", ()):
+            click.echo(f"Error: {message}", err=True)
+
+    def finish_error(self, ctx, error: GradcliError) -> None:
+        """The JSON document and the JUnit file of a run that could not finish."""
+        params = ctx.params
+        if params.get("as_json"):
+            from gradcli.render.json import document, dumps
+
+            click.echo(dumps(document(self.name, error=error)))
+        if params.get("junit_xml"):
+            from gradcli.render.files import junit_xml
+
+            model = params.get("model") or ", ".join(params.get("models") or ())
+            _write(ctx, "junit_xml", lambda: junit_xml(params["junit_xml"], self.name, error=error, model=model))
+
+
+def _write(ctx, name: str, write) -> None:
+    try:
+        note = write()
+    except OSError as exc:
+        path = ctx.params[name]
+        raise GradcliError(f"cannot write {path}: {exc.strerror or exc}") from None
+    if note:
+        click.echo(note, err=True)
+
+
+def _function(spec: str):
+    import importlib
+
+    module, _, name = spec.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _about_flag(ctx: click.Context, error: UsageError):
+    """A library ``UsageError`` about a parameter, told in the terms the user
+    typed: ``Invalid value for --rtol: ...``, or the pyproject.toml key that set it."""
+    message = error.message(lambda name: flag_of(ctx, name))
+    flag = flag_of(ctx, error.param)
+    if flag.startswith("--") and error.bad_value:
+        return click.BadParameter(message[len(flag) + 1:], ctx=ctx, param_hint=flag)
+    return UsageError(message)
+
+
+def flag_of(ctx: click.Context, field: str) -> str:
+    """The flag that sets an options-dataclass field (``float64`` -> ``--native-dtype``)."""
+    from gradcli.config import FIELD_OF_OPTION
+
+    names = {field} | {option for option, (f, _) in FIELD_OF_OPTION.items() if f == field}
+    for param in ctx.command.params:
+        if param.name in names and isinstance(param, click.Option):
+            return ctx.meta.get(FROM_CONFIG, {}).get(param.name) or param.opts[0]
+    return field
+
+
+def given_params(ctx: click.Context | None = None) -> set[str]:
+    ctx = ctx or click.get_current_context()
+    return ctx.meta.get(GIVEN, set())
+
+
+def configured_params(ctx: click.Context) -> tuple[dict, set[str]]:
+    """The command's parameters with ``[tool.gradcli]`` defaults filled in.
+
+    Returns ``(params, given)``: ``ctx.params`` where every option not given
+    on the command line takes its value from the nearest pyproject.toml
+    (``gradcli.config``; the MODEL arguments from ``paths``), cast and
+    validated by the option's own click type; and the names of the parameters
+    given on the command line. A key no command knows, or a value of the wrong
+    type, is a one-line usage error naming the file, table and key.
+    """
+    from gradcli.config import load_project_config
+
+    params = dict(ctx.params)
+    given = {
+        name for name in params
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    }
+    config = load_project_config()
+    if config.path is None:
+        return params, given
+    command = ctx.command.name
+    group = ctx.parent.command if ctx.parent is not None else None
+    commands = getattr(group, "commands", {command: ctx.command})
+    for table in config.commands:
+        if table not in commands:
+            raise UsageError(
+                f"{config.where(table)}: unknown command table (commands: {', '.join(sorted(commands))})"
+            )
+    ours = config_keys(ctx.command)
+    known_anywhere = set().union(*(config_keys(c) for c in commands.values()))
+    for key, value in config.for_command(command).items():
+        param = ours.get(key)
+        if param is None:
+            if key in known_anywhere and key not in config.commands.get(command, {}):
+                continue  # a shared key for another command
+            raise UsageError(
+                f"{config.where(key, command)}: not an option of gradcli {command} "
+                f"(known: {', '.join(sorted(k.replace('_', '-') for k in ours))})"
+            )
+        if param.name in given:
+            continue
+        if (param.multiple or param.nargs == -1) and isinstance(value, str):
+            value = [value]
+        if param.nargs == 1 and not param.multiple and isinstance(value, (list, dict)):
+            raise UsageError(f"{config.where(key, command)}: must be a single value, got {value!r}")
+        try:
+            params[param.name] = param.type_cast_value(ctx, value)
+        except (click.BadParameter, TypeError) as exc:
+            message = exc.message if isinstance(exc, click.BadParameter) else str(exc)
+            raise UsageError(f"{config.where(key, command)}: {message}") from None
+        ctx.meta.setdefault(FROM_CONFIG, {})[param.name] = config.where(key, command) + ":"
+    return params, given
+
+
+def config_keys(command: click.Command) -> dict:
+    """Config key -> parameter: long option names without dashes (``rng_seed``),
+    and ``paths`` for the [MODEL]... of a command that takes a batch."""
+    keys = {}
+    for param in command.params:
+        if not param.expose_value:
+            continue
+        if isinstance(param, click.Argument):
+            if param.nargs == -1:  # a batch of models: `paths`
+                keys["paths"] = param
+            continue
+        for opt in param.opts + param.secondary_opts:
+            if opt.startswith("--"):
+                keys[opt[2:].replace("-", "_")] = param
+    return keys
+
+
+def command(render: str, render_params=(), **kwargs):
+    """``@command("gradcli.render.text:render_check")``: a ``GradcliCommand``."""
+    return click.command(cls=GradcliCommand, render=render, render_params=render_params, **kwargs)

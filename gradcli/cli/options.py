@@ -1,0 +1,103 @@
+"""Options every command shares, declared once.
+
+``model_options`` (``--wrt``, ``--set``, ``--rng-seed``), ``tolerance_options``,
+``native_dtype_option``, ``json_option`` and the output options (``--save``,
+``--junit-xml``, ``--plot``) are decorators; a command lists the ones that
+apply to it. Values are only parsed here (click types); their rules live in
+the analyses' options dataclasses (``gradcli.options``), so the Python API and
+the command line reject the same values with the same words.
+"""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+
+class OutputPath(click.ParamType):
+    """A file gradcli will write: checked when the option is read, so a bad
+    path is a usage error (exit 2) before any model runs, never a traceback
+    after the work is done."""
+
+    name = "path"
+
+    def __init__(self, suffix: str | None = None, needs: str | None = None):
+        self.suffix = suffix
+        self.needs = needs  # a package the writer imports (an optional extra)
+
+    def convert(self, value, param, ctx):
+        import importlib.util
+
+        path = os.fspath(value)
+        flag = param.opts[0] if param is not None else "path"
+        problem = problem_with_output(path, self.suffix)
+        if not problem and self.needs and importlib.util.find_spec(self.needs) is None:
+            problem = f"needs {self.needs}: pip install 'gradcli[plot]'"
+        if problem:
+            raise click.BadParameter(problem, ctx=ctx, param_hint=flag)
+        return path
+
+
+def problem_with_output(path: str, suffix: str | None) -> str:
+    if suffix and not path.endswith(suffix):
+        return f"{path!r} must end in {suffix}"
+    if os.path.isdir(path):
+        return f"{path} is a folder"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"folder of {path} does not exist"
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        return f"{path} is not writable"
+    return ""
+
+
+def _apply(command, options):
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
+def model_argument(command=None, *, many: bool = False):
+    """MODEL (one), or [MODEL]... for commands that take a batch."""
+    if many:
+        return click.argument("models", nargs=-1, metavar="[MODEL]...")
+    return click.argument("model", metavar="MODEL")
+
+
+def model_options(command):
+    """How a model is loaded: ``--wrt`` (-> ``wrt``), ``--set`` (-> ``overrides``), ``--rng-seed``."""
+    return _apply(command, [
+        click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input; Keras: every trainable weight."),
+        click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key."),
+        click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for every random choice (inputs, weights, probes, samples); 0 to 2**32-1."),
+    ])
+
+
+def tolerance_options(what: str):
+    def decorate(command):
+        return _apply(command, [
+            click.option("--rtol", type=float, default=None, help=f"Relative tolerance of {what} [default: 1e-6 in float64, 1e-3 in float32]."),
+            click.option("--atol", type=float, default=None, help=f"Absolute tolerance of {what} [default: 1e-9 in float64, 1e-5 in float32]."),
+        ])
+    return decorate
+
+
+native_dtype_option = click.option("--native-dtype", is_flag=True, help="Work in the model's own dtype instead of promoting to float64.")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document (docs: reference/json).")
+
+
+def save_option(help: str):
+    return click.option("--save", type=OutputPath(".npz"), metavar="FILE.npz", default=None, help=help)
+
+
+def junit_option(help: str):
+    return click.option("--junit-xml", type=OutputPath(), metavar="PATH", default=None, help=help)
+
+
+def plot_option(help: str):
+    return click.option("--plot", type=OutputPath(".png", needs="matplotlib"), metavar="FILE.png", default=None, help=help)
+
+
+def numeric_option(command):
+    return click.option("--numeric", is_flag=True, help="Finite differences only, for models TensorFlow cannot differentiate (e.g. numpy code).")(command)

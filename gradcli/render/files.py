@@ -1,0 +1,39 @@
+"""Output files: ``--save FILE.npz``, ``--junit-xml PATH`` and ``--plot FILE.png``.
+
+The command layer checks every output path before any model runs
+(``gradcli.cli.options.OutputPath``) and calls the writer named by the option
+once the result exists. Each writer takes ``(path, command, result)`` and
+returns a line for stderr (or ""); ``--junit-xml`` also takes ``error`` so a
+run that could not finish still leaves its report.
+"""
+
+from __future__ import annotations
+
+
+def save_npz(path: str, command: str, result) -> str:
+    """The result's arrays, keyed by name, for ``@FILE.npz:KEY``."""
+    import numpy as np
+
+    arrays = result.arrays()
+    np.savez(path, **arrays)
+    noun = "array" if len(arrays) == 1 else "arrays"
+    return f"saved {len(arrays)} {noun} to {path} (keys: {', '.join(arrays) or 'none'})"
+
+
+def junit_xml(path: str, command: str, result=None, error=None, model: str = "") -> str:
+    from gradcli.render.junit import write_report
+
+    write_report(path, command, result, error, model)
+    return ""
+
+
+def plot(path: str, command: str, result) -> str:
+    from gradcli.render import hessian_plot
+
+    hessian_plot.save_plot(result, path)
+    return ""
+
+
+WRITERS = {"save": save_npz, "junit_xml": junit_xml, "plot": plot}
+#: Writers that still have something to say when the command could not run.
+ON_ERROR = ("junit_xml",)
