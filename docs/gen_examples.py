@@ -7,6 +7,9 @@ is what gradcli printed when the file was made. Run it after a change to the
 reports; it needs TensorFlow and takes about a minute. Times vary from run to
 run; everything else should only change when the code does.
 
+The README's example blocks (between ``<!-- example NAME ... -->`` and
+``<!-- end example -->``) are filled from the same files.
+
 Each file shows ``$ gradcli ARGS``, then stdout, then stderr, then
 ``[exit N]`` when the exit code is not 0. Commands run in one process with
 click's test runner, from a scratch folder holding links to ``sample_models``
@@ -17,6 +20,7 @@ and ``tests/models``, so paths read as a user would type them and saved files
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -32,7 +36,6 @@ COLUMNS = 110
 EXAMPLES = {
     "check-buggy": ["check sample_models/buggy_custom_gradient.py"],
     "check-quiet": ["check sample_models/square.py sample_models/buggy_custom_gradient.py --quiet"],
-    "check-json": ["check sample_models/buggy_custom_gradient.py --json"],
     "check-junit": ["check sample_models/ --junit-xml report.xml --quiet", "@cat report.xml"],
     "check-taylor": ["check sample_models/square.py --taylor"],
     "check-relu": ["check sample_models/relu_at_zero.py"],
@@ -82,6 +85,18 @@ def run(argv: list[str]) -> str:
     return text
 
 
+#: A README block that shows an example: its name, and the fenced text to refill.
+README_BLOCK = re.compile(r"(<!-- example (?P<name>[\w-]+)[^>]*-->\n```console\n).*?(```\n<!-- end example -->)", re.S)
+
+
+def fill_readme(readme: Path) -> None:
+    def block(match):
+        text = (OUT / f"{match['name']}.txt").read_text(encoding="utf-8")
+        return match.group(1) + text + match.group(3)
+
+    readme.write_text(README_BLOCK.sub(block, readme.read_text(encoding="utf-8")), encoding="utf-8")
+
+
 def main(names: list[str]) -> int:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -103,6 +118,7 @@ def main(names: list[str]) -> int:
                 print(f"docs/examples/{name}.txt", file=sys.stderr)
         finally:
             os.chdir(here)
+    fill_readme(ROOT / "README.md")
     return 0
 
 

@@ -3,6 +3,12 @@
 * ``docs/reference/commands.md``: the ``--help`` text of ``gradcli`` and of every
   command of ``gradcli.cli.cli``, rendered by click at a fixed width of 80
   columns (so the page does not depend on the terminal it was made in).
+* ``docs/numerics.md``: the numerical rules (step rule, Richardson, error
+  estimate, verdict rule, diagnosis ladder, Taylor test) as the module docstrings
+  of the modules that implement them state them, with their documented constants.
+  The modules are read as source, not imported (finite_diff imports TensorFlow).
+* ``docs/reference/modules.md``: every module of ``gradcli/`` by folder, with the
+  first paragraph of its docstring (read as source, nothing imported).
 * ``docs/reference/results.md``: every result dataclass of ``gradcli.results``,
   with each field's type and the comment beside it in the source. These are the
   objects the Python API returns and the ``result`` of every ``--json`` document.
@@ -21,6 +27,7 @@ import importlib
 import inspect
 import io
 import pkgutil
+import re
 import sys
 import textwrap
 import tokenize
@@ -100,7 +107,9 @@ def _properties(cls) -> list[tuple[str, str]]:
 
 def _cell(text: str) -> str:
     """Source text as a Markdown table cell: markup characters outside `code` are literal."""
-    parts = text.replace("``", "`").split("`")  # reST literals are Markdown code spans
+    # reST literals are Markdown code spans; a role such as :class:`~a.b.Model` shows its target.
+    text = re.sub(r":\w+:`(~?)([^`]+)`", lambda m: f"`{m[2].split('.')[-1] if m[1] else m[2]}`", text)
+    parts = text.replace("``", "`").split("`")
     for i in range(0, len(parts), 2):  # even parts lie outside backticks
         for char in "\\*_<[":
             parts[i] = parts[i].replace(char, "\\" + char)
@@ -144,7 +153,110 @@ def results_page() -> str:
     return "".join(parts)
 
 
+#: (heading, module file, what the section is for): the modules whose docstrings state a rule.
+RULES = [
+    ("Finite differences", "gradcli/numerics/finite_diff.py",
+     "The step rule, Richardson extrapolation and the error estimate behind every numeric derivative."),
+    ("Verdicts and tolerances", "gradcli/verdicts/compare.py",
+     "How an analytic and a numeric derivative are weighed, and the default tolerances."),
+    ("The diagnosis ladder: one-sided slopes", "gradcli/verdicts/diagnose.py",
+     "How a failing element is re-examined before it is called a mismatch."),
+    ("The Taylor remainder test", "gradcli/numerics/taylor.py",
+     "A tolerance-free second opinion (`gradcli check --taylor`)."),
+    ("Full and fast checks", "gradcli/analyses/check.py",
+     "Which comparisons `gradcli check` makes in each mode."),
+]
+
+
+def _markdown(docstring: str) -> str:
+    """A module docstring (reST-flavoured plain text) as Markdown: ``literals`` become code
+    spans, indented blocks become text blocks, and markup characters elsewhere stay literal."""
+    out, block = [], []
+    for line in docstring.splitlines() + [""]:
+        if line.startswith("    ") or (block and not line.strip()):
+            block.append(line[4:])
+            continue
+        if block:
+            while block and not block[-1].strip():
+                block.pop()
+            out += ["```text", *block, "```", ""]
+            block = []
+        bullet = "* " if line.startswith("* ") else ""
+        out.append(("- " if bullet else "") + _cell(line[len(bullet):]).replace("\\|", "|"))
+    return "\n".join(out).strip() + "\n"
+
+
+def _constants(tree: ast.Module, source: str) -> list[tuple[str, str, str]]:
+    """Module-level UPPER_CASE constants: (name, value as written, the comment beside or above)."""
+    comments = _field_comments(source)
+    lines = source.splitlines()
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+            names = [t.id for t in node.targets]
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names = [node.target.id]
+        else:
+            continue
+        if not all(n.isupper() for n in names) or node.value is None:
+            continue
+        meaning, above = comments.get(node.lineno, ""), node.lineno - 1
+        notes = []
+        while above in comments and lines[above - 1].lstrip().startswith("#:"):
+            notes.insert(0, comments[above])
+            above -= 1
+        meaning = " ".join(notes) or meaning
+        value = " ".join(ast.unparse(node.value).split())
+        found += [(name, value, meaning) for name in names]
+    return found
+
+
+def numerics_page() -> str:
+    parts = [
+        HEADER.format(command=REGENERATE, source="the module docstrings it names"),
+        "# Numerical rules\n\n",
+        "Every step size, tolerance and verdict gradcli uses is chosen by a rule written in the\n",
+        "docstring of the module that applies it, with the reason for each constant beside it.\n",
+        "This page is those docstrings and constants, so it says what the code does.\n",
+    ]
+    for heading, relative, purpose in RULES:
+        source = (ROOT / relative).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        parts.append(f"\n## {heading}\n\n{purpose} From `{relative}`:\n\n")
+        parts.append(_markdown(ast.get_docstring(tree) or ""))
+        constants = _constants(tree, source)
+        if constants:
+            parts.append("\n| constant | value | why |\n| --- | --- | --- |\n")
+            for name, value, meaning in constants:
+                code = value.replace("|", "\\|")  # code spans keep their text; only pipes end a cell
+                parts.append(f"| `{name}` | `{code}` | {_cell(meaning)} |\n")
+    return "".join(parts)
+
+
+def modules_page() -> str:
+    package = ROOT / "gradcli"
+    parts = [
+        HEADER.format(command=REGENERATE, source="the module docstrings in `gradcli/`"),
+        "# Module map\n\n",
+        "Every module of `gradcli/`, by folder, with the first paragraph of its docstring.\n",
+        "[Architecture](../architecture.md) says which folder a change goes to.\n",
+    ]
+    folders = [package] + sorted(p for p in package.iterdir() if (p / "__init__.py").is_file())
+    for folder in folders:
+        name = "gradcli/" if folder == package else f"gradcli/{folder.name}/"
+        parts.append(f"\n## `{name}`\n\n| module | purpose |\n| --- | --- |\n")
+        for path in sorted(folder.glob("*.py")):
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+            purpose = " ".join(doc.split("\n\n")[0].split())  # the first paragraph
+            if not purpose and path.name == "__init__.py":
+                continue
+            parts.append(f"| `{path.name}` | {_cell(purpose)} |\n")
+    return "".join(parts)
+
+
 PAGES = {
+    DOCS / "reference" / "modules.md": modules_page,
+    DOCS / "numerics.md": numerics_page,
     DOCS / "reference" / "commands.md": commands_page,
     DOCS / "reference" / "results.md": results_page,
 }

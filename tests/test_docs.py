@@ -74,3 +74,12 @@ def test_readme_links_into_docs_resolve():
     assert local, "the README links to the docs pages"
     missing = [link for link in local if not (ROOT / link).is_file()]
     assert not missing, missing
+
+
+def test_readme_examples_are_the_generated_transcripts():
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"<!-- example ([\w-]+)[^>]*-->\n```console\n(.*?)```\n<!-- end example -->", text, re.S)
+    assert blocks, "the README shows at least one generated example"
+    for name, shown in blocks:
+        generated = (DOCS / "examples" / f"{name}.txt").read_text(encoding="utf-8")
+        assert shown == generated, f"README example {name} differs: run `python docs/gen_examples.py`"
