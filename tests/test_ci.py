@@ -22,7 +22,7 @@ from gradcli.testing import assert_gradients_ok
 from tests.conftest import ROOT, SAMPLES, fixture, gradcli as run_cli, sample
 
 BUGGY = "buggy_custom_gradient.py"
-#: Samples allowed to fail a check (README, "Sample models").
+#: Samples allowed to fail a check (docs/samples.md).
 MAY_FAIL = {BUGGY, "fake_quant.py"}
 
 

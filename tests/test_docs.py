@@ -83,3 +83,50 @@ def test_readme_examples_are_the_generated_transcripts():
     for name, shown in blocks:
         generated = (DOCS / "examples" / f"{name}.txt").read_text(encoding="utf-8")
         assert shown == generated, f"README example {name} differs: run `python docs/gen_examples.py`"
+
+
+def test_every_sample_model_is_described():
+    page = (DOCS / "samples.md").read_text(encoding="utf-8")
+    described = set(re.findall(r"`(\w+\.py)`", page))
+    samples = {p.name for p in (ROOT / "sample_models").glob("*.py")}
+    assert samples <= described, sorted(samples - described)
+
+
+def _help_examples(help_text: str) -> list[str]:
+    """Command lines shown under an ``Example:``/``Examples:`` heading of a --help text
+    (on the heading's line or on the lines after it, up to a blank line)."""
+    found, inside = [], False
+    for line in help_text.splitlines():
+        heading = re.match(r"\s*Examples?:\s*(.*)$", line)
+        if heading:
+            inside, line = True, heading[1]
+        elif not line.strip():
+            inside = False
+        command = re.match(r"\s*\$?\s*(gradcli\s.*)$", line) if inside else None
+        if command:
+            found.append(command[1])
+    return found
+
+
+def test_help_examples_are_valid_command_lines(monkeypatch):
+    """Each example a --help shows names its own command and parses with that command's
+    options (click only parses: nothing runs, no TensorFlow)."""
+    import shlex
+
+    import click
+
+    from gradcli.cli import cli
+
+    monkeypatch.chdir(ROOT)  # examples name the bundled samples by relative path
+    root = click.Context(cli, info_name="gradcli")
+    shown = {}
+    for name, command in cli.commands.items():
+        help_text = command.get_help(click.Context(command, info_name=name, parent=root))
+        shown[name] = _help_examples(help_text)
+    if not any(shown.values()):
+        pytest.skip("no command's --help shows an example yet")
+    for name, examples in shown.items():
+        for example in examples:
+            program, used, *args = shlex.split(example)
+            assert (program, used) == ("gradcli", name), example
+            cli.commands[name].make_context(name, args, parent=root)  # raises on a bad option
