@@ -46,13 +46,16 @@ def commands_page() -> str:
 
     from gradcli.cli import cli
 
-    def help_text(command: click.Command, parent: click.Context | None, name: str) -> str:
-        ctx = click.Context(
-            command, info_name=name, parent=parent, terminal_width=WIDTH, max_content_width=WIDTH
-        )
-        return command.get_help(ctx)
+    def context(command: click.Command, name: str, parent: click.Context | None) -> click.Context:
+        # The commands' own context settings (e.g. -h as well as --help), as a real run has them;
+        # subcommands inherit the group's through ``parent``.
+        settings = {"terminal_width": WIDTH, "max_content_width": WIDTH, **command.context_settings}
+        return click.Context(command, info_name=name, parent=parent, **settings)
 
-    root = click.Context(cli, info_name="gradcli", terminal_width=WIDTH, max_content_width=WIDTH)
+    def help_text(command: click.Command, parent: click.Context | None, name: str) -> str:
+        return command.get_help(context(command, name, parent))
+
+    root = context(cli, "gradcli", None)
     parts = [
         HEADER.format(command=REGENERATE, source="`gradcli.cli`"),
         "# Command reference\n\n",

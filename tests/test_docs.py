@@ -38,7 +38,8 @@ def test_generated_reference_page_is_current(page):
             fromfile=f"{page.relative_to(ROOT)} (committed)", tofile="generated now",
         ))[:60])
         pytest.fail(
-            f"{page.relative_to(ROOT)} differs from the code (help text or result fields changed).\n"
+            f"{page.relative_to(ROOT)} differs from what the code generates now (a --help text,\n"
+            "a result field, a rule docstring or a module changed).\n"
             f"Regenerate it with `{GEN.REGENERATE}` and commit the result.\n{diff}",
             pytrace=False,
         )
@@ -118,7 +119,7 @@ def test_help_examples_are_valid_command_lines(monkeypatch):
     from gradcli.cli import cli
 
     monkeypatch.chdir(ROOT)  # examples name the bundled samples by relative path
-    root = click.Context(cli, info_name="gradcli")
+    root = click.Context(cli, info_name="gradcli", **cli.context_settings)
     shown = {}
     for name, command in cli.commands.items():
         help_text = command.get_help(click.Context(command, info_name=name, parent=root))
