@@ -119,6 +119,11 @@ def _cell(text: str) -> str:
     return "`".join(parts).replace("|", "\\|")
 
 
+def _code_cell(text: str) -> str:
+    """Text for a code span in a table cell: kept as it is, except that a pipe would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def results_page() -> str:
     import gradcli.results as results
 
@@ -150,7 +155,7 @@ def results_page() -> str:
                 parts.append(_cell(doc) + "\n\n")
             parts.append("| field | type | meaning |\n| --- | --- | --- |\n")
             for name, annotation, meaning in _fields(cls):
-                parts.append(f"| `{name}` | `{_cell(annotation)}` | {_cell(meaning)} |\n")
+                parts.append(f"| `{name}` | `{_code_cell(annotation)}` | {_cell(meaning)} |\n")
             for name, doc in _properties(cls):
                 parts.append(f"| `{name}` (property) | | {_cell(doc)} |\n")
     return "".join(parts)
@@ -231,8 +236,7 @@ def numerics_page() -> str:
         if constants:
             parts.append("\n| constant | value | why |\n| --- | --- | --- |\n")
             for name, value, meaning in constants:
-                code = value.replace("|", "\\|")  # code spans keep their text; only pipes end a cell
-                parts.append(f"| `{name}` | `{code}` | {_cell(meaning)} |\n")
+                parts.append(f"| `{name}` | `{_code_cell(value)}` | {_cell(meaning)} |\n")
     return "".join(parts)
 
 
