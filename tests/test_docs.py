@@ -131,3 +131,31 @@ def test_help_examples_are_valid_command_lines(monkeypatch):
             program, used, *args = shlex.split(example)
             assert (program, used) == ("gradcli", name), example
             cli.commands[name].make_context(name, args, parent=root)  # raises on a bad option
+
+
+def _documented_command_lines() -> list[str]:
+    """The gradcli command lines of the README's recipes table and the recipes page that
+    name a bundled model (the others stand for the reader's own files)."""
+    lines = re.findall(r"^\| .* \| `(gradcli [^`]+)` \|$", README.read_text(encoding="utf-8"), re.MULTILINE)
+    lines += re.findall(r"^\$ (gradcli .+)$", (DOCS / "recipes.md").read_text(encoding="utf-8"), re.MULTILINE)
+    return [line for line in lines if re.search(r"\s(sample_models|tests/models)/", line)]
+
+
+def test_recipes_name_real_models_and_options(monkeypatch):
+    """Every recipe names a model that exists and options its command has (parsed by click,
+    nothing run); what each prints is shown by the generated examples."""
+    import shlex
+
+    import click
+
+    from gradcli.cli import cli
+
+    monkeypatch.chdir(ROOT)
+    lines = _documented_command_lines()
+    assert len(lines) >= 10, lines
+    root = click.Context(cli, info_name="gradcli", **cli.context_settings)
+    for line in lines:
+        _, name, *args = shlex.split(line)
+        model = args[0].split(":")[0]
+        assert (ROOT / model).is_file(), line
+        cli.commands[name].make_context(name, args, parent=root)  # raises on an unknown option
