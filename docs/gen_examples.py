@@ -36,7 +36,11 @@ COLUMNS = 110
 EXAMPLES = {
     "check-buggy": ["check sample_models/buggy_custom_gradient.py"],
     "check-quiet": ["check sample_models/square.py sample_models/buggy_custom_gradient.py --quiet"],
-    "check-junit": ["check sample_models/ --junit-xml report.xml --quiet", "@cat report.xml"],
+    "check-junit": [
+        "check sample_models/square.py sample_models/sign_loss.py sample_models/buggy_custom_gradient.py"
+        " --junit-xml report.xml --quiet",
+        "@cat report.xml",
+    ],
     "check-taylor": ["check sample_models/square.py --taylor"],
     "check-relu": ["check sample_models/relu_at_zero.py"],
     "check-fake-quant": ["check sample_models/fake_quant.py"],

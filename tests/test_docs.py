@@ -159,3 +159,14 @@ def test_recipes_name_real_models_and_options(monkeypatch):
         model = args[0].split(":")[0]
         assert (ROOT / model).is_file(), line
         cli.commands[name].make_context(name, args, parent=root)  # raises on an unknown option
+
+
+def test_every_example_transcript_is_generated_and_shown():
+    spec = importlib.util.spec_from_file_location("gen_examples", DOCS / "gen_examples.py")
+    gen_examples = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gen_examples)
+    files = {p.stem for p in (DOCS / "examples").glob("*.txt")}
+    assert files == set(gen_examples.EXAMPLES), "run `python docs/gen_examples.py`; delete unused files"
+    pages = "".join(p.read_text(encoding="utf-8") for p in DOCS.rglob("*.md")) + README.read_text(encoding="utf-8")
+    shown = set(re.findall(r"examples/([\w-]+)\.txt", pages)) | set(re.findall(r"<!-- example ([\w-]+)", pages))
+    assert files <= shown, sorted(files - shown)
