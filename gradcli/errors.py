@@ -56,7 +56,7 @@ class UsageError(GradcliError):
     "rtol must be >= 0, got -1"), and the command line puts the flag there.
     Other parameters named in ``problem`` are written ``{@name}`` for the same
     reason (``"needs {@radius}"``). ``bad_value``: the parameter's value is
-    wrong (``Invalid value for --rtol: ...``) rather than its combination
+    wrong (``Invalid value for '--rtol': ...``) rather than its combination
     with others (``--samples needs --radius``).
     """
 

@@ -151,11 +151,29 @@ def test_native_dtype_keeps_float32():
 
 
 def test_set_overrides_an_input_and_scalar_broadcasts():
-    # d/dx (x*x) at x = 3 everywhere: every diagonal element is 6.
+    # d/dx (x*x) at x = 3 everywhere: J = diag(6, 6), still 2 x 2 elements.
     run = gradcli("check", sample("square.py"), "--set", "x=3", "--json")
     pair = only_pairs(run)[("x", "output")]
-    assert pair["verdict"] == "pass"
-    assert pair["worst"]["analytic"] in (0.0, 6.0)
+    assert pair["verdict"] == "pass" and pair["compared"] == 4
+    worst = pair["worst"]
+    (i,), (j,) = worst["output_index"], worst["input_index"]
+    assert worst["analytic"] == [[6.0, 0.0], [0.0, 6.0]][i][j]
+    assert worst["numeric"] == pytest.approx(worst["analytic"], abs=1e-8)
+
+
+def test_set_scalar_reaches_every_element():
+    # The buggy sample, sum(softplus(x)**2), at x = 3 everywhere: every element fails, and
+    # each one shows the values at x = 3. True derivative 2 softplus(3) sigmoid(3); the
+    # buggy gradient multiplies sigmoid by (1 + 1e-3 x).
+    run = gradcli("check", sample("buggy_custom_gradient.py"), "--set", "x=3", "--json")
+    assert run.exit_code == 1, run
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["compared"] == 3 and pair["n_failing"] == 3
+    sigmoid, softplus = 1 / (1 + np.exp(-3.0)), np.log1p(np.exp(3.0))
+    for element in pair["failing"]:
+        assert element["numeric"] == pytest.approx(2 * softplus * sigmoid, rel=1e-9)
+        assert element["analytic"] == pytest.approx(2 * softplus * sigmoid * 1.003, rel=1e-12)
+    assert sorted(e["input_index"] for e in pair["failing"]) == [[0], [1], [2]]
 
 
 def test_folder_checks_every_model(tmp_path):
@@ -212,7 +230,7 @@ def test_missing_entry_name_exits_3():
         (["--set", "x"], "--set takes NAME=VALUE, got 'x'"),
         (["--set", "x=@missing.npy"], "--set x: no such file 'missing.npy'"),
         (["--wrt", "z"], "--wrt: unknown input 'z' (known: x)"),
-        (["--rtol", "-1"], "Invalid value for --rtol: must be >= 0, got -1.0 (see 'gradcli check --help')"),
+        (["--rtol", "-1"], "Invalid value for '--rtol': must be >= 0, got -1.0 (see 'gradcli check --help')"),
         (["--probes", "0"], "Invalid value for '--probes'"),
     ],
 )

@@ -22,7 +22,7 @@ from gradcli.testing import assert_gradients_ok
 from tests.conftest import ROOT, SAMPLES, fixture, gradcli as run_cli, sample
 
 BUGGY = "buggy_custom_gradient.py"
-#: Samples allowed to fail a check (README, "Sample models").
+#: Samples allowed to fail a check (docs/samples.md).
 MAY_FAIL = {BUGGY, "fake_quant.py"}
 
 
@@ -104,7 +104,7 @@ def test_junit_error_and_fail_fast_skipped(tmp_path):
 def test_junit_folder_must_exist(tmp_path):
     result = run_cli("check", sample("square.py"), "--junit-xml", tmp_path / "no" / "r.xml")
     assert result.exit_code == 2
-    assert result.stderr.startswith("Error: Invalid value for --junit-xml: folder of")
+    assert result.stderr.startswith("Error: Invalid value for '--junit-xml': folder of")
 
 
 def test_quiet_reports_only_failures():
@@ -229,12 +229,29 @@ def test_no_model_and_no_config(tmp_path, monkeypatch):
 def test_api_returns_the_result_objects():
     result = gradcli.check(sample("square.py"), mode="full")
     assert result.ok and result.exit_code == 0
-    (pair,) = result.models[0].pairs
-    # y = x*x at [1, 2]: the largest Jacobian element is dy1/dx1 = 2 * 2 = 4
-    assert pair.worst.analytic == pytest.approx(4.0) and pair.compared == 4
-    __import__("gradcli.analyses.check")  # the library module has its own name: no clash
+    (model,) = result.models
+    assert (model.dtype, model.mode, model.error) == ("float64", "full", None)
+    assert (model.tolerance.rtol, model.tolerance.atol) == (1e-6, 1e-9)  # float64 defaults
+    (pair,) = model.pairs
+    assert (pair.input, pair.output, pair.verdict, pair.failed) == ("x", "output", "pass", False)
+    # y = x*x at [1, 2]: J = diag(2, 4), 4 elements; the worst element reported is one
+    # of them, and central differences of a quadratic are exact up to round-off.
+    assert pair.compared == 4
+    worst = pair.worst
+    (i,), (j,) = worst.output_index, worst.input_index
+    assert worst.analytic == [[2.0, 0.0], [0.0, 4.0]][i][j]
+    assert worst.numeric == pytest.approx(worst.analytic, abs=1e-8)
+    assert pair.max_abs_error <= 1e-8
 
-    assert callable(gradcli.check)
+
+def test_library_modules_do_not_shadow_the_standard_library():
+    import importlib
+    import sysconfig
+
+    importlib.import_module("gradcli.analyses.inspection")
+    stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])
+    module = importlib.import_module("inspect")
+    assert os.path.dirname(os.path.realpath(module.__file__)) == stdlib, module
 
 
 def test_api_options_beat_the_model_file(tmp_path):

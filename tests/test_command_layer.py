@@ -120,13 +120,13 @@ def test_a_range_rule_from_the_configuration_names_the_key(in_project):
 def test_seed_out_of_range_is_a_usage_error_everywhere(command, value, problem):
     run = run_cli(command, *COMMANDS[command], "--rng-seed", value)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == f"Error: Invalid value for --rng-seed: {problem} (see 'gradcli {command} --help')"
+    assert one_error_line(run) == f"Error: Invalid value for '--rng-seed': {problem} (see 'gradcli {command} --help')"
 
 
 def test_repeated_wrt_is_a_usage_error():
     run = run_cli("check", SQUARE, "--wrt", "x,x")
     assert run.exit_code == 2, run
-    assert one_error_line(run) == "Error: Invalid value for --wrt: names 'x' more than once (see 'gradcli check --help')"
+    assert one_error_line(run) == "Error: Invalid value for '--wrt': names 'x' more than once (see 'gradcli check --help')"
     run = run_cli("hessian", LEAST_SQUARES, "--wrt", "x", "--wrt", "x")
     assert run.exit_code == 2 and "names 'x' more than once" in one_error_line(run), run
 
@@ -197,7 +197,7 @@ def test_output_in_a_missing_folder_is_exit_2_before_the_model_runs(command, fla
     extra = ["--tangent", "x=[1, 0]"] if command == "jvp" else []
     run = run_cli(command, model, *extra, flag, target)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == f"Error: Invalid value for {flag}: folder of {target} does not exist (see 'gradcli {command} --help')"
+    assert one_error_line(run) == f"Error: Invalid value for '{flag}': folder of {target} does not exist (see 'gradcli {command} --help')"
     assert not marker.exists(), "the model file was imported before the usage error"
 
 

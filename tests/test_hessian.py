@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 
 import numpy as np
 import pytest
@@ -66,7 +68,12 @@ def test_rosenbrock_at_the_minimum_json():
     assert doc["condition_number"] == pytest.approx(truth[1] / truth[0], rel=1e-9)
     assert doc["trace"] == {"estimate": 1002.0, "stderr": 0.0, "probes": 0, "method": "exact"}
     assert doc["fd_check"]["ok"] and doc["fd_check"]["mode"] == "full"
-    assert "n*eps*max|lambda|" in doc["zero_tolerance"]["rule"]
+    zero_tol = 2 * np.finfo(np.float64).eps * truth[1]  # n*eps*max|lambda|, H exactly symmetric
+    assert doc["zero_tolerance"]["value"] == pytest.approx(zero_tol, rel=1e-12)
+    assert doc["zero_tolerance"]["rule"] == (
+        f"n*eps*max|lambda| = {zero_tol:.3g} (eigensolver round-off)"
+        " + ||H - H^T||_F/2 = 0 (asymmetry of the computed Hessian)"
+    )
     for key in ("function", "n", "blocks", "method", "smallest",
                 "largest", "residuals", "sampling", "expect", "expectation_met", "notes"):
         assert key in doc
@@ -77,10 +84,17 @@ def test_rosenbrock_at_the_minimum_json():
 def test_rosenbrock_text_report():
     run = gradcli("hessian", ROSENBROCK)
     assert run.exit_code == 0, run
-    assert "eigenvalues (2): 0.399360767  1001.60064" in run.stdout
-    assert "verdict: positive definite" in run.stdout
-    assert "counts as zero" in run.stdout
-    assert "finite-difference check of the Hessian" in run.stdout
+    lines = [line.strip() for line in run.stdout.splitlines()]
+    assert "eigenvalues (2): 0.399360767  1001.60064" in lines
+    assert "verdict: positive definite" in lines
+    # The zero tolerance n*eps*max|lambda| with n = 2, max|lambda| = 501 + sqrt(250601);
+    # the Hessian [[802, -400], [-400, 200]] is exactly symmetric.
+    zero_tol = f"{2 * np.finfo(np.float64).eps * (501 + np.sqrt(250601)):.3g}"
+    assert (
+        f"|lambda| <= {zero_tol} counts as zero: n*eps*max|lambda| = {zero_tol} (eigensolver round-off)"
+        " + ||H - H^T||_F/2 = 0 (asymmetry of the computed Hessian)"
+    ) in lines
+    assert "finite-difference check of the Hessian  [full, float64, rtol=1e-06, atol=1e-09]" in lines
 
 
 def test_rosenbrock_elsewhere_is_not_convex():
@@ -106,7 +120,11 @@ def test_tanh_region_finds_a_negative_eigenvalue_and_a_witness():
     run = gradcli("hessian", TANH, *point, "--samples", "40", "--radius", "0.6",
                   "--expect", "convex", "--no-fd-check")
     assert run.exit_code == 1, run
-    assert "expect convex: FAILED" in run.stdout
+    assert re.search(
+        r"^  expect convex: FAILED: expected convex, but the Hessian has a negative eigenvalue at "
+        r"[1-9]\d* of 41 points \(the given one and 40 samples\)$",
+        run.stdout, re.MULTILINE,
+    ), run
     witness = next(line.strip() for line in run.stdout.splitlines() if line.strip().startswith("--set w1="))
     args = witness.replace("--set ", "--set=").split()
     values = dict(a.split("=", 2)[1:] for a in args)
@@ -183,14 +201,18 @@ def test_classify_rules():
 def test_two_outputs_need_a_cotangent_then_blocks_follow_the_inputs():
     run = gradcli("hessian", sample("two_by_two.py"))
     assert run.exit_code == 2, run
-    assert "--cotangent" in one_error_line(run)
+    shown = os.path.relpath(sample("two_by_two.py"))  # messages show paths below the cwd relative
+    assert one_error_line(run) == (
+        f"Error: {shown} has several outputs (u, v); "
+        "pick one with --cotangent OUTPUT=VALUE (e.g. OUTPUT=1 for its sum)"
+    )
     doc = gradcli("hessian", sample("two_by_two.py"), "--cotangent", "v=1", "--json").result
     a = np.array([0.5, -1.0, 2.0])
     truth = np.diag(np.concatenate([-np.sin(a), [2.0, 2.0, 2.0]]))  # f = sum(sin a + b^2)
     np.testing.assert_allclose(doc["hessian"], truth, atol=1e-14)
     assert [b["name"] for b in doc["blocks"]] == ["a", "b"]
     assert doc["labels"][3] == "b[0]"
-    assert "cotangent" in doc["function"]
+    assert doc["function"] == "f = <c_v, v> (c from --cotangent)"
 
 
 def test_save_npz_and_paste_the_witness_back(tmp_path):
@@ -252,39 +274,47 @@ def test_hessian_command_reports_a_wrong_second_derivative():
 # -- bad input --------------------------------------------------------------------------
 
 
+HELP_HINT = " (see 'gradcli hessian --help')"
+
+
 @pytest.mark.parametrize(
-    "args, words",
+    "args, message",
     [
-        (["--radius", "-1", "--samples", "3"], "--radius"),
-        (["--expect", "wavy"], "'wavy' is not one of"),
-        (["--samples", "3"], "--samples needs --radius"),
-        (["--radius", "0.5"], "--radius needs --samples"),
-        (["--top", "0"], "--top"),
-        (["--tol", "2"], "--tol"),
-        (["--zero-tol", "-1"], "--zero-tol"),
-        (["--cotangent", "nope=1"], "unknown output 'nope'"),
-        (["--wrt", "zz"], "unknown input 'zz'"),
+        (["--radius", "-1", "--samples", "3"], "Invalid value for '--radius': must be > 0, got -1.0" + HELP_HINT),
+        (["--expect", "wavy"], "Invalid value for '--expect': 'wavy' is not one of 'convex', 'concave'." + HELP_HINT),
+        (["--samples", "3"], "--samples needs --radius (the half-width of the box to sample)" + HELP_HINT),
+        (["--radius", "0.5"], "--radius needs --samples N (or --plot, where it sets the slice width)" + HELP_HINT),
+        (["--top", "0"], "Invalid value for '--top': 0 is not in the range x>=1." + HELP_HINT),
+        (["--tol", "2"], "Invalid value for '--tol': must be between 0 and 1, got 2.0" + HELP_HINT),
+        (["--zero-tol", "-1"], "Invalid value for '--zero-tol': must be >= 0, got -1.0" + HELP_HINT),
+        # tanh_net.py has one output `output` and inputs w1, w2, x, y.
+        (["--cotangent", "nope=1"], "--cotangent: unknown output 'nope' (known: output)"),
+        (["--wrt", "zz"], "--wrt: unknown input 'zz' (known: w1, w2, x, y)"),
     ],
 )
-def test_bad_options_exit_2_with_one_line(args, words):
+def test_bad_options_exit_2_with_one_line(args, message):
     run = gradcli("hessian", TANH, *args)
     assert run.exit_code == 2, run
-    assert words in one_error_line(run)
+    assert one_error_line(run) == "Error: " + message
 
 
 def test_bad_order_exits_2():
     run = gradcli("check", TANH, "--order", "3")
     assert run.exit_code == 2, run
-    assert "--order" in one_error_line(run)
+    assert one_error_line(run) == (
+        "Error: Invalid value for '--order': 3 is not in the range 1<=x<=2. (see 'gradcli check --help')"
+    )
 
 
 def test_missing_model_file_exits_2_and_broken_model_exits_3(tmp_path):
     run = gradcli("hessian", tmp_path / "none.py")
-    assert run.exit_code == 2 and "no such model file" in one_error_line(run)
+    assert run.exit_code == 2, run
+    assert one_error_line(run) == f"Error: no such model file: {tmp_path / 'none.py'}"
     broken = tmp_path / "broken.py"
     broken.write_text("def model(x):\n    raise ValueError('boom')\n\ninputs = {'x': 1.0}\n")
     run = gradcli("hessian", broken)
-    assert run.exit_code == 3 and "boom" in one_error_line(run)
+    assert run.exit_code == 3, run
+    assert one_error_line(run) == f"Error: {broken}:2: forward pass raised ValueError: boom"
 
 
 def test_plot_without_matplotlib_is_a_usage_error(monkeypatch):
@@ -312,7 +342,16 @@ def test_junit_xml_for_expectations(tmp_path):
     cases = {c.get("name"): c for c in ET.parse(report).getroot().iter("testcase")}
     assert set(cases) == {"expect convex", "finite-difference check"}
     failure = cases["expect convex"].find("failure")
-    assert failure.get("type") == "expectation" and "negative eigenvalue" in failure.get("message")
+    # tanh_net.py's own point (w1, w2) = (1.5, -0.7) is already indefinite (closed form),
+    # so at least that one of the 21 points has a negative eigenvalue.
+    assert np.linalg.eigvalsh(tanh_hessian(1.5, -0.7))[0] < 0
+    assert failure.get("type") == "expectation"
+    message = re.fullmatch(
+        r"expected convex, but the Hessian has a negative eigenvalue at (\d+) of 21 points "
+        r"\(the given one and 20 samples\)",
+        failure.get("message"),
+    )
+    assert message and 1 <= int(message.group(1)) <= 21, failure.get("message")
     assert cases["finite-difference check"].find("failure") is None
 
     run = gradcli("hessian", sample("least_squares.py"), "--expect", "convex", "--junit-xml", report)

@@ -112,12 +112,15 @@ def _function(spec: str):
 
 def _about_flag(ctx: click.Context, error: UsageError):
     """A library ``UsageError`` about a parameter, told in the terms the user
-    typed: ``Invalid value for --rtol: ...``, or the pyproject.toml key that set it."""
+    typed: ``Invalid value for '--rtol': ...``, or the pyproject.toml key that set it."""
     message = error.message(lambda name: flag_of(ctx, name))
     flag = flag_of(ctx, error.param)
-    if flag.startswith("--") and error.bad_value:
-        return click.BadParameter(message[len(flag) + 1:], ctx=ctx, param_hint=flag)
-    return UsageError(message)
+    if not flag.startswith("--"):  # set in pyproject.toml: the message names the key
+        return UsageError(message)
+    if error.bad_value:
+        # quoted as click quotes the flags of its own type errors ('--mode', '--probes')
+        return click.BadParameter(message[len(flag) + 1:], ctx=ctx, param_hint=f"'{flag}'")
+    return click.UsageError(message, ctx=ctx)
 
 
 def flag_of(ctx: click.Context, field: str) -> str:

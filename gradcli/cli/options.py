@@ -35,7 +35,7 @@ class OutputPath(click.ParamType):
         if not problem and self.needs and importlib.util.find_spec(self.needs) is None:
             problem = f"needs {self.needs}: pip install 'gradcli[plot]'"
         if problem:
-            raise click.BadParameter(problem, ctx=ctx, param_hint=flag)
+            raise click.BadParameter(problem, ctx=ctx, param_hint=f"'{flag}'")
         return path
 
 
