@@ -356,3 +356,13 @@ def test_a_full_stdout_is_exit_3_with_one_line():
         )
     assert done.returncode == 3, done.stderr
     assert done.stderr.strip().splitlines() == ["Error: cannot write the report: No space left on device"]
+
+
+def test_a_usage_error_after_parsing_still_prints_its_json_document():
+    run = run_cli("vjp", SQUARE, "--set", "x=abc", "--json")
+    assert run.exit_code == 2, run
+    document = run.json()
+    message = "--set x: 'abc' is not a number, a JSON array or @FILE.npy / @FILE.npz:KEY"
+    assert document == {"schema": 2, "command": "vjp", "ok": False, "exit_code": 2,
+                        "error": message, "result": None}
+    assert one_error_line(run) == f"Error: {message}"
