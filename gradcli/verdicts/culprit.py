@@ -64,7 +64,7 @@ PROBES = 2
 
 _LIBRARY_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (os.__file__, np.__file__, tf.__file__, __file__)
+    for p in (os.__file__, np.__file__, tf.__file__, os.path.dirname(os.path.dirname(__file__)))
 )
 
 
@@ -139,6 +139,52 @@ class ModelGraph:
 
     def reaches(self, name, output) -> bool:
         return self._trace() and bool(self.path_ops(name, output))
+
+    def differentiated_ops(self) -> set:
+        """Ops a gradient flows through: reached from a differentiated input along
+        floating tensors (not through a cut) and reaching an output."""
+        if not self._trace():
+            return set()
+        reached, stack = set(), [self.inputs[n].op for n in self.model.wrt if n in self.inputs]
+        while stack:
+            op = stack.pop()
+            for t in op.outputs:
+                if not _floating(t):
+                    continue
+                for consumer in t.consumers():
+                    if consumer not in reached:
+                        reached.add(consumer)
+                        if not _cut_description(consumer):
+                            stack.append(consumer)
+        used = set().union(*(self._backward_ops(o) for o in self.outputs))
+        return reached & used
+
+    def precision(self) -> tuple[str | None, list[GraphSite]]:
+        """The lowest floating precision on the differentiated path (largest eps
+        among the floating tensors the gradient flows through), and the ops that
+        lower it: those with an output in that dtype and no input in it (a
+        ``Cast``, a Keras autocast, an op returning float32 for float64 input).
+        ``(None, [])`` when the graph cannot be traced."""
+        from gradcli.numerics.finite_diff import coarser
+
+        ops = self.differentiated_ops()
+        dtypes = {
+            t.dtype.name for op in ops for t in op.outputs if _floating(t) and t.dtype.name != "float64"
+        }
+        dtypes |= {np.asarray(self.model.point[n]).dtype.name for n in self.model.wrt}
+        if not ops:
+            return None, []
+        lowest = "float64"
+        for d in dtypes:
+            lowest = coarser(lowest, d)
+        sites = []
+        for op in self.graph.get_operations():
+            if op not in ops or not any(t.dtype.name == lowest for t in op.outputs):
+                continue
+            if any(t.dtype.name == lowest for t in op.inputs):
+                continue
+            sites.append(self.site(op, f"{op.type} -> {lowest}"))
+        return lowest, sites
 
     # -- findings ---------------------------------------------------------------
 

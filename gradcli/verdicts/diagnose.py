@@ -32,7 +32,7 @@ import numpy as np
 
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError
-from gradcli.numerics.finite_diff import ROUNDOFF_ULPS, step_size
+from gradcli.numerics.finite_diff import machine_eps, roundoff_ulps, step_size
 from gradcli.results import (
     DISCONNECTED,
     EXPLANATIONS,
@@ -222,8 +222,8 @@ def _ladder(fd, name, output, f0, cols):
     """
     x = fd.point[name]
     flat = x.reshape(-1)
-    dtype = x.dtype
-    eps = np.finfo(dtype).eps
+    dtype = fd.rule_dtype(x.dtype)
+    eps = machine_eps(dtype)
     f0 = np.asarray(f0, dtype=dtype).reshape(-1)
     scales = 2.0 ** -np.arange(LADDER + 1)
     parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant")}
@@ -250,7 +250,7 @@ def _ladder(fd, name, output, f0, cols):
 
         def best(d, steps):
             rich = 2.0 * d[1:] - d[:-1]
-            err = np.abs(d[1:] - d[:-1]) + 2 * ROUNDOFF_ULPS * eps * fmax[None] / steps[1:, :, None]
+            err = np.abs(d[1:] - d[:-1]) + 2 * roundoff_ulps(dtype) * eps * fmax[None] / steps[1:, :, None]
             pick = np.argmin(err, axis=0)
             take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
             return take(rich).T, take(err).T  # -> [out, column]
