@@ -16,10 +16,19 @@ stack that created it, so each finding names the model-file line.
   evaluated by feeding the values it saw at the point, its registered (or
   custom) gradient gives <u, J^T v> for random u, v (seeded), and central
   differences with Richardson (``FiniteDifferences.along``) give <v, J u>. The
-  verdict rule is ``compare.compare_projections`` with the check's tolerance;
-  the first op with a ``mismatch`` is the culprit. A ``tf.custom_gradient`` op is
-  checked as the whole decorated function (its arguments to its results) and
-  the report names the line of the decorated function's ``def``.
+  verdict rule is ``compare.compare_projections`` with the check's tolerance
+  (or the op's dtype's, if looser); the first op with a ``mismatch`` is the
+  culprit. A ``tf.custom_gradient`` op is checked as the whole decorated
+  function (its arguments to its results) and the report names the line of the
+  decorated function's ``def``; the ops of its forward code are never checked
+  (backpropagation does not use their gradients).
+  Each local check is validated before it may blame: its inputs are distinct
+  tensors (``x * x`` is one variable), its gradient is the op's partial
+  derivative (``stop_gradients``), the pruned op reproduces the outputs the
+  model computed, it runs with the steps and tolerance of the op's coarsest
+  dtype, and only a resolved ``mismatch`` (not ``inconclusive``) counts.
+* ``none_gradient_sites``: for a disconnected input, the ops on the path whose
+  registered gradient returns None for the input the path enters by.
 """
 
 from __future__ import annotations
@@ -218,6 +227,40 @@ class ModelGraph:
                 ))
         return sites
 
+    def none_gradient_sites(self, name, output) -> list[GraphSite]:
+        """Ops on the path from ``name`` to ``output`` whose registered gradient
+        returns None (or that have none registered) for an input the path enters
+        by: where a disconnected gradient is lost."""
+        if not self._trace():
+            return []
+        path = self.path_ops(name, output)
+        on_path = set(path) | {self.inputs[name].op}
+        sites = []
+        for op in path:
+            if op.type in TRIVIAL_OPS:
+                continue
+            entered = [i for i, t in enumerate(op.inputs) if t.op in on_path and _floating(t)]
+            ys = [t for t in op.outputs if _floating(t)]
+            if not entered or not ys:
+                continue
+            xs = [op.inputs[i] for i in entered]
+            try:
+                with self.graph.as_default():
+                    grads = tf.gradients(ys, xs, stop_gradients=xs)
+            except LookupError:
+                sites.append(self.site(op, f"{op.type} has no registered gradient"))
+                continue
+            except Exception:
+                continue
+            arg_names = [a.name for a in op.op_def.input_arg] if op.op_def else []
+            lost = [
+                arg_names[i] if i < len(arg_names) and len(arg_names) == len(op.inputs) else f"input {i}"
+                for i, g in zip(entered, grads) if g is None
+            ]
+            if lost:
+                sites.append(self.site(op, f"{op.type} returns no gradient for {', '.join(lost)}"))
+        return sites[:5]
+
     def site(self, op, description="") -> GraphSite:
         return GraphSite(op_type=op.type, op_name=op.name, location=self.location(op),
                          description=description)
@@ -240,7 +283,9 @@ class ModelGraph:
         """The first op on the path whose own gradient disagrees with finite differences."""
         if not self._trace():
             return None
-        ops = [op for op in self.path_ops(name, output) if self._checkable(op)]
+        path = self.path_ops(name, output)
+        inside = self._inside_custom_gradients(path)
+        ops = [op for op in path if op not in inside and self._checkable(op)]
         if not ops:
             return None
         feeds = [self.inputs[n] for n in self.model.point]
@@ -248,7 +293,7 @@ class ModelGraph:
         fed = {t.ref() for t in feeds}
         needed = {}
         for op in ops:
-            for t in self._local_inputs(op):
+            for t in self._local_inputs(op) + self._local_outputs(op):
                 if t.ref() not in fed:
                     needed.setdefault(t.ref(), t)
         needed = list(needed.values())
@@ -273,6 +318,44 @@ class ModelGraph:
                 )
         return None
 
+    def _inside_custom_gradients(self, path) -> set:
+        """Ops of the forward code of a ``tf.custom_gradient`` (between its
+        arguments and its results): backpropagation never calls their gradients,
+        the decorated function's gradient replaces them, so they cannot be the
+        culprit (a correct ``x * x`` there must not be blamed)."""
+        inside = set()
+        for op in path:
+            n = _custom_result_count(op)
+            if n is None:
+                continue
+            results = {t.op for t in op.inputs[:n]}
+            args = list(op.inputs[n:])
+            below, stack = set(), list(results)
+            while stack:
+                o = stack.pop()
+                if o in below:
+                    continue
+                below.add(o)
+                stack.extend(t.op for t in o.inputs)
+            arg_ops = {t.op for t in args}
+            for o in below:
+                if o not in arg_ops and self._depends_on(o, arg_ops):
+                    inside.add(o)
+        return inside
+
+    @staticmethod
+    def _depends_on(op, targets) -> bool:
+        seen, stack = set(), [op]
+        while stack:
+            o = stack.pop()
+            if o in targets:
+                return True
+            if o in seen:
+                continue
+            seen.add(o)
+            stack.extend(t.op for t in o.inputs)
+        return False
+
     def _checkable(self, op) -> bool:
         if op.type in TRIVIAL_OPS or op.type in SURROGATE_OPS or _cut_description(op):
             return False
@@ -281,11 +364,17 @@ class ModelGraph:
         return any(_floating(t) for t in self._local_inputs(op))
 
     def _local_inputs(self, op):
+        """The op's distinct floating inputs: an input fed twice (``x * x``) is one
+        variable of the local function, perturbed once."""
         n = _custom_result_count(op)
         inputs = list(op.inputs)
         if n is not None:  # custom gradient: the decorated function's arguments
             inputs = inputs[n:]
-        return [t for t in inputs if _floating(t)]
+        distinct = {}
+        for t in inputs:
+            if _floating(t):
+                distinct.setdefault(t.ref(), t)
+        return list(distinct.values())
 
     def _local_outputs(self, op):
         n = _custom_result_count(op)
@@ -294,13 +383,38 @@ class ModelGraph:
             outputs = outputs[:n]
         return [t for t in outputs if _floating(t)]
 
+    @staticmethod
+    def _reproduces(ys, out_values, seen) -> bool:
+        """Validation of a local check: the pruned op, fed the values the model
+        fed it, gives back the outputs it gave in the model (to its dtype's
+        round-off). It does not when feeding misses a dependency (a stateful or
+        random op, an input read through a side channel)."""
+        from gradcli.numerics.finite_diff import machine_eps
+
+        for j, y in enumerate(ys):
+            expected = seen.get(y.ref())
+            if expected is None:
+                continue
+            got, expected = np.asarray(out_values[f"out{j}"]), np.asarray(expected)
+            if got.shape != expected.shape:
+                return False
+            scale = np.maximum(np.abs(expected).max(initial=0.0), np.finfo(float).tiny)
+            if np.abs(got.astype(float) - expected.astype(float)).max(initial=0.0) > (
+                64 * machine_eps(y.dtype.name) * scale
+            ):
+                return False
+        return True
+
     def _check_op(self, op, feeds, feed_values, seen, tol, rng):
         from gradcli.numerics.finite_diff import FiniteDifferences
 
         xs, ys = self._local_inputs(op), self._local_outputs(op)
         with self.graph.as_default():
             seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
-            grads = tf.gradients(ys, xs, grad_ys=seeds)
+            # stop_gradients: partial derivatives of this op alone; without it an
+            # input that also reaches another input ((a - b)**2 * a) would get
+            # its total derivative, which the local differences do not see.
+            grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
         xs_grads = [(x, g) for x, g in zip(xs, grads) if g is not None]
         if not xs_grads:
             return None
@@ -320,9 +434,15 @@ class ModelGraph:
             return {f"out{j}": tf.convert_to_tensor(r) for j, r in enumerate(result)}
 
         out_values = function({k: tf.constant(v) for k, v in base.items()})
+        if not self._reproduces(ys, out_values, seen):
+            return None  # the pruned op does not compute what the model did: no verdict
+        # The local check runs in the op's coarsest dtype (a float32 op after an
+        # autocast is judged by float32 steps and tolerances, never by float64's).
+        precision = _coarsest([t.dtype.name for t in xs + ys])
+        tol = _looser(tol, compare.tolerance(precision))
         # A handful of points per probe: eager calls of the pruned graph are
         # cheaper than tracing a vectorized batch for every op.
-        fd = FiniteDifferences(function, base, list(out_values), eager=True)
+        fd = FiniteDifferences(function, base, list(out_values), eager=True, precision=precision)
         worst = None
         for _ in range(PROBES):
             v = {o: rng.standard_normal(np.shape(val)) for o, val in out_values.items()}
@@ -354,6 +474,22 @@ class ModelGraph:
                 if worst is None or rel > worst[2]:
                     worst = (analytic, numeric, rel)
         return worst
+
+
+def _coarsest(dtypes) -> str:
+    from gradcli.numerics.finite_diff import coarser
+
+    lowest = "float64"
+    for d in dtypes:
+        lowest = coarser(lowest, d)
+    return lowest
+
+
+def _looser(a, b):
+    """The tolerance that allows more in both terms (rule names both)."""
+    if b.rtol <= a.rtol and b.atol <= a.atol:
+        return a
+    return type(a)(rtol=max(a.rtol, b.rtol), atol=max(a.atol, b.atol), rule=f"{a.rule}; {b.rule}")
 
 
 def _custom_result_count(op) -> int | None:

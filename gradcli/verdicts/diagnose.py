@@ -295,6 +295,8 @@ def explain(model, pairs, fd, graph, tol, options) -> None:
         if pair.verdict in (DISCONNECTED, ZERO) and graph is not None:
             try:
                 sites = graph.cut_sites(pair.input, pair.output)
+                if not sites and pair.verdict == DISCONNECTED:
+                    sites = graph.none_gradient_sites(pair.input, pair.output)
             except Exception:  # graph analysis is a bonus: never lose the report
                 sites = []
             if sites:
