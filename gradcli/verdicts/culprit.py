@@ -73,7 +73,7 @@ PROBES = 2
 
 _LIBRARY_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (os.__file__, np.__file__, tf.__file__, os.path.dirname(os.path.dirname(__file__)))
+    for p in (os.__file__, np.__file__, tf.__file__, os.path.dirname(__file__))  # .../gradcli/
 )
 
 
@@ -588,7 +588,8 @@ def _describe(op) -> str:
     if _custom_result_count(op) is not None:
         grad_fn = _closure(_custom_grad_fn(op)).get("grad_fn")
         qual = getattr(grad_fn, "__qualname__", "")
-        owner = qual.split(".<locals>")[0] if ".<locals>" in qual else qual
+        parts = qual.split(".<locals>.")
+        owner = parts[-2] if len(parts) > 1 else qual  # the function that defines grad
         return f"tf.custom_gradient {owner}".strip()
     return op.type
 

@@ -248,9 +248,15 @@ def _ladder(fd, name, output, f0, cols):
         d_left = (f0 - fm) / minus[:, :, None]
         fmax = np.maximum(np.abs(values).max(axis=(0, 1)), np.abs(f0))  # [column, out]
 
+        # A function computing in a coarser dtype than x rounds x +- h there, so
+        # the step taken is known only to eps |x|: the slope to |d| eps |x| / h.
+        x_round = eps * np.abs(flat[chunk])[None, :, None] if dtype != x.dtype else 0.0
+
         def best(d, steps):
             rich = 2.0 * d[1:] - d[:-1]
-            err = np.abs(d[1:] - d[:-1]) + 2 * roundoff_ulps(dtype) * eps * fmax[None] / steps[1:, :, None]
+            err = np.abs(d[1:] - d[:-1]) + (
+                2 * roundoff_ulps(dtype) * eps * fmax[None] + x_round * np.abs(d[1:])
+            ) / steps[1:, :, None]
             pick = np.argmin(err, axis=0)
             take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
             return take(rich).T, take(err).T  # -> [out, column]
