@@ -60,6 +60,11 @@ class CheckOptions:
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair
+    # Sweep (gradcli.analyses.sweep): check again at ``samples`` seeded random
+    # points within ``radius`` * max(1, |x|), and with ``special`` at structured points.
+    samples: int = 0
+    radius: float = 0.1
+    special: bool = False
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -72,6 +77,10 @@ class CheckOptions:
             raise UsageError(f"--probes must be at least 1, got {self.probes}")
         if self.order not in (1, 2):
             raise UsageError(f"--order must be 1 or 2, got {self.order}")
+        if self.samples < 0:
+            raise UsageError(f"--samples must be at least 0, got {self.samples}")
+        if not (self.radius > 0 and np.isfinite(self.radius)):
+            raise UsageError(f"--radius must be a finite number > 0, got {self.radius}")
 
 
 def check_paths(
@@ -127,6 +136,10 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
         if (own.rng_seed, own.float64) != (options.rng_seed, options.float64):
             model = _load(spec, own)  # these settings take effect while loading
         result = check_model(model, own)
+        if own.samples or own.special:
+            from gradcli.analyses.sweep import sweep
+
+            result.sweep = sweep(spec, model, own, check_model, _load)
         if applied:
             settings = ", ".join(f"{k.replace('_', '-')}={v!r}" for k, v in applied.items())
             result.notes.append(f"options from the model file's `check`: {settings}")

@@ -131,9 +131,33 @@ def render_model(model: ModelResult, out: Console) -> None:
             out.print(Text(f"  warning: {pair.input} -> {pair.output}: {warning}", style="yellow"))
     for note in model.notes:
         out.print(Text(f"  note: {note}", style="dim"))
+    if model.sweep is not None:
+        render_sweep(model.sweep, out)
     out.print(
         Text(f"  {model.evaluations} function evaluations, {model.seconds:.2f} s", style="dim")
     )
+
+
+def render_sweep(sweep, out: Console) -> None:
+    """One line for the sweep, and the worst point with the ``--set`` that reproduces it."""
+    what = f"{sweep.samples} random points within radius {sweep.radius:g} (seed {sweep.seed})"
+    if sweep.special:
+        what += " and special points"
+    extra = f"; {sweep.outside} outside the model's domain, not checked" if sweep.outside else ""
+    if sweep.dropped:
+        extra += f"; {sweep.dropped} special points over the limit, not checked"
+    if not sweep.failed:
+        out.print(Text(f"  sweep: {what}: all {sweep.points} pass{extra}", style="green"))
+        return
+    worst = sweep.worst
+    out.print(Text(
+        f"  FAIL sweep: {what}: {sweep.n_failing} of {sweep.points} fail{extra}", style="bold red",
+    ))
+    detail = f"{worst.verdict}" + (
+        f": {worst.error}" if worst.error else f", rel err {fmt(worst.score)}"
+    )
+    out.print(Text(f"    worst: {worst.label} ({detail})", style="bold red"))
+    out.print(f"    reproduce it alone with: {escape(sweep.witness)}")
 
 
 def render_failure(pair: PairResult, out: Console) -> None:

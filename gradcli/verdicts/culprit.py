@@ -68,6 +68,9 @@ SURROGATE_OPS = (
 )
 #: Ops that only move data around: their gradients are not worth a check.
 TRIVIAL_OPS = {"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp", "Shape", "Size", "Rank"}
+#: Branch points of ops whose boundary is fixed (see ``ModelGraph.boundaries``).
+FIXED_BOUNDARIES = {"Relu": (0.0,), "Relu6": (0.0, 6.0), "LeakyRelu": (0.0,), "Elu": (0.0,),
+                    "Selu": (0.0,), "Abs": (0.0,)}
 #: Probes (random u, v pairs) per op check.
 PROBES = 2
 
@@ -260,6 +263,27 @@ class ModelGraph:
             if lost:
                 sites.append(self.site(op, f"{op.type} returns no gradient for {', '.join(lost)}"))
         return sites[:5]
+
+    def boundaries(self, name) -> list[tuple[float, str]]:
+        """Constants at which an op that ``name`` reaches switches branch: the
+        clip_value_min/max of ClipByValue, relu6's 0 and 6, relu's (and
+        leaky relu's) 0, and the constant side of a Minimum/Maximum. Each comes
+        with ``"Op at file:line"``; at most 8."""
+        if not self._trace():
+            return []
+        found = {}
+        for op in self.graph.get_operations():
+            if op not in self._forward_ops(name):
+                continue
+            values = list(FIXED_BOUNDARIES.get(op.type, ()))
+            if op.type in ("ClipByValue", "Minimum", "Maximum"):
+                for t in op.inputs:
+                    if t.op.type == "Const" and t.dtype.is_floating:
+                        array = tf.make_ndarray(t.op.get_attr("value"))
+                        values += [float(v) for v in np.unique(array)[:2]]
+            for value in values:
+                found.setdefault(value, f"{op.type} at {self.location(op) or op.name}")
+        return list(found.items())[:8]
 
     def site(self, op, description="") -> GraphSite:
         return GraphSite(op_type=op.type, op_name=op.name, location=self.location(op),
