@@ -164,3 +164,20 @@ def test_disconnected_names_the_op_whose_gradient_is_none():
     assert "returns no gradient for a" in site["description"]
     assert site["location"] == f"tests/models/{name}:{line_of(name, 'tf.math.betainc')}"
     assert "Betainc returns no gradient for a at tests/models/" in pair["explanation"]
+
+
+def test_svd_at_repeated_singular_values_is_found_by_its_gradient_to_the_output():
+    name = "culprit_svd_repeated.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("a", "output")]
+    culprit = pair["culprit"]
+    assert culprit["site"]["op_type"] == "Svd"
+    assert culprit["checked"] == "gradient to the output"
+    assert culprit["site"]["location"] == f"tests/models/{name}:{line_of(name, 'tf.linalg.svd(a)')}"
+    q = np.array([[np.cos(0.3), -np.sin(0.3)], [np.sin(0.3), np.cos(0.3)]])
+    m = q.T @ np.array([[1.0, 2.0], [3.0, 4.0]])
+    truth = q @ (m - m.T) / 2
+    for element in pair["failing"]:
+        i, j = element["input_index"]
+        assert element["numeric"] == pytest.approx(truth[i, j], rel=1e-6, abs=1e-9)

@@ -198,7 +198,7 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
             text += f", defined at {culprit.definition}"
         out.print(Text(text, style="bold red"))
         out.print(
-            f"      its own gradient gives {culprit.analytic:.10g} for a random probe, finite "
+            f"      its {culprit.checked} gives {culprit.analytic:.10g} for a random probe, finite "
             f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "
             f"{culprit.checked_ops} ops checked on the path"
         )

@@ -65,6 +65,7 @@ class Culprit:
     numeric: float  # the same probe by finite differences of the op alone
     rel_error: float
     checked_ops: int  # ops checked up to and including this one
+    checked: str = "own gradient"  # or "gradient to the output" (see verdicts.culprit)
 
 
 @dataclass

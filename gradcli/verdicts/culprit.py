@@ -325,21 +325,32 @@ class ModelGraph:
         seen = {t.ref(): v for t, v in zip(needed, values)}
         seen.update({t.ref(): v for t, v in zip(feeds, feed_values)})
         rng = np.random.default_rng(0)
-        for count, op in enumerate(ops, start=1):
-            try:
-                found = self._check_op(op, feeds, feed_values, seen, tol, rng)
-            except Exception:  # an op that cannot be fed or differenced alone: skip it
-                continue
-            if found is not None:
-                analytic, numeric, rel = found
-                return Culprit(
-                    site=self.site(op, _describe(op)),
-                    definition=_custom_definition(op),
-                    analytic=analytic,
-                    numeric=numeric,
-                    rel_error=rel,
-                    checked_ops=count,
-                )
+        target = self.outputs[output]
+        seen[target.ref()] = np.asarray(self.model.outputs[output])
+        # First each op on its own, in graph order; then, if none is wrong alone
+        # (an op whose own outputs are not well defined, such as the singular
+        # vectors of Svd at repeated singular values, cannot be differenced
+        # alone), each op's function to the output, from the output backwards:
+        # the first whose gradient to the output is wrong, after ops whose
+        # gradients to the output are right, is where the error enters.
+        scans = [(ops, None, "own gradient"), (ops[::-1], target, "gradient to the output")]
+        for order, to, what in scans:
+            for count, op in enumerate(order, start=1):
+                try:
+                    found = self._check_op(op, feeds, feed_values, seen, tol, rng, to)
+                except Exception:  # an op that cannot be fed or differenced alone: skip it
+                    continue
+                if found is not None:
+                    analytic, numeric, rel = found
+                    return Culprit(
+                        site=self.site(op, _describe(op)),
+                        definition=_custom_definition(op),
+                        analytic=analytic,
+                        numeric=numeric,
+                        rel_error=rel,
+                        checked_ops=count,
+                        checked=what,
+                    )
         return None
 
     def _inside_custom_gradients(self, path) -> set:
@@ -429,10 +440,12 @@ class ModelGraph:
                 return False
         return True
 
-    def _check_op(self, op, feeds, feed_values, seen, tol, rng):
+    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None):
+        """The op's gradient against differences of the op alone, or with ``to``
+        (a model output) of the function from the op's inputs to ``to``."""
         from gradcli.numerics.finite_diff import FiniteDifferences
 
-        xs, ys = self._local_inputs(op), self._local_outputs(op)
+        xs, ys = self._local_inputs(op), ([to] if to is not None else self._local_outputs(op))
         with self.graph.as_default():
             seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
             # stop_gradients: partial derivatives of this op alone; without it an
