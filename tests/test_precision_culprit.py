@@ -181,3 +181,21 @@ def test_svd_at_repeated_singular_values_is_found_by_its_gradient_to_the_output(
     for element in pair["failing"]:
         i, j = element["input_index"]
         assert element["numeric"] == pytest.approx(truth[i, j], rel=1e-6, abs=1e-9)
+
+
+def test_a_gradient_function_computing_in_float32_gets_float32_rules():
+    name = "prec_float32_gradient.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32"
+    line = line_of(name, "low = tf.cast(x, tf.float32)")
+    assert any(f"Cast in the gradient at tests/models/{name}:{line}" in n for n in model["notes"])
+    # The analytic side really is float32-accurate only: off 4 x by more than
+    # float64's rtol 1e-6, within float32's 1e-3.
+    pair = pairs(doc)[("x", "output")]
+    x = np.array([300.3, -512.7, 123.9])
+    worst = pair["worst"]
+    truth = 4 * x[worst["input_index"][0]]
+    assert 1e-6 < abs(worst["analytic"] - truth) / abs(truth) < 1e-3
+    assert worst["numeric"] == pytest.approx(truth, rel=1e-9)

@@ -221,7 +221,9 @@ def _compute_precision(model: Model, graph: ModelGraph) -> tuple[str, str]:
         return point_dtype, ""
     if lowest is None or lowest == point_dtype or coarser(point_dtype, lowest) == point_dtype:
         return point_dtype, ""
-    where = ", ".join(f"{s.op_type} at {s.location or s.op_name}" for s in sites[:3])
+    where = ", ".join(
+        f"{s.description.split(' -> ')[0]} at {s.location or s.op_name}" for s in sites[:3]
+    )
     more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
     return lowest, (
         f"the model computes in {lowest} inside although its inputs are {point_dtype} "

@@ -176,10 +176,13 @@ class ModelGraph:
         among the floating tensors the gradient flows through), and the ops that
         lower it: those with an output in that dtype and no input in it (a
         ``Cast``, a Keras autocast, an op returning float32 for float64 input).
-        ``(None, [])`` when the graph cannot be traced."""
+        The reverse pass counts too (``_gradient_ops``). ``(None, [])`` when the
+        graph cannot be traced."""
         from gradcli.numerics.finite_diff import coarser
 
-        ops = self.differentiated_ops()
+        forward = self.differentiated_ops()
+        backward = self._gradient_ops() if forward else set()
+        ops = forward | backward
         dtypes = {
             t.dtype.name for op in ops for t in op.outputs if _floating(t) and t.dtype.name != "float64"
         }
@@ -195,8 +198,25 @@ class ModelGraph:
                 continue
             if any(t.dtype.name == lowest for t in op.inputs):
                 continue
-            sites.append(self.site(op, f"{op.type} -> {lowest}"))
+            where = " in the gradient" if op in backward else ""
+            sites.append(self.site(op, f"{op.type}{where} -> {lowest}"))
         return lowest, sites
+
+    def _gradient_ops(self) -> set:
+        """The ops of the reverse pass (``tf.gradients`` of the outputs with respect
+        to the differentiated inputs): a gradient function that computes in float32
+        rounds the analytic side as much as a float32 forward rounds the numeric one."""
+        graph = self.graph
+        before = set(graph.get_operations())
+        ys = [t for t in self.outputs.values() if _floating(t)]
+        xs = [self.inputs[n] for n in self.model.wrt if n in self.inputs]
+        try:
+            with graph.as_default():
+                tf.gradients(ys, xs)
+        except Exception:  # no gradient registered somewhere: forward dtypes only
+            pass
+        # A constant created for the reverse pass lowers nothing by itself.
+        return {op for op in graph.get_operations() if op not in before and op.type != "Const"}
 
     # -- findings ---------------------------------------------------------------
 
