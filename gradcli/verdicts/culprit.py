@@ -106,10 +106,23 @@ class ModelGraph:
         def traced(*args):
             return model.function(dict(zip(names, args)))
 
-        try:
-            self._wrapped = tf.compat.v1.wrap_function(traced, specs)
-        except Exception as exc:  # not traceable in graph mode: no graph findings
-            self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        # First with tf.function bodies inlined (run_functions_eagerly), so their
+        # ops (and a custom gradient inside one) are ops of this graph rather
+        # than one opaque PartitionedCall; a body that needs autograph then
+        # fails, and is traced as a call.
+        error = None
+        for inline in (True, False):
+            previous = tf.config.functions_run_eagerly()
+            tf.config.run_functions_eagerly(inline)
+            try:
+                self._wrapped = tf.compat.v1.wrap_function(traced, specs)
+                break
+            except Exception as exc:  # not traceable in graph mode: no graph findings
+                error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            finally:
+                tf.config.run_functions_eagerly(previous)
+        else:
+            self.error = error
             return False
         self.graph = self._wrapped.graph
         self.inputs = dict(zip(names, self._wrapped.inputs))
