@@ -122,3 +122,16 @@ def test_correct_model_passes_the_whole_sweep():
 def test_bad_sweep_options_are_usage_errors(args, message):
     run = gradcli("check", NEAR_ZERO, *args)
     assert run.exit_code == 2 and message in run.stderr
+
+
+def test_junit_has_a_failing_sweep_testcase(tmp_path):
+    import xml.etree.ElementTree as ET
+
+    report = tmp_path / "report.xml"
+    run = gradcli("check", NEAR_ZERO, "--samples", "10", "--radius", "1", "--junit-xml", report)
+    assert run.exit_code == 1, run
+    cases = {c.get("name"): c for c in ET.parse(report).iter("testcase")}
+    assert cases["x"].find("failure") is None  # the given point passes
+    failure = cases["sweep"].find("failure")
+    assert failure is not None and failure.get("type") == "sweep"
+    assert "reproduce it alone with: --set" in failure.text

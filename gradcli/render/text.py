@@ -69,6 +69,8 @@ def model_verdict(model: ModelResult) -> str:
     if model.error is not None:
         return "error"
     failing = sorted({p.verdict for p in model.pairs if p.failed})
+    if model.sweep is not None and model.sweep.failed:
+        failing.append("sweep")
     return f"fail ({', '.join(failing)})" if failing else "pass"
 
 
