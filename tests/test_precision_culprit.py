@@ -113,6 +113,7 @@ def test_a_float64_model_keeps_float64_rules():
         ("culprit_shifted_square.py", "energy", "x", True),  # v * v, v = x - 1
         ("culprit_two_args.py", "weighted_gap", "a", False),  # (a - b)**2 * a
         ("culprit_after_autocast.py", "wave", "x", False),  # after a Keras autocast
+        ("culprit_in_tf_function.py", "cube", "x", False),  # inside a tf.function
     ],
 )
 def test_wrong_custom_gradient_is_the_culprit_not_its_forward_ops(name, function, input_name, half):
@@ -199,3 +200,13 @@ def test_a_gradient_function_computing_in_float32_gets_float32_rules():
     truth = 4 * x[worst["input_index"][0]]
     assert 1e-6 < abs(worst["analytic"] - truth) / abs(truth) < 1e-3
     assert worst["numeric"] == pytest.approx(truth, rel=1e-9)
+
+
+def test_custom_gradient_inside_tf_function_numbers_match_the_closed_form():
+    run, doc = check_json("culprit_in_tf_function.py")
+    pair = pairs(doc)[("x", "output")]
+    x = np.array([0.3, -0.7, 1.1]) + 0.1
+    for element in pair["failing"]:
+        i = element["input_index"][0]
+        assert element["numeric"] == pytest.approx(np.cos(x[i] ** 3) * 3 * x[i] ** 2, rel=1e-7)
+        assert element["analytic"] == pytest.approx(np.cos(x[i] ** 3) * 3 * x[i], rel=1e-12)
