@@ -167,11 +167,18 @@ class CheckOptions(Options):
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair
+    # Sweep (gradcli.analyses.sweep): check again at ``samples`` seeded random
+    # points within ``radius`` * max(1, |x|), and with ``special`` at structured points.
+    samples: int = 0
+    radius: float = 0.1
+    special: bool = False
 
     def validate(self):
         one_of(self.mode, "mode", MODES)
         int_at_least(self.probes, "probes", 1)
         one_of(self.order, "order", (1, 2))
+        int_at_least(self.samples, "samples", 0)
+        finite_at_least(self.radius, "radius", strict=True)
 
 
 # --- gradcli hessian -------------------------------------------------------------

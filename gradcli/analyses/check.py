@@ -31,7 +31,7 @@ from gradcli.verdicts import compare, diagnose
 from gradcli.verdicts.culprit import ModelGraph
 from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_message
 from gradcli.options import CheckOptions
-from gradcli.numerics.finite_diff import FiniteDifferences
+from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, is_floating, load_model
 from gradcli.results import CheckResult, ModelResult, PairResult
 
@@ -97,6 +97,10 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
         if (own.rng_seed, own.float64) != (options.rng_seed, options.float64):
             model = _load(spec, own)  # these settings take effect while loading
         result = check_model(model, own)
+        if own.samples or own.special:
+            from gradcli.analyses.sweep import sweep
+
+            result.sweep = sweep(spec, model, own, check_model, _load)
         if applied:
             settings = ", ".join(f"{k.replace('_', '-')}={v!r}" for k, v in applied.items())
             result.notes.append(f"options from the model file's `check`: {settings}")
@@ -130,7 +134,8 @@ def _display(spec) -> str:
 def check_model(model: Model, options: CheckOptions) -> ModelResult:
     started = time.perf_counter()
     outputs = [o for o, v in model.outputs.items() if is_floating(v)]
-    dtype = str(model.dtype)
+    graph = ModelGraph(model)
+    dtype, precision_note = _compute_precision(model, graph)
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
     mode = options.mode
@@ -138,7 +143,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         mode = "full" if size <= FULL_LIMIT else "fast"
     result = ModelResult(
         name=model.name, path=model.path, dtype=dtype, mode=mode, tolerance=tol,
-        notes=list(model.notes),
+        notes=list(model.notes) + ([precision_note] if precision_note else []),
     )
     skipped = [o for o in model.outputs if o not in outputs]
     if skipped:
@@ -148,9 +153,9 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     fd = FiniteDifferences(
         model.function, model.point, outputs, wrt=list(model.wrt),
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+        precision=dtype,
     )
     checker = _FullCheck if mode == "full" else _FastCheck
-    graph = ModelGraph(model)
     result.pairs = checker(model, outputs, fd, tol, options, graph).run()
     diagnose.explain(model, result.pairs, fd, graph, tol, options)
     if fd.eager:
@@ -168,6 +173,29 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.notes += notes
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _compute_precision(model: Model, graph: ModelGraph) -> tuple[str, str]:
+    """The dtype whose steps and tolerances the check uses, and a note when it is
+    not the point's: the lowest floating precision on the differentiated path of
+    the traced graph (``ModelGraph.precision``). Rule: a difference quotient
+    cannot resolve more than the coarsest rounding inside the function, so a
+    model fed float64 that computes in float32 is checked with float32 rules."""
+    point_dtype = str(model.dtype)
+    try:
+        lowest, sites = graph.precision()
+    except Exception:  # graph analysis is a bonus: keep the point's dtype
+        return point_dtype, ""
+    if lowest is None or lowest == point_dtype or coarser(point_dtype, lowest) == point_dtype:
+        return point_dtype, ""
+    where = ", ".join(
+        f"{s.description.split(' -> ')[0]} at {s.location or s.op_name}" for s in sites[:3]
+    )
+    more = f" and {len(sites) - 3} more" if len(sites) > 3 else ""
+    return lowest, (
+        f"the model computes in {lowest} inside although its inputs are {point_dtype} "
+        f"({where or 'op unknown'}{more}): steps and tolerances for {lowest}"
+    )
 
 
 class _FullCheck:

@@ -22,6 +22,9 @@ from gradcli.cli.options import (
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
 @click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
+@click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True, help="Also check at N seeded random points around the given one; the worst is shown as --set values.")
+@click.option("--radius", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True, help="Sweep points move each element by up to R * max(1, |x|).")
+@click.option("--special", is_flag=True, help="Also check at special points: zeros, ties, repeated values, clipping boundaries found in the graph.")
 @json_option
 @junit_option("Also write a JUnit XML report (one testcase per model, input and output).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")

@@ -13,7 +13,7 @@ x +- h*d and x +- 2h*d and the two quotients are combined by Richardson,
 R = (4 D(h) - D(2h)) / 3, which cancels the h**2 term. The error estimate is
 |D(h) - D(2h)| / 3 (the size of the term Richardson removed, an upper bound on
 what is left for smooth functions) plus the round-off bound
-1.5 * ROUNDOFF_ULPS * eps * max|f| / h.
+1.5 * ROUNDOFF_ULPS * eps * max|f| / h (``roundoff_ulps``: fewer for 16-bit compute).
 
 All perturbed points of a chunk are evaluated in one ``tf.function`` call with
 ``tf.vectorized_map``; inputs other than the perturbed one stay unbatched. A
@@ -33,6 +33,16 @@ tf = import_tensorflow()
 
 #: Assumed round-off of one function evaluation, in units of eps * |f|.
 ROUNDOFF_ULPS = 8.0
+#: The same for 16-bit compute (Keras mixed precision): TensorFlow accumulates
+#: float16/bfloat16 matmuls and reductions in float32 and rounds each op's
+#: output once, so an evaluation is off by about one ulp of |f|; 8 ulps would
+#: make every float16 difference quotient unresolvable (eps 1e-3, h 0.1).
+ROUNDOFF_ULPS_16BIT = 1.0
+
+
+def roundoff_ulps(dtype) -> float:
+    """ROUNDOFF_ULPS for the dtype a function computes in (see above)."""
+    return ROUNDOFF_ULPS_16BIT if str(dtype) in ("float16", "bfloat16") else ROUNDOFF_ULPS
 #: Steps of the two levels, in units of h: central differences at +-1 and +-2.
 LEVELS = (1.0, -1.0, 2.0, -2.0)
 #: Memory for one chunk's perturbed points (4 levels x B directions x n elements).
@@ -56,9 +66,23 @@ def chunk_size(elements: int, itemsize: int = 8) -> int:
 
 
 def step_size(scale, dtype) -> np.ndarray:
-    """h = eps**(1/3) * max(1, |scale|): see the module docstring for the reason."""
-    eps = np.finfo(dtype).eps
-    return eps ** (1.0 / 3.0) * np.maximum(1.0, np.abs(scale))
+    """h = eps**(1/3) * max(1, |scale|): see the module docstring for the reason.
+    ``dtype`` is the one the function computes in (``FiniteDifferences.rule_dtype``)."""
+    return machine_eps(dtype) ** (1.0 / 3.0) * np.maximum(1.0, np.abs(scale))
+
+
+def machine_eps(dtype) -> float:
+    """eps of a floating dtype, bfloat16 included (numpy's finfo does not know it)."""
+    if str(dtype) == "bfloat16":
+        return 2.0**-7  # 8 significand bits (7 stored)
+    return float(np.finfo(dtype).eps)
+
+
+def coarser(a, b):
+    """The dtype of ``a`` and ``b`` with the larger eps (``b`` may be None)."""
+    if b is None:
+        return a
+    return b if machine_eps(b) > machine_eps(a) else a
 
 
 @dataclass
@@ -96,7 +120,16 @@ class FiniteDifferences:
     jit_compile: bool | None = None  # None: XLA for groups of XLA_MIN_ELEMENTS or more
     evaluations: int = 0
     eager: bool = False  # set when tracing failed and points run one by one
+    #: The lowest precision the function computes in (``ModelGraph.precision``,
+    #: e.g. float32 inside a model fed float64): steps and round-off bounds follow
+    #: its eps, since a step below its resolution is lost inside the function.
+    precision: str | None = None
     _compiled: dict = field(default_factory=dict, repr=False)
+
+    def rule_dtype(self, dtype):
+        """The dtype whose eps rules steps and round-off: the point's, or the
+        coarser compute precision."""
+        return coarser(dtype, self.precision)
 
     def use_xla(self, elements: int) -> bool | None:
         if self.jit_compile is None:
@@ -117,7 +150,7 @@ class FiniteDifferences:
             indices = np.arange(x.size)
         indices = np.asarray(indices, dtype=np.int64)
         flat = x.reshape(-1)
-        h = step_size(flat[indices], x.dtype)
+        h = step_size(flat[indices], self.rule_dtype(x.dtype))
         # Make x_i + h exactly representable, so the step taken is the step divided by.
         h = (flat[indices] + h) - flat[indices]
         return self._run(self.group(name), "axes", indices + self.offset(name), h)
@@ -128,7 +161,7 @@ class FiniteDifferences:
         directions = np.asarray(directions, dtype=x.dtype).reshape(-1, x.size)
         longest = np.abs(directions).max(axis=1)
         longest = np.where(longest > 0, longest, 1.0)
-        h = step_size(np.abs(x).max(initial=0.0), x.dtype) / longest
+        h = step_size(np.abs(x).max(initial=0.0), self.rule_dtype(x.dtype)) / longest
         group = self.group(name)
         embedded = np.zeros((len(directions), sum(self.point[n].size for n in group)), x.dtype)
         start = self.offset(name)
@@ -222,7 +255,8 @@ class FiniteDifferences:
         x = tf.constant(np.concatenate([self.point[n].reshape(-1) for n in group]))
         total = sum(sizes)
         outputs = self.outputs
-        eps = np.finfo(dtype).eps
+        eps = machine_eps(self.rule_dtype(dtype))
+        ulps = roundoff_ulps(self.rule_dtype(dtype))
 
         def evaluate(flat):
             parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
@@ -244,7 +278,7 @@ class FiniteDifferences:
                 d2 = (f[2] - f[3]) / (4.0 * hb)
                 estimates[o] = (4.0 * d1 - d2) / 3.0
                 fmax = tf.reduce_max(tf.abs(f), axis=0)
-                error_bounds[o] = tf.abs(d1 - d2) / 3.0 + 1.5 * ROUNDOFF_ULPS * eps * fmax / hb
+                error_bounds[o] = tf.abs(d1 - d2) / 3.0 + 1.5 * ulps * eps * fmax / hb
             return estimates, error_bounds
 
         return lambda vectorized: lambda part, steps: run(part, steps, vectorized)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.numerics import autodiff
-from gradcli.numerics.finite_diff import ROUNDOFF_ULPS
+from gradcli.numerics.finite_diff import ROUNDOFF_ULPS, machine_eps
 from gradcli.results import Taylor
 
 H0 = 0.1
@@ -47,7 +47,7 @@ def taylor_test(model, fd, name: str, output: str, seed: int = 0) -> Taylor:
     s = values @ flat_v
     s0 = float(flat_f0 @ flat_v)
     remainders = np.abs(s - s0 - steps.astype(np.float64) * slope)
-    eps = np.finfo(x.dtype).eps
+    eps = machine_eps(fd.rule_dtype(x.dtype))
     floor = NOISE_FACTOR * ROUNDOFF_ULPS * eps * (
         np.abs(values) @ np.abs(flat_v) + np.abs(flat_f0) @ np.abs(flat_v)
     )

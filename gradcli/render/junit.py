@@ -6,7 +6,8 @@
           <failure message="<verdict>: <explanation>" type="<verdict>">report</failure>
         </testcase>
 
-One testcase per checked (input, output) pair, named by the input alone when
+One testcase per checked (input, output) pair (and one named ``sweep`` when
+``--samples``/``--special`` checked more points), named by the input alone when
 the model has a single output. A model that could not be loaded, run or
 checked is one testcase named ``load`` with an ``<error>``; a model that
 ``--fail-fast`` did not run is one testcase with ``<skipped>``. A model's
@@ -57,6 +58,15 @@ def check_cases(result: CheckResult) -> list[Case]:
                 case.outcome, case.kind = "failure", pair.verdict
                 case.message = f"{pair.verdict}: {pair.explanation}"
                 case.text = plain_text(lambda out, pair=pair: render_failure(pair, out))
+            cases.append(case)
+        if model.sweep is not None:  # one testcase for the points around the given one
+            from gradcli.render.text import render_sweep
+
+            case = Case(model.name, "sweep", 0.0)
+            if model.sweep.failed:
+                case.outcome, case.kind = "failure", "sweep"
+                case.message = f"sweep: {model.sweep.n_failing} of {model.sweep.points} points fail"
+                case.text = plain_text(lambda out, s=model.sweep: render_sweep(s, out))
             cases.append(case)
     for name in result.skipped:
         cases.append(Case(name, "load", 0.0, "skipped", "not run: --fail-fast stopped the run"))

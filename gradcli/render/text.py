@@ -69,6 +69,8 @@ def model_verdict(model: ModelResult) -> str:
     if model.error is not None:
         return "error"
     failing = sorted({p.verdict for p in model.pairs if p.failed})
+    if model.sweep is not None and model.sweep.failed:
+        failing.append("sweep")
     return f"fail ({', '.join(failing)})" if failing else "pass"
 
 
@@ -131,9 +133,33 @@ def render_model(model: ModelResult, out: Console) -> None:
             out.print(Text(f"  warning: {pair.input} -> {pair.output}: {warning}", style="yellow"))
     for note in model.notes:
         out.print(Text(f"  note: {note}", style="dim"))
+    if model.sweep is not None:
+        render_sweep(model.sweep, out)
     out.print(
         Text(f"  {model.evaluations} function evaluations, {model.seconds:.2f} s", style="dim")
     )
+
+
+def render_sweep(sweep, out: Console) -> None:
+    """One line for the sweep, and the worst point with the ``--set`` that reproduces it."""
+    what = f"{sweep.samples} random points within radius {sweep.radius:g} (seed {sweep.seed})"
+    if sweep.special:
+        what += " and special points"
+    extra = f"; {sweep.outside} outside the model's domain, not checked" if sweep.outside else ""
+    if sweep.dropped:
+        extra += f"; {sweep.dropped} special points over the limit, not checked"
+    if not sweep.failed:
+        out.print(Text(f"  sweep: {what}: all {sweep.points} pass{extra}", style="green"))
+        return
+    worst = sweep.worst
+    out.print(Text(
+        f"  FAIL sweep: {what}: {sweep.n_failing} of {sweep.points} fail{extra}", style="bold red",
+    ))
+    detail = f"{worst.verdict}" + (
+        f": {worst.error}" if worst.error else f", rel err {fmt(worst.score)}"
+    )
+    out.print(Text(f"    worst: {worst.label} ({detail})", style="bold red"))
+    out.print(f"    reproduce it alone with: {escape(sweep.witness)}")
 
 
 def render_failure(pair: PairResult, out: Console) -> None:
@@ -174,7 +200,7 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
             text += f", defined at {culprit.definition}"
         out.print(Text(text, style="bold red"))
         out.print(
-            f"      its own gradient gives {culprit.analytic:.10g} for a random probe, finite "
+            f"      its {culprit.checked} gives {culprit.analytic:.10g} for a random probe, finite "
             f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "
             f"{culprit.checked_ops} ops checked on the path"
         )

@@ -10,7 +10,7 @@ from gradcli.results.outcome import Outcome
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
     "Kink", "GraphSite", "Culprit", "Taylor", "Element", "Tolerance", "PairResult", "ModelResult",
-    "CheckResult",
+    "CheckResult", "SweepPoint", "Sweep",
 ]
 
 #: Verdict words. A verdict in FAILING makes the check exit 1.
@@ -68,6 +68,7 @@ class Culprit:
     numeric: float  # the same probe by finite differences of the op alone
     rel_error: float
     checked_ops: int  # ops checked up to and including this one
+    checked: str = "own gradient"  # or "gradient to the output" (see verdicts.culprit)
 
 
 @dataclass
@@ -129,6 +130,39 @@ class PairResult:
 
 
 @dataclass
+class SweepPoint:
+    """One point of a sweep (``gradcli.analyses.sweep``) and its check."""
+
+    label: str  # "random point 3", "x = 0", "tie x[1] = x[0]", ...
+    verdict: str  # "pass", the failing verdicts joined, or "error"
+    failed: bool
+    score: float  # the largest relative error of a failing pair (inf for an error)
+    values: dict  # input -> value (native dtype, as nested lists) that reproduce it
+    error: str | None = None
+
+
+@dataclass
+class Sweep:
+    """Checks around the given point: random samples and special points."""
+
+    samples: int
+    radius: float
+    seed: int
+    special: bool
+    points: int = 0  # points checked (outside the domain not counted)
+    n_failing: int = 0
+    outside: int = 0  # points where the model is not finite or raises: not checked
+    outside_examples: list[str] = field(default_factory=list)
+    dropped: int = 0  # special points beyond the limit, not checked
+    worst: SweepPoint | None = None
+    witness: str = ""  # ``--set`` arguments that reproduce ``worst`` alone
+
+    @property
+    def failed(self) -> bool:
+        return self.n_failing > 0
+
+
+@dataclass
 class ModelResult:
     """Every checked pair of one model, or the error that stopped it."""
 
@@ -143,10 +177,11 @@ class ModelResult:
     evaluations: int = 0  # function evaluations spent on finite differences
     error: str | None = None  # set when the model could not be loaded, run or checked
     error_code: int = 0
+    sweep: Sweep | None = None  # ``--samples`` / ``--special``: checks at more points
 
     @property
     def failed(self) -> bool:
-        return any(p.failed for p in self.pairs)
+        return any(p.failed for p in self.pairs) or (self.sweep is not None and self.sweep.failed)
 
     @property
     def ok(self) -> bool:

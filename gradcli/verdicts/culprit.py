@@ -16,10 +16,19 @@ stack that created it, so each finding names the model-file line.
   evaluated by feeding the values it saw at the point, its registered (or
   custom) gradient gives <u, J^T v> for random u, v (seeded), and central
   differences with Richardson (``FiniteDifferences.along``) give <v, J u>. The
-  verdict rule is ``compare.compare_projections`` with the check's tolerance;
-  the first op with a ``mismatch`` is the culprit. A ``tf.custom_gradient`` op is
-  checked as the whole decorated function (its arguments to its results) and
-  the report names the line of the decorated function's ``def``.
+  verdict rule is ``compare.compare_projections`` with the check's tolerance
+  (or the op's dtype's, if looser); the first op with a ``mismatch`` is the
+  culprit. A ``tf.custom_gradient`` op is checked as the whole decorated
+  function (its arguments to its results) and the report names the line of the
+  decorated function's ``def``; the ops of its forward code are never checked
+  (backpropagation does not use their gradients).
+  Each local check is validated before it may blame: its inputs are distinct
+  tensors (``x * x`` is one variable), its gradient is the op's partial
+  derivative (``stop_gradients``), the pruned op reproduces the outputs the
+  model computed, it runs with the steps and tolerance of the op's coarsest
+  dtype, and only a resolved ``mismatch`` (not ``inconclusive``) counts.
+* ``none_gradient_sites``: for a disconnected input, the ops on the path whose
+  registered gradient returns None for the input the path enters by.
 """
 
 from __future__ import annotations
@@ -59,12 +68,15 @@ SURROGATE_OPS = (
 )
 #: Ops that only move data around: their gradients are not worth a check.
 TRIVIAL_OPS = {"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp", "Shape", "Size", "Rank"}
+#: Branch points of ops whose boundary is fixed (see ``ModelGraph.boundaries``).
+FIXED_BOUNDARIES = {"Relu": (0.0,), "Relu6": (0.0, 6.0), "LeakyRelu": (0.0,), "Elu": (0.0,),
+                    "Selu": (0.0,), "Abs": (0.0,)}
 #: Probes (random u, v pairs) per op check.
 PROBES = 2
 
 _LIBRARY_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
-    for p in (os.__file__, np.__file__, tf.__file__, __file__)
+    for p in (os.__file__, np.__file__, tf.__file__, os.path.dirname(__file__))  # .../gradcli/
 )
 
 
@@ -94,10 +106,23 @@ class ModelGraph:
         def traced(*args):
             return model.function(dict(zip(names, args)))
 
-        try:
-            self._wrapped = tf.compat.v1.wrap_function(traced, specs)
-        except Exception as exc:  # not traceable in graph mode: no graph findings
-            self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        # First with tf.function bodies inlined (run_functions_eagerly), so their
+        # ops (and a custom gradient inside one) are ops of this graph rather
+        # than one opaque PartitionedCall; a body that needs autograph then
+        # fails, and is traced as a call.
+        error = None
+        for inline in (True, False):
+            previous = tf.config.functions_run_eagerly()
+            tf.config.run_functions_eagerly(inline)
+            try:
+                self._wrapped = tf.compat.v1.wrap_function(traced, specs)
+                break
+            except Exception as exc:  # not traceable in graph mode: no graph findings
+                error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            finally:
+                tf.config.run_functions_eagerly(previous)
+        else:
+            self.error = error
             return False
         self.graph = self._wrapped.graph
         self.inputs = dict(zip(names, self._wrapped.inputs))
@@ -140,6 +165,72 @@ class ModelGraph:
     def reaches(self, name, output) -> bool:
         return self._trace() and bool(self.path_ops(name, output))
 
+    def differentiated_ops(self) -> set:
+        """Ops a gradient flows through: reached from a differentiated input along
+        floating tensors (not through a cut) and reaching an output."""
+        if not self._trace():
+            return set()
+        reached, stack = set(), [self.inputs[n].op for n in self.model.wrt if n in self.inputs]
+        while stack:
+            op = stack.pop()
+            for t in op.outputs:
+                if not _floating(t):
+                    continue
+                for consumer in t.consumers():
+                    if consumer not in reached:
+                        reached.add(consumer)
+                        if not _cut_description(consumer):
+                            stack.append(consumer)
+        used = set().union(*(self._backward_ops(o) for o in self.outputs))
+        return reached & used
+
+    def precision(self) -> tuple[str | None, list[GraphSite]]:
+        """The lowest floating precision on the differentiated path (largest eps
+        among the floating tensors the gradient flows through), and the ops that
+        lower it: those with an output in that dtype and no input in it (a
+        ``Cast``, a Keras autocast, an op returning float32 for float64 input).
+        The reverse pass counts too (``_gradient_ops``). ``(None, [])`` when the
+        graph cannot be traced."""
+        from gradcli.numerics.finite_diff import coarser
+
+        forward = self.differentiated_ops()
+        backward = self._gradient_ops() if forward else set()
+        ops = forward | backward
+        dtypes = {
+            t.dtype.name for op in ops for t in op.outputs if _floating(t) and t.dtype.name != "float64"
+        }
+        dtypes |= {np.asarray(self.model.point[n]).dtype.name for n in self.model.wrt}
+        if not ops:
+            return None, []
+        lowest = "float64"
+        for d in dtypes:
+            lowest = coarser(lowest, d)
+        sites = []
+        for op in self.graph.get_operations():
+            if op not in ops or not any(t.dtype.name == lowest for t in op.outputs):
+                continue
+            if any(t.dtype.name == lowest for t in op.inputs):
+                continue
+            where = " in the gradient" if op in backward else ""
+            sites.append(self.site(op, f"{op.type}{where} -> {lowest}"))
+        return lowest, sites
+
+    def _gradient_ops(self) -> set:
+        """The ops of the reverse pass (``tf.gradients`` of the outputs with respect
+        to the differentiated inputs): a gradient function that computes in float32
+        rounds the analytic side as much as a float32 forward rounds the numeric one."""
+        graph = self.graph
+        before = set(graph.get_operations())
+        ys = [t for t in self.outputs.values() if _floating(t)]
+        xs = [self.inputs[n] for n in self.model.wrt if n in self.inputs]
+        try:
+            with graph.as_default():
+                tf.gradients(ys, xs)
+        except Exception:  # no gradient registered somewhere: forward dtypes only
+            pass
+        # A constant created for the reverse pass lowers nothing by itself.
+        return {op for op in graph.get_operations() if op not in before and op.type != "Const"}
+
     # -- findings ---------------------------------------------------------------
 
     def cut_sites(self, name, output) -> list[GraphSite]:
@@ -172,6 +263,61 @@ class ModelGraph:
                 ))
         return sites
 
+    def none_gradient_sites(self, name, output) -> list[GraphSite]:
+        """Ops on the path from ``name`` to ``output`` whose registered gradient
+        returns None (or that have none registered) for an input the path enters
+        by: where a disconnected gradient is lost."""
+        if not self._trace():
+            return []
+        path = self.path_ops(name, output)
+        on_path = set(path) | {self.inputs[name].op}
+        sites = []
+        for op in path:
+            if op.type in TRIVIAL_OPS:
+                continue
+            entered = [i for i, t in enumerate(op.inputs) if t.op in on_path and _floating(t)]
+            ys = [t for t in op.outputs if _floating(t)]
+            if not entered or not ys:
+                continue
+            xs = [op.inputs[i] for i in entered]
+            try:
+                with self.graph.as_default():
+                    grads = tf.gradients(ys, xs, stop_gradients=xs)
+            except LookupError:
+                sites.append(self.site(op, f"{op.type} has no registered gradient"))
+                continue
+            except Exception:
+                continue
+            arg_names = [a.name for a in op.op_def.input_arg] if op.op_def else []
+            lost = [
+                arg_names[i] if i < len(arg_names) and len(arg_names) == len(op.inputs) else f"input {i}"
+                for i, g in zip(entered, grads) if g is None
+            ]
+            if lost:
+                sites.append(self.site(op, f"{op.type} returns no gradient for {', '.join(lost)}"))
+        return sites[:5]
+
+    def boundaries(self, name) -> list[tuple[float, str]]:
+        """Constants at which an op that ``name`` reaches switches branch: the
+        clip_value_min/max of ClipByValue, relu6's 0 and 6, relu's (and
+        leaky relu's) 0, and the constant side of a Minimum/Maximum. Each comes
+        with ``"Op at file:line"``; at most 8."""
+        if not self._trace():
+            return []
+        found = {}
+        for op in self.graph.get_operations():
+            if op not in self._forward_ops(name):
+                continue
+            values = list(FIXED_BOUNDARIES.get(op.type, ()))
+            if op.type in ("ClipByValue", "Minimum", "Maximum"):
+                for t in op.inputs:
+                    if t.op.type == "Const" and t.dtype.is_floating:
+                        array = tf.make_ndarray(t.op.get_attr("value"))
+                        values += [float(v) for v in np.unique(array)[:2]]
+            for value in values:
+                found.setdefault(value, f"{op.type} at {self.location(op) or op.name}")
+        return list(found.items())[:8]
+
     def site(self, op, description="") -> GraphSite:
         return GraphSite(op_type=op.type, op_name=op.name, location=self.location(op),
                          description=description)
@@ -194,7 +340,9 @@ class ModelGraph:
         """The first op on the path whose own gradient disagrees with finite differences."""
         if not self._trace():
             return None
-        ops = [op for op in self.path_ops(name, output) if self._checkable(op)]
+        path = self.path_ops(name, output)
+        inside = self._inside_custom_gradients(path)
+        ops = [op for op in path if op not in inside and self._checkable(op)]
         if not ops:
             return None
         feeds = [self.inputs[n] for n in self.model.point]
@@ -202,7 +350,7 @@ class ModelGraph:
         fed = {t.ref() for t in feeds}
         needed = {}
         for op in ops:
-            for t in self._local_inputs(op):
+            for t in self._local_inputs(op) + self._local_outputs(op):
                 if t.ref() not in fed:
                     needed.setdefault(t.ref(), t)
         needed = list(needed.values())
@@ -210,22 +358,71 @@ class ModelGraph:
         seen = {t.ref(): v for t, v in zip(needed, values)}
         seen.update({t.ref(): v for t, v in zip(feeds, feed_values)})
         rng = np.random.default_rng(0)
-        for count, op in enumerate(ops, start=1):
-            try:
-                found = self._check_op(op, feeds, feed_values, seen, tol, rng)
-            except Exception:  # an op that cannot be fed or differenced alone: skip it
-                continue
-            if found is not None:
-                analytic, numeric, rel = found
-                return Culprit(
-                    site=self.site(op, _describe(op)),
-                    definition=_custom_definition(op),
-                    analytic=analytic,
-                    numeric=numeric,
-                    rel_error=rel,
-                    checked_ops=count,
-                )
+        target = self.outputs[output]
+        seen[target.ref()] = np.asarray(self.model.outputs[output])
+        # First each op on its own, in graph order; then, if none is wrong alone
+        # (an op whose own outputs are not well defined, such as the singular
+        # vectors of Svd at repeated singular values, cannot be differenced
+        # alone), each op's function to the output, from the output backwards:
+        # the first whose gradient to the output is wrong, after ops whose
+        # gradients to the output are right, is where the error enters.
+        scans = [(ops, None, "own gradient"), (ops[::-1], target, "gradient to the output")]
+        for order, to, what in scans:
+            for count, op in enumerate(order, start=1):
+                try:
+                    found = self._check_op(op, feeds, feed_values, seen, tol, rng, to)
+                except Exception:  # an op that cannot be fed or differenced alone: skip it
+                    continue
+                if found is not None:
+                    analytic, numeric, rel = found
+                    return Culprit(
+                        site=self.site(op, _describe(op)),
+                        definition=_custom_definition(op),
+                        analytic=analytic,
+                        numeric=numeric,
+                        rel_error=rel,
+                        checked_ops=count,
+                        checked=what,
+                    )
         return None
+
+    def _inside_custom_gradients(self, path) -> set:
+        """Ops of the forward code of a ``tf.custom_gradient`` (between its
+        arguments and its results): backpropagation never calls their gradients,
+        the decorated function's gradient replaces them, so they cannot be the
+        culprit (a correct ``x * x`` there must not be blamed)."""
+        inside = set()
+        for op in path:
+            n = _custom_result_count(op)
+            if n is None:
+                continue
+            results = {t.op for t in op.inputs[:n]}
+            args = list(op.inputs[n:])
+            below, stack = set(), list(results)
+            while stack:
+                o = stack.pop()
+                if o in below:
+                    continue
+                below.add(o)
+                stack.extend(t.op for t in o.inputs)
+            arg_ops = {t.op for t in args}
+            for o in below:
+                if o not in arg_ops and self._depends_on(o, arg_ops):
+                    inside.add(o)
+        return inside
+
+    @staticmethod
+    def _depends_on(op, targets) -> bool:
+        seen, stack = set(), [op]
+        while stack:
+            o = stack.pop()
+            if o in targets:
+                return True
+            if o in seen:
+                continue
+            seen.add(o)
+            stack.extend(t.op for t in o.inputs)
+        return False
 
     def _checkable(self, op) -> bool:
         if op.type in TRIVIAL_OPS or op.type in SURROGATE_OPS or _cut_description(op):
@@ -235,11 +432,17 @@ class ModelGraph:
         return any(_floating(t) for t in self._local_inputs(op))
 
     def _local_inputs(self, op):
+        """The op's distinct floating inputs: an input fed twice (``x * x``) is one
+        variable of the local function, perturbed once."""
         n = _custom_result_count(op)
         inputs = list(op.inputs)
         if n is not None:  # custom gradient: the decorated function's arguments
             inputs = inputs[n:]
-        return [t for t in inputs if _floating(t)]
+        distinct = {}
+        for t in inputs:
+            if _floating(t):
+                distinct.setdefault(t.ref(), t)
+        return list(distinct.values())
 
     def _local_outputs(self, op):
         n = _custom_result_count(op)
@@ -248,13 +451,40 @@ class ModelGraph:
             outputs = outputs[:n]
         return [t for t in outputs if _floating(t)]
 
-    def _check_op(self, op, feeds, feed_values, seen, tol, rng):
+    @staticmethod
+    def _reproduces(ys, out_values, seen) -> bool:
+        """Validation of a local check: the pruned op, fed the values the model
+        fed it, gives back the outputs it gave in the model (to its dtype's
+        round-off). It does not when feeding misses a dependency (a stateful or
+        random op, an input read through a side channel)."""
+        from gradcli.numerics.finite_diff import machine_eps
+
+        for j, y in enumerate(ys):
+            expected = seen.get(y.ref())
+            if expected is None:
+                continue
+            got, expected = np.asarray(out_values[f"out{j}"]), np.asarray(expected)
+            if got.shape != expected.shape:
+                return False
+            scale = np.maximum(np.abs(expected).max(initial=0.0), np.finfo(float).tiny)
+            if np.abs(got.astype(float) - expected.astype(float)).max(initial=0.0) > (
+                64 * machine_eps(y.dtype.name) * scale
+            ):
+                return False
+        return True
+
+    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None):
+        """The op's gradient against differences of the op alone, or with ``to``
+        (a model output) of the function from the op's inputs to ``to``."""
         from gradcli.numerics.finite_diff import FiniteDifferences
 
-        xs, ys = self._local_inputs(op), self._local_outputs(op)
+        xs, ys = self._local_inputs(op), ([to] if to is not None else self._local_outputs(op))
         with self.graph.as_default():
             seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
-            grads = tf.gradients(ys, xs, grad_ys=seeds)
+            # stop_gradients: partial derivatives of this op alone; without it an
+            # input that also reaches another input ((a - b)**2 * a) would get
+            # its total derivative, which the local differences do not see.
+            grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
         xs_grads = [(x, g) for x, g in zip(xs, grads) if g is not None]
         if not xs_grads:
             return None
@@ -274,9 +504,15 @@ class ModelGraph:
             return {f"out{j}": tf.convert_to_tensor(r) for j, r in enumerate(result)}
 
         out_values = function({k: tf.constant(v) for k, v in base.items()})
+        if not self._reproduces(ys, out_values, seen):
+            return None  # the pruned op does not compute what the model did: no verdict
+        # The local check runs in the op's coarsest dtype (a float32 op after an
+        # autocast is judged by float32 steps and tolerances, never by float64's).
+        precision = _coarsest([t.dtype.name for t in xs + ys])
+        tol = _looser(tol, compare.tolerance(precision))
         # A handful of points per probe: eager calls of the pruned graph are
         # cheaper than tracing a vectorized batch for every op.
-        fd = FiniteDifferences(function, base, list(out_values), eager=True)
+        fd = FiniteDifferences(function, base, list(out_values), eager=True, precision=precision)
         worst = None
         for _ in range(PROBES):
             v = {o: rng.standard_normal(np.shape(val)) for o, val in out_values.items()}
@@ -308,6 +544,22 @@ class ModelGraph:
                 if worst is None or rel > worst[2]:
                     worst = (analytic, numeric, rel)
         return worst
+
+
+def _coarsest(dtypes) -> str:
+    from gradcli.numerics.finite_diff import coarser
+
+    lowest = "float64"
+    for d in dtypes:
+        lowest = coarser(lowest, d)
+    return lowest
+
+
+def _looser(a, b):
+    """The tolerance that allows more in both terms (rule names both)."""
+    if b.rtol <= a.rtol and b.atol <= a.atol:
+        return a
+    return type(a)(rtol=max(a.rtol, b.rtol), atol=max(a.atol, b.atol), rule=f"{a.rule}; {b.rule}")
 
 
 def _custom_result_count(op) -> int | None:
@@ -406,7 +658,8 @@ def _describe(op) -> str:
     if _custom_result_count(op) is not None:
         grad_fn = _closure(_custom_grad_fn(op)).get("grad_fn")
         qual = getattr(grad_fn, "__qualname__", "")
-        owner = qual.split(".<locals>")[0] if ".<locals>" in qual else qual
+        parts = qual.split(".<locals>.")
+        owner = parts[-2] if len(parts) > 1 else qual  # the function that defines grad
         return f"tf.custom_gradient {owner}".strip()
     return op.type
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError
-from gradcli.numerics.finite_diff import ROUNDOFF_ULPS, step_size
+from gradcli.numerics.finite_diff import machine_eps, roundoff_ulps, step_size
 from gradcli.results import (
     DISCONNECTED,
     EXPLANATIONS,
@@ -222,8 +222,8 @@ def _ladder(fd, name, output, f0, cols):
     """
     x = fd.point[name]
     flat = x.reshape(-1)
-    dtype = x.dtype
-    eps = np.finfo(dtype).eps
+    dtype = fd.rule_dtype(x.dtype)
+    eps = machine_eps(dtype)
     f0 = np.asarray(f0, dtype=dtype).reshape(-1)
     scales = 2.0 ** -np.arange(LADDER + 1)
     parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant")}
@@ -248,9 +248,15 @@ def _ladder(fd, name, output, f0, cols):
         d_left = (f0 - fm) / minus[:, :, None]
         fmax = np.maximum(np.abs(values).max(axis=(0, 1)), np.abs(f0))  # [column, out]
 
+        # A function computing in a coarser dtype than x rounds x +- h there, so
+        # the step taken is known only to eps |x|: the slope to |d| eps |x| / h.
+        x_round = eps * np.abs(flat[chunk])[None, :, None] if dtype != x.dtype else 0.0
+
         def best(d, steps):
             rich = 2.0 * d[1:] - d[:-1]
-            err = np.abs(d[1:] - d[:-1]) + 2 * ROUNDOFF_ULPS * eps * fmax[None] / steps[1:, :, None]
+            err = np.abs(d[1:] - d[:-1]) + (
+                2 * roundoff_ulps(dtype) * eps * fmax[None] + x_round * np.abs(d[1:])
+            ) / steps[1:, :, None]
             pick = np.argmin(err, axis=0)
             take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
             return take(rich).T, take(err).T  # -> [out, column]
@@ -295,6 +301,8 @@ def explain(model, pairs, fd, graph, tol, options) -> None:
         if pair.verdict in (DISCONNECTED, ZERO) and graph is not None:
             try:
                 sites = graph.cut_sites(pair.input, pair.output)
+                if not sites and pair.verdict == DISCONNECTED:
+                    sites = graph.none_gradient_sites(pair.input, pair.output)
             except Exception:  # graph analysis is a bonus: never lose the report
                 sites = []
             if sites:

@@ -1,0 +1,212 @@
+"""Issue 11 classes 4 and 6: hidden lower precision, and the culprit op.
+
+Truth is independent of gradcli: closed-form derivatives written in the model
+files' docstrings (evaluated here with numpy in float64), known bug factors,
+and definition lines read from the fixture files.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from conftest import fixture, gradcli
+
+
+@lru_cache(maxsize=None)
+def check_json(name: str, *options: str):
+    run = gradcli("check", fixture(name), "--json", *options)
+    return run, run.result
+
+
+def only_model(doc):
+    (model,) = doc["models"]
+    return model
+
+
+def pairs(doc):
+    return {(p["input"], p["output"]): p for p in only_model(doc)["pairs"]}
+
+
+def line_of(name: str, text: str) -> int:
+    with open(fixture(name)) as handle:
+        for number, line in enumerate(handle, start=1):
+            if text in line:
+                return number
+    raise AssertionError(f"{text!r} not in {name}")
+
+
+# -- class 4: hidden lower precision -----------------------------------------
+
+
+def test_float32_inside_a_float64_model_is_checked_with_float32_rules():
+    run, doc = check_json("prec_cast_float32.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32"
+    assert model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    note = next(n for n in model["notes"] if "computes in float32" in n)
+    assert f"Cast at tests/models/prec_cast_float32.py:{line_of('prec_cast_float32.py', 'low = tf.cast')}" in note
+    # The numeric side agrees with the closed form to float32 resolution.
+    x = np.array([0.3, -1.2, 2.0, 0.7])
+    truth = np.cos(x) * np.exp(x / 2) + np.sin(x) * np.exp(x / 2) / 2
+    worst = pairs(doc)[("x", "output")]["worst"]
+    assert worst["numeric"] == pytest.approx(truth[worst["input_index"][0]], rel=1e-4)
+
+
+def test_keras_layer_that_autocasts_is_float32_and_passes():
+    run, doc = check_json("prec_keras_autocast.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32"
+    assert any("computes in float32" in n and "Cast" in n for n in model["notes"])
+
+
+def test_keras_model_that_falls_back_to_float32_is_checked_with_float32_rules():
+    run, doc = check_json("prec_keras_fallback.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    assert any("could not rebuild the Keras model in float64" in n for n in model["notes"])
+
+
+def test_mixed_float16_native_dtype_uses_the_float16_compute_dtype_and_passes():
+    run, doc = check_json("prec_mixed_float16.py", "--native-dtype")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float16"
+    assert all(p["verdict"] == "pass" for p in model["pairs"])
+    assert any("computes in float16" in n for n in model["notes"])
+
+
+def test_float16_compute_correct_passes_and_a_20_percent_error_fails():
+    run, doc = check_json("prec_float16_custom.py")
+    assert run.exit_code == 0, run
+    run, doc = check_json("prec_float16_bug.py")
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["n_kinks"] == 0  # no false kink from round-off
+    x = np.array([0.3, -1.2, 0.7])
+    for element in pair["failing"]:
+        i = element["input_index"][0]
+        assert element["numeric"] == pytest.approx(2 * np.cos(x[i]), rel=2e-2)
+        assert element["analytic"] == pytest.approx(1.6 * np.cos(x[i]), rel=2e-2)
+    assert pair["culprit"]["site"]["description"] == "tf.custom_gradient wave"
+
+
+def test_a_float64_model_keeps_float64_rules():
+    run, doc = check_json("culprit_square.py")
+    model = only_model(doc)
+    assert model["dtype"] == "float64"
+    assert not any("computes in" in n for n in model["notes"])
+
+
+# -- class 6: the culprit ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name, function, input_name, half",
+    [
+        ("culprit_square.py", "square", "x", True),  # x * x in the forward
+        ("culprit_shifted_square.py", "energy", "x", True),  # v * v, v = x - 1
+        ("culprit_two_args.py", "weighted_gap", "a", False),  # (a - b)**2 * a
+        ("culprit_after_autocast.py", "wave", "x", False),  # after a Keras autocast
+        ("culprit_in_tf_function.py", "cube", "x", False),  # inside a tf.function
+    ],
+)
+def test_wrong_custom_gradient_is_the_culprit_not_its_forward_ops(name, function, input_name, half):
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[(input_name, "output")]
+    assert pair["verdict"] == "mismatch"
+    culprit = pair["culprit"]
+    assert culprit is not None, run
+    assert culprit["site"]["description"] == f"tf.custom_gradient {function}"
+    assert culprit["site"]["op_type"] == "IdentityN"
+    assert culprit["definition"] == f"tests/models/{name}:{line_of(name, f'def {function}(')}"
+    if half:  # the bug drops a factor 2: the op's own gradient is half the differences
+        assert culprit["analytic"] == pytest.approx(0.5 * culprit["numeric"], rel=1e-6)
+
+
+def test_correct_custom_gradient_model_has_no_culprit_and_passes():
+    run, doc = check_json("prec_float16_custom.py")
+    assert all(p["culprit"] is None for p in only_model(doc)["pairs"])
+
+
+def test_wrong_tensorflow_op_gradient_names_the_op_and_its_line():
+    name = "culprit_cholesky.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("a", "output")]
+    culprit = pair["culprit"]
+    assert culprit["site"]["op_type"] == "Cholesky"
+    assert culprit["site"]["location"] == f"tests/models/{name}:{line_of(name, 'tf.linalg.cholesky(a)')}"
+    # Truth: logdet of S = tril(a) + tril(a, -1)^T; d/da_ij = 2 S^-1_ij below the
+    # diagonal, S^-1_ii on it, 0 above (Cholesky never reads the upper triangle).
+    a = np.array([[4.0, 0.3, 0.2], [1.0, 3.0, 0.1], [0.5, 0.4, 2.0]])
+    s = np.tril(a) + np.tril(a, -1).T
+    inv = np.linalg.inv(s)
+    truth = np.where(np.tri(3, k=-1, dtype=bool), 2 * inv, 0.0) + np.diag(np.diag(inv))
+    for element in pair["failing"]:
+        i, j = element["input_index"]
+        assert element["numeric"] == pytest.approx(truth[i, j], rel=1e-6, abs=1e-9)
+
+
+def test_disconnected_names_the_op_whose_gradient_is_none():
+    name = "disconnected_betainc.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("a", "output")]
+    assert pair["verdict"] == "disconnected"
+    (site,) = pair["sites"]
+    assert site["op_type"] == "Betainc"
+    assert "returns no gradient for a" in site["description"]
+    assert site["location"] == f"tests/models/{name}:{line_of(name, 'tf.math.betainc')}"
+    assert "Betainc returns no gradient for a at tests/models/" in pair["explanation"]
+
+
+def test_svd_at_repeated_singular_values_is_found_by_its_gradient_to_the_output():
+    name = "culprit_svd_repeated.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("a", "output")]
+    culprit = pair["culprit"]
+    assert culprit["site"]["op_type"] == "Svd"
+    assert culprit["checked"] == "gradient to the output"
+    assert culprit["site"]["location"] == f"tests/models/{name}:{line_of(name, 'tf.linalg.svd(a)')}"
+    q = np.array([[np.cos(0.3), -np.sin(0.3)], [np.sin(0.3), np.cos(0.3)]])
+    m = q.T @ np.array([[1.0, 2.0], [3.0, 4.0]])
+    truth = q @ (m - m.T) / 2
+    for element in pair["failing"]:
+        i, j = element["input_index"]
+        assert element["numeric"] == pytest.approx(truth[i, j], rel=1e-6, abs=1e-9)
+
+
+def test_a_gradient_function_computing_in_float32_gets_float32_rules():
+    name = "prec_float32_gradient.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32"
+    line = line_of(name, "low = tf.cast(x, tf.float32)")
+    assert any(f"Cast in the gradient at tests/models/{name}:{line}" in n for n in model["notes"])
+    # The analytic side really is float32-accurate only: off 4 x by more than
+    # float64's rtol 1e-6, within float32's 1e-3.
+    pair = pairs(doc)[("x", "output")]
+    x = np.array([300.3, -512.7, 123.9])
+    worst = pair["worst"]
+    truth = 4 * x[worst["input_index"][0]]
+    assert 1e-6 < abs(worst["analytic"] - truth) / abs(truth) < 1e-3
+    assert worst["numeric"] == pytest.approx(truth, rel=1e-9)
+
+
+def test_custom_gradient_inside_tf_function_numbers_match_the_closed_form():
+    run, doc = check_json("culprit_in_tf_function.py")
+    pair = pairs(doc)[("x", "output")]
+    x = np.array([0.3, -0.7, 1.1]) + 0.1
+    for element in pair["failing"]:
+        i = element["input_index"][0]
+        assert element["numeric"] == pytest.approx(np.cos(x[i] ** 3) * 3 * x[i] ** 2, rel=1e-7)
+        assert element["analytic"] == pytest.approx(np.cos(x[i] ** 3) * 3 * x[i], rel=1e-12)
