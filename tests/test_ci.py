@@ -337,16 +337,15 @@ def test_version():
 
 
 def test_help_imports_no_heavy_module():
+    """What keeps --help fast is that it imports nothing heavy; its time is
+    measured in bench/ (farm-bench), not asserted here, where a loaded CI
+    machine would turn a timing into a flaky failure."""
     done = python(code=textwrap.dedent("""
-        import sys, time
-        started = time.perf_counter()
+        import sys
         from gradcli.cli import cli
         code = cli.main(["--help"], standalone_mode=False)
-        seconds = time.perf_counter() - started
         heavy = sorted(m for m in ("tensorflow", "keras", "numpy", "rich") if m in sys.modules)
-        print(heavy, seconds, file=sys.stderr)
+        print(heavy, file=sys.stderr)
     """))
-    heavy, seconds = done.stderr.rsplit(" ", 1)
-    assert heavy == "[]", done.stderr
+    assert done.stderr.strip() == "[]", done.stderr
     assert "Usage: gradcli" in done.stdout and "check" in done.stdout
-    assert float(seconds) < 0.3  # import and help text, without the interpreter's own start-up
