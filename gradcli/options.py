@@ -167,11 +167,22 @@ class CheckOptions(Options):
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair
+    fail_on: list[str] = field(default_factory=list)  # verdicts that fail (results.FAIL_ON_WORDS)
 
     def validate(self):
+        from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
+
         one_of(self.mode, "mode", MODES)
         int_at_least(self.probes, "probes", 1)
         one_of(self.order, "order", (1, 2))
+        for word in self.fail_on:
+            one_of(word, "fail_on", FAIL_ON_WORDS)
+        unique_names(self.fail_on, "fail_on")
+        if self.allow_surrogate and SURROGATE in self.fail_on:
+            raise UsageError(
+                "lists surrogate, which {@allow_surrogate} lets pass: choose one",
+                param="fail_on", bad_value=False,
+            )
 
 
 # --- gradcli hessian -------------------------------------------------------------

@@ -166,6 +166,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.pairs += pairs
         result.evaluations += evaluations
         result.notes += notes
+    compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
 

@@ -6,7 +6,7 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    json_option, junit_option, model_argument, model_options, native_dtype_option,
+    Shard, json_option, junit_option, model_argument, model_options, native_dtype_option,
     tolerance_options,
 )
 
@@ -21,13 +21,15 @@ from gradcli.cli.options import (
 @click.option("--xla/--no-xla", default=None, help="Compile the finite-difference batches with XLA [default: for inputs of 4096 or more elements].")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
+@click.option("--fail-on", multiple=True, metavar="WORDS", help="Verdicts that also fail a pair (comma-separated or repeated): zero, kink, surrogate, disconnected, inconclusive.")
 @click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
 @json_option
 @junit_option("Also write a JUnit XML report (one testcase per model, input and output).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
+@click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
-def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **options):
+def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_json, junit_xml, **options):
     """Compare analytic gradients with finite differences.
 
     MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them;
@@ -41,15 +43,18 @@ def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **
       gradcli check sample_models/buggy_custom_gradient.py --mode full
     """
     from gradcli.config import option_fields, options_from_params
-    from gradcli.model.paths import expand_models
+    from gradcli.model.paths import expand_models, shard_models
     from gradcli.model.values import parse_assignments, parse_names
     from gradcli.options import CheckOptions
 
     if not models:
         raise click.UsageError("no MODEL given and no `paths` in [tool.gradcli] of a pyproject.toml")
     specs = expand_models(models)
+    if shard is not None:
+        specs = shard_models(specs, *shard)
     options = options_from_params(CheckOptions, {
         **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
+        "fail_on": parse_names(fail_on) or [],
     })
     from gradcli.analyses.check import check_paths  # imports TensorFlow
     from gradcli.render.progress import progress_callback

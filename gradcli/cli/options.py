@@ -39,6 +39,24 @@ class OutputPath(click.ParamType):
         return path
 
 
+class Shard(click.ParamType):
+    """``K/N``: shard K of N (1-based), as ``(K, N)``; ``gradcli.model.paths.shard``."""
+
+    name = "K/N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        index, slash, count = str(value).partition("/")
+        try:
+            parsed = int(index), int(count)
+        except ValueError:
+            parsed = None
+        if not slash or parsed is None or not 1 <= parsed[0] <= parsed[1]:
+            self.fail(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)", param, ctx)
+        return parsed
+
+
 def problem_with_output(path: str, suffix: str | None) -> str:
     if suffix and not path.endswith(suffix):
         return f"{path!r} must end in {suffix}"

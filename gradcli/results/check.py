@@ -9,6 +9,7 @@ from gradcli.results.outcome import Outcome
 
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
+    "FAIL_ON_WORDS",
     "Kink", "GraphSite", "Culprit", "Taylor", "Element", "Tolerance", "PairResult", "ModelResult",
     "CheckResult",
 ]
@@ -21,6 +22,13 @@ DISCONNECTED = "disconnected"
 INCONCLUSIVE = "inconclusive"
 KINK = "kink"
 SURROGATE = "surrogate"
+
+#: Verdicts a user may make fail (``CheckOptions.fail_on``). By default ``zero``,
+#: a silent ``disconnected`` and a ``kink`` with a valid subgradient pass (the
+#: gradient TensorFlow returns is right), ``surrogate`` fails unless allowed and
+#: ``inconclusive`` always fails; CI that must not train through such a path
+#: lists them.
+FAIL_ON_WORDS = (ZERO, KINK, SURROGATE, DISCONNECTED, INCONCLUSIVE)
 
 EXPLANATIONS = {
     PASS: "analytic and numeric derivatives agree within tolerance",

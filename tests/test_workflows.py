@@ -1,0 +1,109 @@
+"""CI workflows: --fail-on, --shard, --format github / --summary, pre-commit,
+the pytest plugin, plots and progress (issue 13)."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, SAMPLES, gradcli, sample
+
+# --- --fail-on -------------------------------------------------------------------
+
+
+def test_sign_loss_is_zero_and_passes_by_default():
+    # d/dw sum(sign(w x) y) = 0 wherever w x != 0 (here w x = 0.8, -2.4): the
+    # true derivative and TensorFlow's agree, so the default verdict is a pass.
+    run = gradcli("check", sample("sign_loss.py"), "--json")
+    assert run.exit_code == 0, run
+    (pair,) = run.result["models"][0]["pairs"]
+    assert (pair["verdict"], pair["failed"]) == ("zero", False)
+
+
+def test_fail_on_zero_fails_the_sign_loss():
+    run = gradcli("check", sample("sign_loss.py"), "--fail-on", "zero", "--json")
+    assert run.exit_code == 1, run
+    (pair,) = run.result["models"][0]["pairs"]
+    assert (pair["verdict"], pair["failed"]) == ("zero", True)
+    assert pair["explanation"].endswith("(fails: fail_on lists zero)")
+
+
+def test_fail_on_from_pyproject(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text('[tool.gradcli]\nfail-on = ["kink", "zero"]\n')
+    monkeypatch.chdir(tmp_path)
+    run = gradcli("check", sample("sign_loss.py"))
+    assert run.exit_code == 1, run
+    assert "(fails: fail_on lists zero)" in run.stdout
+
+
+def test_fail_on_leaves_other_verdicts_alone():
+    # square.py passes: listing every word must not turn a pass into a failure.
+    run = gradcli("check", sample("square.py"), "--fail-on", "zero,kink,surrogate,disconnected,inconclusive")
+    assert run.exit_code == 0, run
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--fail-on", "zero,bogus"],
+     "Error: Invalid value for --fail-on: must be one of zero, kink, surrogate, disconnected, "
+     "inconclusive, got 'bogus' (see 'gradcli check --help')"),
+    (["--fail-on", "surrogate", "--allow-surrogate"],
+     "Error: --fail-on lists surrogate, which --allow-surrogate lets pass: choose one"),
+])
+def test_fail_on_usage_errors(args, message):
+    run = gradcli("check", sample("sign_loss.py"), *args)
+    assert (run.exit_code, run.stderr.strip()) == (2, message), run
+
+
+def test_fail_on_api_keyword():
+    import gradcli as api
+
+    assert api.check(sample("sign_loss.py")).ok
+    assert not api.check(sample("sign_loss.py"), fail_on=["zero"]).ok
+
+
+# --- --shard ---------------------------------------------------------------------
+
+
+def test_shards_partition_the_batch_stably():
+    from gradcli.model.paths import expand_models, shard_models
+
+    batch = expand_models([str(SAMPLES)])
+    for count in (1, 2, 3, 5, len(batch), len(batch) + 3):
+        shards = [shard_models(batch, k, count) for k in range(1, count + 1)]
+        union = list(itertools.chain.from_iterable(shards))
+        assert sorted(union) == sorted(batch)  # every model once: a partition
+        assert len(set(union)) == len(union)
+        sizes = [len(s) for s in shards]
+        assert max(sizes) - min(sizes) <= 1
+        for seed in range(3):  # the same split whatever order the arguments came in
+            shuffled = batch[:]
+            random.Random(seed).shuffle(shuffled)
+            assert [shard_models(shuffled, k, count) for k in range(1, count + 1)] == shards
+
+
+def test_shard_is_round_robin_over_sorted_paths():
+    from gradcli.model.paths import shard_models
+
+    names = ["d.py", "./a.py", "c.py", "b.py", "e.py"]
+    assert shard_models(names, 1, 2) == ["./a.py", "c.py", "e.py"]
+    assert shard_models(names, 2, 2) == ["b.py", "d.py"]
+
+
+def test_shard_on_the_command_line(tmp_path):
+    models = [sample(n) for n in ("square.py", "two_by_two.py", "sign_loss.py")]
+    seen = []
+    for k in (1, 2):
+        run = gradcli("check", *models, "--shard", f"{k}/2", "--json")
+        assert run.exit_code == 0, run
+        seen.append([Path(m["path"]).name for m in run.result["models"]])
+    assert seen == [["sign_loss.py", "two_by_two.py"], ["square.py"]]
+
+
+@pytest.mark.parametrize("value", ["3/2", "0/2", "1", "a/b", "1/0"])
+def test_bad_shard_is_a_usage_error(value):
+    run = gradcli("check", sample("square.py"), "--shard", value)
+    assert run.exit_code == 2, run
+    assert run.stderr.startswith(f"Error: Invalid value for '--shard': '{value}' is not K/N"), run
