@@ -107,3 +107,85 @@ def test_bad_shard_is_a_usage_error(value):
     run = gradcli("check", sample("square.py"), "--shard", value)
     assert run.exit_code == 2, run
     assert run.stderr.startswith(f"Error: Invalid value for '--shard': '{value}' is not K/N"), run
+
+
+# --- --format github and --summary --------------------------------------------------
+
+
+def _line_of(path, text: str) -> int:
+    """The 1-based line of ``text`` in a fixture file: tests do not hard-code lines."""
+    return next(i for i, line in enumerate(Path(path).read_text().splitlines(), 1) if text in line)
+
+
+def test_workflow_command_escaping():
+    from gradcli.render.github import command
+
+    assert command("error", "50% off\nnext\r", file="a,b:c.py", line=3, title="t: x, y") == (
+        "::error file=a%2Cb%3Ac.py,line=3,title=t%3A x%2C y::50%25 off%0Anext%0D"
+    )
+    assert command("warning", "m", file="f.py", title="t") == "::warning file=f.py,title=t::m"
+
+
+def test_github_annotations_at_the_model_and_the_definition(monkeypatch, tmp_path):
+    import numpy as np
+
+    monkeypatch.chdir(ROOT)
+    model = "sample_models/buggy_custom_gradient.py"
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier step\n")
+    run = gradcli("check", model, "--format", "github", "-q", "--summary", summary)
+    assert run.exit_code == 1, run
+    commands = [line for line in run.stdout.splitlines() if line.startswith("::")]
+    assert len(commands) == 2, run
+    # Independent truth: f = sum(softplus(x)^2), df/dx = 2 softplus(x) sigmoid(x); the
+    # buggy gradient multiplies sigmoid by (1 + 1e-3 x). The worst element is x[2] = 2.
+    x = 2.0
+    true = 2 * np.log1p(np.exp(x)) / (1 + np.exp(-x))
+    title = "gradcli check%3A mismatch x -> output"
+    assert commands[0] == (
+        f"::error file={model},title={title}::x -> output: mismatch: the analytic derivative "
+        f"disagrees with finite differences beyond tolerance; worst output / x[2]: analytic "
+        f"{true * (1 + 1e-3 * x):.7g}, numeric {true:.7g}"
+    )
+    definition = _line_of(model, "def softplus")
+    prefix = f"::error file={model},line={definition},title={title}::culprit: tf.custom_gradient softplus: its gradient gives "
+    assert commands[1].startswith(prefix), commands[1]
+    assert commands[1].endswith(f"(x -> output of {model})")
+    text = summary.read_text()
+    assert text.startswith("earlier step\n## gradcli check: 0 of 1 models passed\n")  # appended
+    assert f"| `{model}` | fail (mismatch) | 1 |" in text
+    assert f"| x | output | **mismatch** | " in text
+    assert f"  - at `{model}:{definition}`: culprit: tf.custom_gradient softplus" in text
+
+
+def test_github_annotations_for_errors_zero_and_fail_on(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    broken, sign = "tests/models/syntax_error.py", "sample_models/sign_loss.py"
+    run = gradcli("check", broken, sign, "--format", "github", "-q")
+    assert run.exit_code == 3, run
+    commands = [line for line in run.stdout.splitlines() if line.startswith("::")]
+    bad = _line_of(broken, "def model")
+    cut = _line_of(sign, "tf.sign(")
+    zero = ("w -> output: the derivative is identically zero: nothing can be learned through "
+            f"this path; the path is cut by tf.sign (zero gradient) at {sign}:{cut}")
+    assert commands == [
+        f"::error file={broken},line={bad},title=gradcli check%3A could not check::{broken}:{bad}: "
+        "syntax error: expected ':'",
+        f"::warning file={sign},title=gradcli check%3A zero::{zero}",
+    ]
+    run = gradcli("check", sign, "--format", "github", "--fail-on", "zero")
+    assert run.exit_code == 1, run
+    commands = [line for line in run.stdout.splitlines() if line.startswith("::")]
+    title = "gradcli check%3A zero w -> output"
+    assert commands == [
+        f"::error file={sign},title={title}::w -> output: zero: {zero[len('w -> output: '):]} (fails: fail_on lists zero)",
+        f"::error file={sign},line={cut},title={title}::tf.sign (zero gradient) (w -> output of {sign})",
+    ]
+
+
+def test_format_json_is_the_json_shorthand():
+    run = gradcli("check", sample("square.py"), "--format", "json")
+    assert run.exit_code == 0 and run.result["models"][0]["ok"] is True, run
+    run = gradcli("check", sample("square.py"), "--format", "github", "--json")
+    assert (run.exit_code, run.stderr.strip()) == (
+        2, "Error: --json and --format github: choose one (see 'gradcli check --help')"), run

@@ -6,12 +6,15 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    Shard, json_option, junit_option, model_argument, model_options, native_dtype_option,
-    tolerance_options,
+    Shard, format_option, json_option, junit_option, model_argument, model_options, native_dtype_option,
+    summary_option, tolerance_options,
 )
 
 
-@command("gradcli.render.text:render_check", render_params=("quiet",))
+@command(
+    "gradcli.render.text:render_check", render_params=("quiet",),
+    formats={"github": "gradcli.render.github:render_github"},
+)
 @model_argument(many=True)
 @model_options
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
@@ -24,12 +27,15 @@ from gradcli.cli.options import (
 @click.option("--fail-on", multiple=True, metavar="WORDS", help="Verdicts that also fail a pair (comma-separated or repeated): zero, kink, surrogate, disconnected, inconclusive.")
 @click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
 @json_option
+@format_option("github")
 @junit_option("Also write a JUnit XML report (one testcase per model, input and output).")
+@summary_option("Append a Markdown report (the verdict tables) to PATH, e.g. $GITHUB_STEP_SUMMARY.")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
 @click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
-def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_json, junit_xml, **options):
+def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format, junit_xml,
+          summary, **options):
     """Compare analytic gradients with finite differences.
 
     MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them;

@@ -1,8 +1,8 @@
 """Options every command shares, declared once.
 
 ``model_options`` (``--wrt``, ``--set``, ``--rng-seed``), ``tolerance_options``,
-``native_dtype_option``, ``json_option`` and the output options (``--save``,
-``--junit-xml``, ``--plot``) are decorators; a command lists the ones that
+``native_dtype_option``, ``json_option``, ``format_option`` and the output
+options (``--save``, ``--junit-xml``, ``--plot``, ``--summary``) are decorators; a command lists the ones that
 apply to it. Values are only parsed here (click types); their rules live in
 the analyses' options dataclasses (``gradcli.options``), so the Python API and
 the command line reject the same values with the same words.
@@ -103,6 +103,16 @@ def tolerance_options(what: str):
 
 native_dtype_option = click.option("--native-dtype", is_flag=True, help="Work in the model's own dtype instead of promoting to float64.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document (docs: reference/json).")
+
+
+def format_option(*others: str):
+    """``--format text|json|OTHER...`` (``--json`` stays the shorthand of json)."""
+    choices = ["text", "json", *others]
+    return click.option("--format", "output_format", type=click.Choice(choices), default="text", show_default=True, help=f"Report as {', '.join(choices)} (github: workflow commands that annotate the pull request).")
+
+
+def summary_option(help: str):
+    return click.option("--summary", type=OutputPath(), metavar="PATH", default=None, help=help)
 
 
 def save_option(help: str):

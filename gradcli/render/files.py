@@ -1,4 +1,5 @@
-"""Output files: ``--save FILE.npz``, ``--junit-xml PATH`` and ``--plot FILE.png``.
+"""Output files: ``--save FILE.npz``, ``--junit-xml PATH``, ``--plot FILE.png``
+and ``--summary PATH``.
 
 The command layer checks every output path before any model runs
 (``gradcli.cli.options.OutputPath``) and calls the writer named by the option
@@ -34,6 +35,15 @@ def plot(path: str, command: str, result) -> str:
     return ""
 
 
-WRITERS = {"save": save_npz, "junit_xml": junit_xml, "plot": plot}
+def summary(path: str, command: str, result) -> str:
+    """``--summary PATH``: the Markdown report, appended (``$GITHUB_STEP_SUMMARY``)."""
+    from gradcli.render.github import summary_markdown
+
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(summary_markdown(result))
+    return ""
+
+
+WRITERS = {"save": save_npz, "junit_xml": junit_xml, "plot": plot, "summary": summary}
 #: Writers that still have something to say when the command could not run.
 ON_ERROR = ("junit_xml",)
