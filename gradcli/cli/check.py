@@ -48,20 +48,15 @@ def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_jso
     Example:
       gradcli check sample_models/buggy_custom_gradient.py --mode full
     """
-    from gradcli.config import option_fields, options_from_params
+    from gradcli.config import option_fields
     from gradcli.model.paths import expand_models, shard_models
-    from gradcli.model.values import parse_assignments, parse_names
-    from gradcli.options import CheckOptions
 
     if not models:
         raise click.UsageError("no MODEL given and no `paths` in [tool.gradcli] of a pyproject.toml")
     specs = expand_models(models)
     if shard is not None:
         specs = shard_models(specs, *shard)
-    options = options_from_params(CheckOptions, {
-        **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
-        "fail_on": parse_names(fail_on) or [],
-    })
+    options = check_options({**options, "wrt": wrt, "overrides": overrides, "fail_on": fail_on})
     from gradcli.analyses.check import check_paths  # imports TensorFlow
     from gradcli.render.progress import progress_callback
 
@@ -70,3 +65,17 @@ def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_jso
             specs, options, fixed=option_fields(given_params()), fail_fast=fail_fast,
             jobs=jobs, progress=progress,
         )
+
+
+def check_options(params: dict):
+    """``CheckOptions`` from the parsed parameters of ``check`` (also what the
+    pytest plugin builds from ``[tool.gradcli]``)."""
+    from gradcli.config import options_from_params
+    from gradcli.model.values import parse_assignments, parse_names
+    from gradcli.options import CheckOptions
+
+    return options_from_params(CheckOptions, {
+        **params, "wrt": parse_names(params["wrt"]),
+        "overrides": parse_assignments(params["overrides"], "--set"),
+        "fail_on": parse_names(params["fail_on"]) or [],
+    })
