@@ -189,3 +189,28 @@ def test_format_json_is_the_json_shorthand():
     run = gradcli("check", sample("square.py"), "--format", "github", "--json")
     assert (run.exit_code, run.stderr.strip()) == (
         2, "Error: --json and --format github: choose one (see 'gradcli check --help')"), run
+
+
+# --- pre-commit ---------------------------------------------------------------------
+
+
+def test_pre_commit_hook_names_a_real_entry_point(monkeypatch):
+    import re
+    import shlex
+    import tomllib
+
+    import yaml
+
+    (hook,) = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "gradcli-check" and hook["language"] == "python"
+    assert hook.get("pass_filenames", True) and hook["require_serial"] is True
+    program, *args = shlex.split(hook["entry"])
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts[program] == "gradcli.cli:main"
+    files = re.compile(hook["files"])
+    assert files.search("sample_models/square.py") and files.search("models/net.py")
+    assert not files.search("gradcli/cli/check.py") and not files.search("models/data.json")
+    # pre-commit appends the changed files to the entry: that command line must run.
+    monkeypatch.chdir(ROOT)
+    run = gradcli(*args, "sample_models/square.py", "sample_models/sign_loss.py")
+    assert run.exit_code == 0 and "2 of 2 models passed" in run.stdout, run
