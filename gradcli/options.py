@@ -168,6 +168,7 @@ class CheckOptions(Options):
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair
     fail_on: list[str] = field(default_factory=list)  # verdicts that fail (results.FAIL_ON_WORDS)
+    keep_blocks: bool = False  # failing pairs keep a window of their Jacobian blocks (--plot)
 
     def validate(self):
         from gradcli.results.check import FAIL_ON_WORDS, SURROGATE

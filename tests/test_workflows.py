@@ -214,3 +214,65 @@ def test_pre_commit_hook_names_a_real_entry_point(monkeypatch):
     monkeypatch.chdir(ROOT)
     run = gradcli(*args, "sample_models/square.py", "sample_models/sign_loss.py")
     assert run.exit_code == 0 and "2 of 2 models passed" in run.stdout, run
+
+
+# --- --plot -------------------------------------------------------------------------
+
+
+def test_block_window_is_centred_on_the_worst_element():
+    import numpy as np
+
+    from gradcli.analyses.check import block_window
+    from gradcli.results import Tolerance
+
+    numeric = np.arange(200 * 300, dtype=float).reshape(200, 300) / 1000.0
+    analytic = numeric.copy()
+    analytic[150, 290] += 1.0  # the one wrong element
+    window = block_window(analytic, numeric, np.zeros_like(numeric), Tolerance(1e-6, 1e-9, "test"), size=64)
+    # Rows 150 - 32 = 118 onwards; columns clipped to the block: 300 - 64 = 236.
+    assert (window.row_offset, window.col_offset, window.rows, window.columns) == (118, 236, 200, 300)
+    assert window.analytic.shape == window.numeric.shape == window.failing.shape == (64, 64)
+    assert list(zip(*np.nonzero(window.failing))) == [(32, 54)]
+    assert np.array_equal(window.numeric, numeric[118:182, 236:300])
+
+
+def test_check_plot_draws_the_failing_pair(tmp_path):
+    import numpy as np
+    from matplotlib.image import imread
+
+    png = tmp_path / "check.png"
+    run = gradcli("check", sample("buggy_custom_gradient.py"), "--plot", png, "--json")
+    assert run.exit_code == 1, run
+    assert run.stderr.strip() == f"plotted 1 failing pair to {png}", run
+    image = imread(png)
+    assert image.shape == (360, 1300, 4)  # figsize (13, 3.6) at 100 dpi, RGBA
+    assert image[..., :3].std() > 0.05  # not blank
+    # The blocks it drew, against the closed form: df/dx = 2 softplus(x) sigmoid(x),
+    # and the model's gradient multiplies sigmoid by (1 + 1e-3 x).
+    window = run.result["models"][0]["pairs"][0]["window"]
+    x = np.array([-1.5, 0.25, 2.0])
+    true = 2 * np.log1p(np.exp(x)) / (1 + np.exp(-x))
+    np.testing.assert_allclose(window["analytic"], [true * (1 + 1e-3 * x)], rtol=1e-12)
+    np.testing.assert_allclose(window["numeric"], [true], rtol=1e-8)
+    assert window["failing"] == [[True, True, True]]
+
+
+def test_check_plot_without_a_failure_writes_nothing(tmp_path):
+    png = tmp_path / "none.png"
+    run = gradcli("check", sample("square.py"), "--plot", png)
+    assert run.exit_code == 0 and not png.exists(), run
+    assert run.stderr.strip() == f"no failing pair with a Jacobian block to plot: {png} not written"
+
+
+def test_jacobian_plot(tmp_path):
+    from matplotlib.image import imread
+
+    png = tmp_path / "jacobian.png"
+    run = gradcli("jacobian", sample("two_by_two.py"), "--plot", png)
+    assert run.exit_code == 0, run
+    assert run.stderr.strip() == f"plotted 4 Jacobian blocks to {png}"
+    image = imread(png)
+    assert image.shape == (800, 1440, 4)  # 2 x 3 panels of (4.8, 4.0) inches at 100 dpi
+    assert image[..., :3].std() > 0.05
+    run = gradcli("jacobian", sample("two_by_two.py"), "--plot", tmp_path / "j.jpg")
+    assert run.exit_code == 2 and "must end in .png" in run.stderr, run

@@ -6,7 +6,7 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    Shard, format_option, json_option, junit_option, model_argument, model_options, native_dtype_option,
+    Shard, format_option, json_option, junit_option, plot_option, model_argument, model_options, native_dtype_option,
     summary_option, tolerance_options,
 )
 
@@ -30,12 +30,13 @@ from gradcli.cli.options import (
 @format_option("github")
 @junit_option("Also write a JUnit XML report (one testcase per model, input and output).")
 @summary_option("Append a Markdown report (the verdict tables) to PATH, e.g. $GITHUB_STEP_SUMMARY.")
+@plot_option("Heat maps of the analytic and numeric Jacobian blocks of failing pairs and their difference, failing elements marked (needs matplotlib).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
 @click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
 def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format, junit_xml,
-          summary, **options):
+          summary, plot, **options):
     """Compare analytic gradients with finite differences.
 
     MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them;
@@ -56,7 +57,9 @@ def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_jso
     specs = expand_models(models)
     if shard is not None:
         specs = shard_models(specs, *shard)
-    options = check_options({**options, "wrt": wrt, "overrides": overrides, "fail_on": fail_on})
+    options = check_options({
+        **options, "wrt": wrt, "overrides": overrides, "fail_on": fail_on, "keep_blocks": bool(plot),
+    })
     from gradcli.analyses.check import check_paths  # imports TensorFlow
     from gradcli.render.progress import progress_callback
 

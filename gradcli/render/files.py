@@ -28,11 +28,19 @@ def junit_xml(path: str, command: str, result=None, error=None, model: str = "")
     return ""
 
 
-def plot(path: str, command: str, result) -> str:
-    from gradcli.render import hessian_plot
+#: ``--plot``: the drawing function of each command that has the option.
+PLOTS = {
+    "hessian": "gradcli.render.hessian_plot:save_plot",
+    "check": "gradcli.render.plots:save_check_plot",
+    "jacobian": "gradcli.render.plots:save_jacobian_plot",
+}
 
-    hessian_plot.save_plot(result, path)
-    return ""
+
+def plot(path: str, command: str, result) -> str:
+    import importlib
+
+    module, _, name = PLOTS[command].partition(":")
+    return getattr(importlib.import_module(module), name)(result, path) or ""
 
 
 def summary(path: str, command: str, result) -> str:
