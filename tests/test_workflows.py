@@ -276,3 +276,112 @@ def test_jacobian_plot(tmp_path):
     assert image[..., :3].std() > 0.05
     run = gradcli("jacobian", sample("two_by_two.py"), "--plot", tmp_path / "j.jpg")
     assert run.exit_code == 2 and "must end in .png" in run.stderr, run
+
+
+# --- progress -----------------------------------------------------------------------
+
+
+def _recorder():
+    events = []
+    return events, lambda stage, done, total, detail: events.append((stage, done, total))
+
+
+def test_finite_differences_report_each_chunk():
+    import numpy as np
+    import tensorflow as tf
+
+    from gradcli.numerics.finite_diff import FiniteDifferences
+    from gradcli.progress import listening
+
+    x = np.linspace(-1.0, 1.0, 7)
+    fd = FiniteDifferences(lambda v: {"y": tf.sin(v["x"])}, {"x": x}, ["y"], wrt=["x"], chunk=3)
+    events, listener = _recorder()
+    with listening(listener):
+        derivatives = fd.along_axes("x")
+    assert events == [("finite differences", done, 7) for done in (0, 3, 6, 7)]
+    # Chunking changes nothing: d sin(x_i) / d x_j = cos(x_i) on the diagonal.
+    np.testing.assert_allclose(derivatives.values["y"], np.diag(np.cos(x)), atol=1e-9)
+
+
+def test_lanczos_reports_every_product_and_ends():
+    import numpy as np
+
+    from gradcli.analyses.hessian import lanczos_extremes
+    from gradcli.progress import listening
+
+    diagonal = np.arange(1.0, 201.0)  # eigenvalues 1..200: the extremes are known
+    events, listener = _recorder()
+    with listening(listener):
+        found = lanczos_extremes(lambda v: diagonal * v, 200, 2, rng=np.random.default_rng(0))
+    np.testing.assert_allclose(found.values, [1, 2, 199, 200], rtol=1e-8)
+    assert [done for _, done, total in events[:-1]] == list(range(1, found.matvecs + 1))
+    assert all(total is None for _, _, total in events[:-1])
+    assert events[-1] == ("Lanczos", found.matvecs, found.matvecs)
+
+
+def test_region_sampling_reports_each_point():
+    import gradcli as api
+    from gradcli.progress import listening
+
+    events, listener = _recorder()
+    with listening(listener):
+        result = api.hessian(sample("least_squares.py"), samples=3, radius=0.5, fd_check=False)
+    assert result.sampling.n_negative == 0  # 2 A^T A: convex everywhere
+    assert [e for e in events if e[0] == "region sampling"] == [
+        ("region sampling", done, 3) for done in range(4)
+    ]
+
+
+class _Terminal:
+    def __init__(self):
+        import io
+
+        self.buffer = io.StringIO()
+
+    def write(self, text):
+        return self.buffer.write(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return True
+
+
+def test_stage_rows_appear_after_a_second_and_leave_when_done():
+    from rich.progress import Progress
+
+    from gradcli.render.progress import SHOW_AFTER, Stages
+
+    now = [0.0]
+    bar = Progress()
+    stages = Stages(bar, clock=lambda: now[0])
+    stages("finite differences", 0, 10, "x")
+    now[0] = SHOW_AFTER / 2
+    stages("finite differences", 2, 10, "x")
+    assert bar.tasks == []  # quick work gets no row
+    now[0] = SHOW_AFTER * 1.5
+    stages("finite differences", 4, 10, "x")
+    (task,) = bar.tasks
+    assert (task.fields["what"], task.completed, task.total, task.description) == ("finite differences", 4, 10, "x")
+    stages("finite differences", 10, 10, "x")
+    assert bar.tasks == []
+
+
+def test_stage_bar_shows_elapsed_and_remaining(monkeypatch):
+    import gradcli.render.progress as render_progress
+    from gradcli.progress import report
+
+    monkeypatch.setattr(render_progress, "SHOW_AFTER", 0.0)
+    terminal = _Terminal()
+    with render_progress.progress_callback(total=1, stream=terminal) as batch:
+        assert batch is None  # one model: no batch row
+        report("Lanczos", 0, 40, "residual")
+        report("Lanczos", 10, 40, "residual")
+    text = terminal.buffer.getvalue()
+    assert "Lanczos" in text and "10/40" in text and "left" in text and "0:00:0" in text
+    plain = _Terminal()
+    plain.isatty = lambda: False
+    with render_progress.progress_callback(total=1, stream=plain):
+        report("Lanczos", 5, 40)
+    assert plain.buffer.getvalue() == ""
