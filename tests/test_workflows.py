@@ -183,6 +183,13 @@ def test_github_annotations_for_errors_zero_and_fail_on(monkeypatch):
     ]
 
 
+def test_github_annotation_when_the_run_cannot_start():
+    run = gradcli("check", sample("square.py"), "--set", "x=[1,", "--format", "github")
+    assert run.exit_code == 2, run
+    message = run.stderr.strip().removeprefix("Error: ")
+    assert run.stdout == f"::error title=gradcli check::{message}\n"
+
+
 def test_format_json_is_the_json_shorthand():
     run = gradcli("check", sample("square.py"), "--format", "json")
     assert run.exit_code == 0 and run.result["models"][0]["ok"] is True, run

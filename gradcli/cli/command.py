@@ -86,12 +86,17 @@ class GradcliCommand(click.Command):
             click.echo(f"Error: {message}", err=True)
 
     def finish_error(self, ctx, error: GradcliError) -> None:
-        """The JSON document and the JUnit file of a run that could not finish."""
+        """The JSON document (or GitHub annotation) and the JUnit file of a run
+    that could not finish."""
         params = ctx.params
         if params.get("as_json"):
             from gradcli.render.json import document, dumps
 
             click.echo(dumps(document(self.name, error=error)))
+        elif params.get("output_format") == "github":
+            from gradcli.render.github import error_annotation
+
+            click.echo(error_annotation(self.name, str(error)))
         if params.get("junit_xml"):
             from gradcli.render.files import junit_xml
 

@@ -8,7 +8,7 @@ commands, which the runner turns into annotations on the pull request:
   there is one, else the op that was found wrong (``Culprit``), or for a pair
   cut by an op (``zero``, ``disconnected``) the first graph site with a line;
 * ``::error`` for a model that could not be checked (at the line its error
-  names, if any), and ``::warning`` for a
+  names, if any), or for a run that could not start (``error_annotation``), and ``::warning`` for a
   pair that passed with a verdict other than ``pass`` (a kink, a zero gradient).
 
 Paths are relative to the working directory, which in a workflow is the
@@ -102,10 +102,10 @@ def _file(model: ModelResult) -> str:
     return relative_path(split_spec(model.path)[0])
 
 
-def command(kind: str, message: str, *, title: str, file: str, line: int | None = None) -> str:
+def command(kind: str, message: str, *, title: str, file: str | None = None, line: int | None = None) -> str:
     """``::error file=F,line=N,title=T::message`` with GitHub's escaping: ``%``,
     CR and LF in the message; also ``:`` and ``,`` in the properties."""
-    props = [f"file={_escape(file, True)}"]
+    props = [f"file={_escape(file, True)}"] if file else []
     if line is not None:
         props.append(f"line={line}")
     props.append(f"title={_escape(title, True)}")
@@ -117,6 +117,11 @@ def _escape(text: str, prop: bool) -> str:
     if prop:
         text = text.replace(":", "%3A").replace(",", "%2C")
     return text
+
+
+def error_annotation(command_name: str, message: str) -> str:
+    """The annotation of a run that could not start or finish (exit 2 or 3)."""
+    return command("error", message, title=f"gradcli {command_name}")
 
 
 # --- the job summary (Markdown) --------------------------------------------------
