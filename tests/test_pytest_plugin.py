@@ -14,8 +14,20 @@ from conftest import ROOT, SAMPLES
 
 pytest_plugins = ["pytester"]
 
+
+
+def _load_plugin() -> tuple[str, ...]:
+    """``-p gradcli.pytest_plugin`` unless the installed metadata has the entry
+    point (``pip install .``): pytest then loads it by itself, and ``-p`` would
+    register the same module a second time."""
+    from importlib.metadata import entry_points
+
+    installed = any(ep.name == "gradcli" for ep in entry_points(group="pytest11"))
+    return () if installed else ("-p", "gradcli.pytest_plugin")
+
+
 # In-process runs load the plugin this session has imported already: no rewriting.
-PLUGIN = ("-p", "gradcli.pytest_plugin", "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning")
+PLUGIN = (*_load_plugin(), "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
 @pytest.fixture(scope="module")
