@@ -47,10 +47,11 @@ def test_fail_on_leaves_other_verdicts_alone():
 
 @pytest.mark.parametrize("args, message", [
     (["--fail-on", "zero,bogus"],
-     "Error: Invalid value for --fail-on: must be one of zero, kink, surrogate, disconnected, "
+     "Error: Invalid value for '--fail-on': must be one of zero, kink, surrogate, disconnected, "
      "inconclusive, got 'bogus' (see 'gradcli check --help')"),
     (["--fail-on", "surrogate", "--allow-surrogate"],
-     "Error: --fail-on lists surrogate, which --allow-surrogate lets pass: choose one"),
+     "Error: --fail-on lists surrogate, which --allow-surrogate lets pass: choose one "
+     "(see 'gradcli check --help')"),
 ])
 def test_fail_on_usage_errors(args, message):
     run = gradcli("check", sample("sign_loss.py"), *args)
