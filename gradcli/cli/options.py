@@ -40,7 +40,7 @@ class OutputPath(click.ParamType):
 
 
 class Shard(click.ParamType):
-    """``K/N``: shard K of N (1-based), as ``(K, N)``; ``gradcli.model.paths.shard``."""
+    """``K/N``: shard K of N (1-based), as ``(K, N)``; ``gradcli.model.paths.shard_models``."""
 
     name = "K/N"
 
