@@ -39,7 +39,7 @@ def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=Non
     ``model`` may also be a folder or a list of model files (a batch). ``options``
     are the fields of ``gradcli.options.CheckOptions`` (``mode``, ``rtol``, ``atol``,
     ``probes``, ``rng_seed``, ``overrides``, ``float64``, ``jit_compile``, ``order``,
-    ``allow_surrogate``, ``taylor``); they win over a model file's ``check`` dict.
+    ``allow_surrogate``, ``taylor``, ``fail_on``); they win over a model file's ``check`` dict.
     Returns a ``CheckResult``; a model that cannot be loaded or run is a
     ``ModelResult`` with ``error`` set.
 

@@ -48,7 +48,7 @@ NOT_PER_MODEL = {
     "set": "change `inputs` in the model file itself",
     "overrides": "change `inputs` in the model file itself",
 }
-RUN_WIDE = ("paths", "jobs", "fail_fast", "junit_xml", "quiet", "json")
+RUN_WIDE = ("paths", "jobs", "fail_fast", "shard", "summary", "format", "junit_xml", "quiet", "json")
 
 
 def normalize(key: str) -> str:

@@ -172,13 +172,25 @@ class CheckOptions(Options):
     samples: int = 0
     radius: float = 0.1
     special: bool = False
+    fail_on: list[str] = field(default_factory=list)  # verdicts that fail (results.FAIL_ON_WORDS)
+    keep_blocks: bool = False  # failing pairs keep a window of their Jacobian blocks (--plot)
 
     def validate(self):
+        from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
+
         one_of(self.mode, "mode", MODES)
         int_at_least(self.probes, "probes", 1)
         one_of(self.order, "order", (1, 2))
         int_at_least(self.samples, "samples", 0)
         finite_at_least(self.radius, "radius", strict=True)
+        for word in self.fail_on:
+            one_of(word, "fail_on", FAIL_ON_WORDS)
+        unique_names(self.fail_on, "fail_on")
+        if self.allow_surrogate and SURROGATE in self.fail_on:
+            raise UsageError(
+                "lists surrogate, which {@allow_surrogate} lets pass: choose one",
+                param="fail_on", bad_value=False,
+            )
 
 
 # --- gradcli hessian -------------------------------------------------------------

@@ -10,6 +10,10 @@
 
 The AssertionError's message is the report ``gradcli check`` prints (plain
 text), so pytest shows which input, output and element is wrong.
+
+To run every model file of a project as its own test item instead, without
+writing a test for each, use the pytest plugin installed with gradcli:
+``pytest --gradcli`` (``gradcli.pytest_plugin``; docs: ci-and-pytest).
 """
 
 from __future__ import annotations

@@ -33,11 +33,15 @@ from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_m
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, is_floating, load_model
-from gradcli.results import CheckResult, ModelResult, PairResult
+from gradcli.results import BlockWindow, CheckResult, ModelResult, PairResult
 
 #: auto switches to fast above this many differentiated elements: a full check
 #: then costs over 4 * FULL_LIMIT evaluations, a fast one about 4 * probes.
 FULL_LIMIT = 5000
+#: ``keep_blocks``: a failing pair keeps at most this many rows and columns of
+#: its blocks, around its worst element: enough to see a pattern in a heat map,
+#: small enough for the JSON document.
+WINDOW = 64
 #: Up to this many differentiated elements (and always in fast mode) one traced
 #: batch function perturbs every input at once: tracing costs more than the
 #: larger batched copies. Beyond it each input is differenced on its own.
@@ -171,6 +175,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.pairs += pairs
         result.evaluations += evaluations
         result.notes += notes
+    compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -245,6 +250,8 @@ class _FullCheck:
                     surrogate_sites=(lambda n=name, o=o: self.graph.surrogate_sites(n, o))
                     if self.graph is not None else None,
                 )
+            if self.options.keep_blocks and pair.failed:
+                pair.window = block_window(block, columns, errors, self.tol)
             pairs.append(pair)
         return pairs
 
@@ -353,3 +360,19 @@ class _FastCheck(_FullCheck):
         return [
             full[p.output] if p.input == name and p.output in full else p for p in pairs
         ]
+
+
+def block_window(analytic, numeric, errors, tol, size: int = WINDOW) -> BlockWindow:
+    """Up to ``size`` x ``size`` elements of a block ([output size, input size])
+    around its worst element, with the elements outside tolerance marked by the
+    rule of ``compare.compare_block``. A disconnected block (None) is zeros."""
+    a = np.zeros_like(numeric) if analytic is None else analytic
+    allowed = compare.allowed_error(a, numeric, errors, tol)
+    failing = np.abs(a - numeric) > allowed
+    worst = np.unravel_index(int(np.argmax(np.abs(a - numeric) / allowed)), a.shape)
+    start = [int(min(max(w - size // 2, 0), max(n - size, 0))) for w, n in zip(worst, a.shape)]
+    cut = (slice(start[0], start[0] + size), slice(start[1], start[1] + size))
+    return BlockWindow(
+        row_offset=start[0], col_offset=start[1], rows=a.shape[0], columns=a.shape[1],
+        analytic=a[cut].copy(), numeric=numeric[cut].copy(), failing=failing[cut].copy(),
+    )

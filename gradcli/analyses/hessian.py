@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gradcli import progress
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError
 from gradcli.options import LANCZOS_TOL, HessianOptions  # noqa: F401 - part of this API
@@ -161,6 +162,7 @@ def lanczos_extremes(
         for j in range(start, basis):
             w = np.array(matvec(V[j]), dtype)
             matvecs += 1
+            progress.report("Lanczos", matvecs, None, f"{matvecs} Hessian-vector products, {restarts} restarts")
             h = _orthogonalise(V[: j + 1], w)
             T[: j + 1, j] = h
             T[j, : j + 1] = h
@@ -188,6 +190,7 @@ def lanczos_extremes(
         wanted = _ends(m, want)
         done = bool(np.all(residuals[wanted] <= tol * scale)) or m == n
         if done or matvecs >= max_matvecs:
+            progress.report("Lanczos", matvecs, matvecs)  # the stage ends
             lowest = Y[:, 0] @ V[:m]
             return Lanczos(
                 values=theta[wanted], residuals=residuals[wanted], lowest_vector=lowest,
@@ -369,6 +372,7 @@ def sample_region(objective: Objective, center: Spectrum, options: HessianOption
     points = []
     nonfinite = 0
     for s in range(options.samples):
+        progress.report("region sampling", s, options.samples, f"{int(np.sum(smallest[:s] < -center.zero_tol))} with a negative eigenvalue")
         theta = objective.theta0 + options.radius * rng.uniform(-1.0, 1.0, n)
         points.append(theta)
         if method == "dense":
@@ -380,6 +384,7 @@ def sample_region(objective: Objective, center: Spectrum, options: HessianOption
         else:
             spectrum = lanczos_spectrum(objective, theta, 1, options.tol, rng, options.zero_tol)[0]
         smallest[s], largest[s] = spectrum.smallest, spectrum.largest
+    progress.report("region sampling", options.samples, options.samples)
     # One zero tolerance for the region: the point's own (or --zero-tol).
     tol = center.zero_tol
     all_small = np.concatenate([[center.smallest], smallest])

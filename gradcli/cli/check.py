@@ -6,12 +6,15 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    json_option, junit_option, model_argument, model_options, native_dtype_option,
-    tolerance_options,
+    Shard, format_option, json_option, junit_option, plot_option, model_argument, model_options, native_dtype_option,
+    summary_option, tolerance_options,
 )
 
 
-@command("gradcli.render.text:render_check", render_params=("quiet",))
+@command(
+    "gradcli.render.text:render_check", render_params=("quiet",),
+    formats={"github": "gradcli.render.github:render_github"},
+)
 @model_argument(many=True)
 @model_options
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
@@ -21,16 +24,22 @@ from gradcli.cli.options import (
 @click.option("--xla/--no-xla", default=None, help="Compile the finite-difference batches with XLA [default: for inputs of 4096 or more elements].")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
+@click.option("--fail-on", multiple=True, metavar="WORDS", help="Verdicts that also fail a pair (comma-separated or repeated): zero, kink, surrogate, disconnected, inconclusive.")
 @click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
 @click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True, help="Also check at N seeded random points around the given one; the worst is shown as --set values.")
 @click.option("--radius", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True, help="Sweep points move each element by up to R * max(1, |x|).")
 @click.option("--special", is_flag=True, help="Also check at special points: zeros, ties, repeated values, clipping boundaries found in the graph.")
 @json_option
+@format_option("github")
 @junit_option("Also write a JUnit XML report (one testcase per model, input and output).")
+@summary_option("Append a Markdown report (the verdict tables) to PATH, e.g. $GITHUB_STEP_SUMMARY.")
+@plot_option("Heat maps of the analytic and numeric Jacobian blocks of failing pairs and their difference, failing elements marked (needs matplotlib).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
+@click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
-def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **options):
+def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format, junit_xml,
+          summary, plot, **options):
     """Compare analytic gradients with finite differences.
 
     MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them;
@@ -43,16 +52,16 @@ def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **
     Example:
       gradcli check sample_models/buggy_custom_gradient.py --mode full
     """
-    from gradcli.config import option_fields, options_from_params
-    from gradcli.model.paths import expand_models
-    from gradcli.model.values import parse_assignments, parse_names
-    from gradcli.options import CheckOptions
+    from gradcli.config import option_fields
+    from gradcli.model.paths import expand_models, shard_models
 
     if not models:
         raise click.UsageError("no MODEL given and no `paths` in [tool.gradcli] of a pyproject.toml")
     specs = expand_models(models)
-    options = options_from_params(CheckOptions, {
-        **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
+    if shard is not None:
+        specs = shard_models(specs, *shard)
+    options = check_options({
+        **options, "wrt": wrt, "overrides": overrides, "fail_on": fail_on, "keep_blocks": bool(plot),
     })
     from gradcli.analyses.check import check_paths  # imports TensorFlow
     from gradcli.render.progress import progress_callback
@@ -62,3 +71,17 @@ def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **
             specs, options, fixed=option_fields(given_params()), fail_fast=fail_fast,
             jobs=jobs, progress=progress,
         )
+
+
+def check_options(params: dict):
+    """``CheckOptions`` from the parsed parameters of ``check`` (also what the
+    pytest plugin builds from ``[tool.gradcli]``)."""
+    from gradcli.config import options_from_params
+    from gradcli.model.values import parse_assignments, parse_names
+    from gradcli.options import CheckOptions
+
+    return options_from_params(CheckOptions, {
+        **params, "wrt": parse_names(params["wrt"]),
+        "overrides": parse_assignments(params["overrides"], "--set"),
+        "fail_on": parse_names(params["fail_on"]) or [],
+    })

@@ -12,7 +12,7 @@ takes the parsed parameters and returns a result object (``gradcli.results``).
    with it TensorFlow, quietly: ``--help`` and usage errors never import it) with the model's stdout sent to stderr, so a ``print`` in
    a model file cannot corrupt the report or the JSON document;
 4. renders the result (``--json``: the one envelope of ``gradcli.render.json``;
-   else the command's text renderer), writes the output files, and returns the
+   ``--format NAME``: that renderer; else the command's text renderer), writes the output files, and returns the
    exit code the result decides (``gradcli.results.outcome``).
 
 A ``UsageError`` or ``ModelError`` from the library still gets its JSON
@@ -38,15 +38,21 @@ FROM_CONFIG = "gradcli.from_config"
 
 class GradcliCommand(click.Command):
     """``render``: "module:function" drawing the result as text on a rich
-    console; ``render_params``: parameters it also takes (``quiet``)."""
+    console; ``render_params``: parameters it also takes (``quiet``);
+    ``formats``: other ``--format`` choices -> their "module:function"."""
 
-    def __init__(self, *args, render: str, render_params=(), **kwargs):
+    def __init__(self, *args, render: str, render_params=(), formats=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.render = render
         self.render_params = tuple(render_params)
+        self.formats = {"text": render, **(formats or {})}
 
     def invoke(self, ctx: click.Context) -> int:
         params, given = configured_params(ctx)
+        if params.get("output_format") == "json":
+            params["as_json"] = True  # --json is the shorthand of --format json
+        elif params.get("as_json") and params.get("output_format") not in (None, "text"):
+            raise click.UsageError(f"--json and --format {params['output_format']}: choose one", ctx=ctx)
         ctx.params = params
         ctx.meta[GIVEN] = given
         try:
@@ -70,7 +76,7 @@ class GradcliCommand(click.Command):
             from gradcli.render.text import console
 
             extra = {name: params[name] for name in self.render_params}
-            _function(self.render)(result, console(), **extra)
+            _function(self.formats[params.get("output_format") or "text"])(result, console(), **extra)
         from gradcli.render.files import WRITERS
 
         for name, writer in WRITERS.items():
@@ -80,12 +86,17 @@ class GradcliCommand(click.Command):
             click.echo(f"Error: {message}", err=True)
 
     def finish_error(self, ctx, error: GradcliError) -> None:
-        """The JSON document and the JUnit file of a run that could not finish."""
+        """The JSON document (or GitHub annotation) and the JUnit file of a run
+    that could not finish."""
         params = ctx.params
         if params.get("as_json"):
             from gradcli.render.json import document, dumps
 
             click.echo(dumps(document(self.name, error=error)))
+        elif params.get("output_format") == "github":
+            from gradcli.render.github import error_annotation
+
+            click.echo(error_annotation(self.name, str(error)))
         if params.get("junit_xml"):
             from gradcli.render.files import junit_xml
 
@@ -210,6 +221,6 @@ def config_keys(command: click.Command) -> dict:
     return keys
 
 
-def command(render: str, render_params=(), **kwargs):
+def command(render: str, render_params=(), formats=None, **kwargs):
     """``@command("gradcli.render.text:render_check")``: a ``GradcliCommand``."""
-    return click.command(cls=GradcliCommand, render=render, render_params=render_params, **kwargs)
+    return click.command(cls=GradcliCommand, render=render, render_params=render_params, formats=formats, **kwargs)

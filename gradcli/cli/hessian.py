@@ -50,5 +50,7 @@ def hessian(model, wrt, overrides, cotangents, as_json, save, junit_xml, **optio
         "cotangents": parse_assignments(cotangents, "--cotangent"),
     })
     from gradcli.analyses.hessian import analyse_path  # imports TensorFlow
+    from gradcli.render.progress import progress_callback
 
-    return analyse_path(model, options)
+    with progress_callback(enabled=not as_json, total=1):  # Lanczos, sampling: on a terminal
+        return analyse_path(model, options)

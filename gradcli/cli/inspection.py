@@ -11,7 +11,9 @@ from __future__ import annotations
 import click
 
 from gradcli.cli.command import command
-from gradcli.cli.options import json_option, model_argument, model_options, numeric_option, save_option
+from gradcli.cli.options import (
+    json_option, model_argument, model_options, numeric_option, plot_option, save_option,
+)
 
 
 def inspect_options(command):
@@ -111,7 +113,8 @@ def jvp(as_json, save, tangents, numeric, **load_options):
 @click.option("--of", "of", multiple=True, metavar="OUTPUTS", help="Outputs to differentiate (comma-separated or repeated). Default: every floating output.")
 @click.option("--mode", type=click.Choice(["auto", "reverse", "forward"]), default="auto", show_default=True, help="auto: whichever needs fewer vectorised passes.")
 @numeric_option
-def jacobian(as_json, save, of, mode, numeric, **load_options):
+@plot_option("Draw each block as a heat map (needs matplotlib): for Jacobians too large to print.")
+def jacobian(as_json, save, of, mode, numeric, plot, **load_options):
     """Full Jacobian of each output with respect to each --wrt input.
 
     Rows are output elements, columns input elements, labelled by their

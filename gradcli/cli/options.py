@@ -1,8 +1,8 @@
 """Options every command shares, declared once.
 
 ``model_options`` (``--wrt``, ``--set``, ``--rng-seed``), ``tolerance_options``,
-``native_dtype_option``, ``json_option`` and the output options (``--save``,
-``--junit-xml``, ``--plot``) are decorators; a command lists the ones that
+``native_dtype_option``, ``json_option``, ``format_option`` and the output
+options (``--save``, ``--junit-xml``, ``--plot``, ``--summary``) are decorators; a command lists the ones that
 apply to it. Values are only parsed here (click types); their rules live in
 the analyses' options dataclasses (``gradcli.options``), so the Python API and
 the command line reject the same values with the same words.
@@ -37,6 +37,24 @@ class OutputPath(click.ParamType):
         if problem:
             raise click.BadParameter(problem, ctx=ctx, param_hint=f"'{flag}'")
         return path
+
+
+class Shard(click.ParamType):
+    """``K/N``: shard K of N (1-based), as ``(K, N)``; ``gradcli.model.paths.shard_models``."""
+
+    name = "K/N"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        index, slash, count = str(value).partition("/")
+        try:
+            parsed = int(index), int(count)
+        except ValueError:
+            parsed = None
+        if not slash or parsed is None or not 1 <= parsed[0] <= parsed[1]:
+            self.fail(f"{value!r} is not K/N with 1 <= K <= N (e.g. 2/4)", param, ctx)
+        return parsed
 
 
 def problem_with_output(path: str, suffix: str | None) -> str:
@@ -85,6 +103,16 @@ def tolerance_options(what: str):
 
 native_dtype_option = click.option("--native-dtype", is_flag=True, help="Work in the model's own dtype instead of promoting to float64.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document (docs: reference/json).")
+
+
+def format_option(*others: str):
+    """``--format text|json|OTHER...`` (``--json`` stays the shorthand of json)."""
+    choices = ["text", "json", *others]
+    return click.option("--format", "output_format", type=click.Choice(choices), default="text", show_default=True, help=f"Report as {', '.join(choices)} (github: workflow commands that annotate the pull request).")
+
+
+def summary_option(help: str):
+    return click.option("--summary", type=OutputPath(), metavar="PATH", default=None, help=help)
 
 
 def save_option(help: str):

@@ -33,3 +33,18 @@ def expand_models(paths) -> list[str]:
         else:
             specs.append(path)
     return specs
+
+
+def shard_models(specs: list[str], index: int, count: int) -> list[str]:
+    """Shard ``index`` of ``count`` (1-based) of a batch, for CI matrix jobs.
+
+    The rule: sort the models by normalised path, then deal them round robin,
+    shard k taking positions k-1, k-1+count, ... of the sorted list. Every model
+    lands in exactly one shard whatever order the arguments came in, shard sizes
+    differ by at most one, and no hash is involved, so a job's list can be
+    predicted by reading the folder. The shard keeps the sorted order.
+    """
+    if not 1 <= index <= count:
+        raise UsageError(f"must be K/N with 1 <= K <= N, got {index}/{count}", param="shard")
+    ordered = sorted(specs, key=lambda spec: (os.path.normpath(spec), spec))
+    return ordered[index - 1::count]

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+from gradcli import progress
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
@@ -219,6 +221,8 @@ class FiniteDifferences:
         chunk = self.chunk or chunk_size(elements, self.point[group[0]].dtype.itemsize)
         values: dict[str, list] = {o: [] for o in self.outputs}
         errors: dict[str, list] = {o: [] for o in self.outputs}
+        detail = ", ".join(group)
+        progress.report("finite differences", 0, k, detail)
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
             steps = h[start : start + chunk]
@@ -231,6 +235,7 @@ class FiniteDifferences:
                 values[o].append(np.asarray(est[o])[: len(steps) - pad])
                 errors[o].append(np.asarray(err[o])[: len(steps) - pad])
             self.evaluations += len(LEVELS) * (len(steps) - pad)
+            progress.report("finite differences", min(start + chunk, k), k, detail)
         return Derivatives(
             values={o: np.concatenate(v) for o, v in values.items()},
             errors={o: np.concatenate(e) for o, e in errors.items()},

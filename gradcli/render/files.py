@@ -1,4 +1,5 @@
-"""Output files: ``--save FILE.npz``, ``--junit-xml PATH`` and ``--plot FILE.png``.
+"""Output files: ``--save FILE.npz``, ``--junit-xml PATH``, ``--plot FILE.png``
+and ``--summary PATH``.
 
 The command layer checks every output path before any model runs
 (``gradcli.cli.options.OutputPath``) and calls the writer named by the option
@@ -27,13 +28,30 @@ def junit_xml(path: str, command: str, result=None, error=None, model: str = "")
     return ""
 
 
-def plot(path: str, command: str, result) -> str:
-    from gradcli.render import hessian_plot
+#: ``--plot``: the drawing function of each command that has the option.
+PLOTS = {
+    "hessian": "gradcli.render.hessian_plot:save_plot",
+    "check": "gradcli.render.plots:save_check_plot",
+    "jacobian": "gradcli.render.plots:save_jacobian_plot",
+}
 
-    hessian_plot.save_plot(result, path)
+
+def plot(path: str, command: str, result) -> str:
+    import importlib
+
+    module, _, name = PLOTS[command].partition(":")
+    return getattr(importlib.import_module(module), name)(result, path) or ""
+
+
+def summary(path: str, command: str, result) -> str:
+    """``--summary PATH``: the Markdown report, appended (``$GITHUB_STEP_SUMMARY``)."""
+    from gradcli.render.github import summary_markdown
+
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(summary_markdown(result))
     return ""
 
 
-WRITERS = {"save": save_npz, "junit_xml": junit_xml, "plot": plot}
+WRITERS = {"save": save_npz, "junit_xml": junit_xml, "plot": plot, "summary": summary}
 #: Writers that still have something to say when the command could not run.
 ON_ERROR = ("junit_xml",)

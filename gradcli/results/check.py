@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from gradcli.errors import EXIT_MODEL
 from gradcli.results.outcome import Outcome
 
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
-    "Kink", "GraphSite", "Culprit", "Taylor", "Element", "Tolerance", "PairResult", "ModelResult",
-    "CheckResult", "SweepPoint", "Sweep",
+    "FAIL_ON_WORDS",
+    "Kink", "GraphSite", "BlockWindow", "Culprit", "Taylor", "Element", "Tolerance", "PairResult",
+    "ModelResult", "CheckResult", "SweepPoint", "Sweep",
 ]
 
 #: Verdict words. A verdict in FAILING makes the check exit 1.
@@ -21,6 +23,13 @@ DISCONNECTED = "disconnected"
 INCONCLUSIVE = "inconclusive"
 KINK = "kink"
 SURROGATE = "surrogate"
+
+#: Verdicts a user may make fail (``CheckOptions.fail_on``). By default ``zero``,
+#: a silent ``disconnected`` and a ``kink`` with a valid subgradient pass (the
+#: gradient TensorFlow returns is right), ``surrogate`` fails unless allowed and
+#: ``inconclusive`` always fails; CI that must not train through such a path
+#: lists them.
+FAIL_ON_WORDS = (ZERO, KINK, SURROGATE, DISCONNECTED, INCONCLUSIVE)
 
 EXPLANATIONS = {
     PASS: "analytic and numeric derivatives agree within tolerance",
@@ -46,6 +55,21 @@ class Kink:
     right: float  # slope from the right, lim (f(x + h) - f(x)) / h
     analytic: float
     subgradient: bool  # analytic lies between left and right: valid, not a failure
+
+
+@dataclass
+class BlockWindow:
+    """Part of a failing pair's Jacobian block, for ``check --plot``: rows are
+    output elements, columns input elements (both flattened, row-major), from
+    ``row_offset`` / ``col_offset`` of a block of ``rows`` x ``columns``."""
+
+    row_offset: int
+    col_offset: int
+    rows: int
+    columns: int
+    analytic: Any  # np.ndarray [window rows, window columns]
+    numeric: Any
+    failing: Any  # bool, the elements outside tolerance
 
 
 @dataclass
@@ -127,6 +151,7 @@ class PairResult:
     sites: list[GraphSite] = field(default_factory=list)  # where the path is cut / surrogate ops
     culprit: Culprit | None = None
     taylor: Taylor | None = None
+    window: BlockWindow | None = None  # failing pairs, when asked for (CheckOptions.keep_blocks)
 
 
 @dataclass

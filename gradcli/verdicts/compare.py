@@ -149,6 +149,16 @@ def forward_mismatch(forward, numeric, fd_error, scale, tol: Tolerance) -> np.nd
     return np.abs(forward - numeric) > tol.atol + tol.rtol * scale + FD_SAFETY * fd_error
 
 
+def apply_fail_on(pairs: list[PairResult], fail_on) -> None:
+    """Pairs whose verdict is listed in ``fail_on`` fail, whatever the default
+    rule decided (``results.FAIL_ON_WORDS``): the one place a user's choice
+    overrides a verdict's pass."""
+    for pair in pairs:
+        if pair.verdict in fail_on and not pair.failed:
+            pair.failed = True
+            pair.explanation += f" (fails: fail_on lists {pair.verdict})"
+
+
 def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: float) -> None:
     """A pair whose output failed the joint forward-mode probes fails too, and says how."""
     if pair.failed and pair.verdict not in (MISMATCH, PASS, ZERO):
