@@ -6,7 +6,7 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    json_option, junit_option, model_argument, model_options, native_dtype_option,
+    input_option, json_option, junit_option, model_argument, model_options, native_dtype_option,
     tolerance_options,
 )
 
@@ -14,6 +14,7 @@ from gradcli.cli.options import (
 @command("gradcli.render.text:render_check", render_params=("quiet",))
 @model_argument(many=True)
 @model_options
+@input_option
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
 @tolerance_options("the comparison")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")
@@ -27,10 +28,12 @@ from gradcli.cli.options import (
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
-def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **options):
+def check(models, overrides, wrt, data, fail_fast, jobs, quiet, as_json, junit_xml, **options):
     """Compare analytic gradients with finite differences.
 
-    MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them;
+    MODEL is a model file (FILE.py or FILE.py:NAME), a folder of them, a
+    saved Keras model (FILE.keras) or a SavedModel folder (DIR or
+    DIR:SIGNATURE), whose data come from --input;
     without MODEL, the `paths` of [tool.gradcli] in pyproject.toml. Options
     default to [tool.gradcli] values, then to a model file's `check` dict; the
     command line wins. Exit 0 if every check passes, 1 if one fails, 2 on bad
@@ -50,6 +53,7 @@ def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **
     specs = expand_models(models)
     options = options_from_params(CheckOptions, {
         **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
+        "data": parse_assignments(data, "--input"),
     })
     from gradcli.analyses.check import check_paths  # imports TensorFlow
     from gradcli.render.progress import progress_callback

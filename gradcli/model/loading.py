@@ -50,7 +50,7 @@ class Model:
     point: dict[str, np.ndarray]
     wrt: list[str]
     native_dtypes: dict[str, np.dtype]
-    kind: str = "function"  # "function" or "keras"
+    kind: str = "function"  # "function", "keras" or "savedmodel"
     settings: dict = field(default_factory=dict)
     module: ModuleType | None = None
     notes: list[str] = field(default_factory=list)
@@ -146,14 +146,15 @@ def load_model(
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
     else:
-        if str(spec).endswith(".keras"):
-            model = load_keras_file(str(spec), data or {}, float64)
-            return _finish(model, overrides, wrt, None, float64)
+        path, entry = split_spec(str(spec))
+        saved = _saved_model(path, entry, data or {}, float64)
+        if saved is not None:
+            return _finish(saved, overrides, wrt, None, float64)
         if data:
             raise UsageError(
-                "--input gives the data of a .keras file; to change a model file's inputs use --set"
+                "--input gives the data of a .keras or SavedModel MODEL; to change a model "
+                "file's inputs use --set"
             )
-        path, entry = split_spec(spec)
         module = import_model_file(path)
     name = entry or "model"
     if not hasattr(module, name):
@@ -193,6 +194,17 @@ def load_model(
     model.module = module
     model.settings = dict(settings)
     return _finish(model, overrides, wrt, file_wrt, float64)
+
+
+def _saved_model(path: str, entry: str | None, data: dict, float64: bool) -> Model | None:
+    """A saved Keras model (``FILE.keras``) or SavedModel folder (``DIR[:NAME]``), else None."""
+    from gradcli.model.savedmodel import is_saved_model, load_saved_model
+
+    if path.endswith(".keras") and entry is None:
+        return load_keras_file(path, data, float64)
+    if is_saved_model(path):
+        return load_saved_model(path, entry, data)
+    return None
 
 
 def _finish(model: Model, overrides, wrt, file_wrt, float64: bool) -> Model:
@@ -275,7 +287,7 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
     else:
         names = [n for n, v in model.point.items() if is_floating(v)]
-        if model.kind == "keras":
+        if model.kind != "function":  # Keras, SavedModel: the trainable weights
             names = list(model.weights)
         if not names:
             described = ", ".join(f"{n} ({v.dtype})" for n, v in model.point.items())
