@@ -177,7 +177,9 @@ def load_model(
     raw_inputs = _read_inputs(module, path, rng_seed, required=not _is_keras(target))
     file_wrt = getattr(module, "wrt", None)
     if _is_keras(target):
-        model = _keras_model(target, raw_inputs, display, path, float64)
+        from gradcli.model.keras import keras_file_model  # `loss`, `training`
+
+        model = keras_file_model(target, module, raw_inputs, display, path, float64)
     elif callable(target):
         model = Model(
             name=display,
@@ -450,8 +452,11 @@ def weight_name(path: str) -> str:
     return "/".join(parts[1:]) if len(parts) > 2 else path
 
 
-def _keras_model(layer, data: dict, display: str, path: str, float64: bool) -> Model:
-    """Wrap a Keras model as a pure function of (weights, data inputs).
+def _keras_model(
+    layer, data: dict, display: str, path: str, float64: bool, training: bool = False
+) -> Model:
+    """Wrap a Keras model as a pure function of (weights, data inputs); layers
+    with a ``training`` argument get ``training``.
 
     Keras casts inputs to each layer's compute dtype, so float64 values passed
     to a float32 model would be silently computed in float32. For float64 we
@@ -496,7 +501,7 @@ def _keras_model(layer, data: dict, display: str, path: str, float64: bool) -> M
         trainable = [values[n] for n in weight_names]
         dtype = trainable[0].dtype if trainable else None
         fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
-        out, _ = runner.stateless_call(trainable, fixed, data_args(values), training=False)
+        out, _ = runner.stateless_call(trainable, fixed, data_args(values), training=training)
         return normalize_outputs(out)
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.items()}

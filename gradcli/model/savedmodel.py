@@ -13,9 +13,10 @@ turns every variable read into a constant) and imported again with the
 constant of each trainable variable replaced by an input. The result maps
 (weights by path, data inputs) to the named outputs, traces, vectorises and
 differentiates like any model function, and the loaded variables are never
-assigned. Weights are named by their attribute path in the saved object
-(``dense/kernel``, ``inner/scale``), breadth first, so the shortest path names
-a variable reachable by several.
+assigned. Weights are named by their own names when those are distinct (a
+Keras export: ``dense/kernel``), else by their attribute path in the saved
+object (``w``, ``inner/scale``), breadth first, so the shortest path names a
+variable reachable by several.
 """
 
 from __future__ import annotations
@@ -178,15 +179,26 @@ def _variables_by_path(root) -> dict:
 
 
 def _captured_variables(function, variables: dict) -> dict:
-    """Trainable variables the function reads: path -> (variable, its placeholder's name)."""
+    """Trainable variables the function reads: name -> (variable, its placeholder's name).
+
+    A variable is named by its own name when those are distinct and not
+    TensorFlow's default ``Variable`` (a Keras export names them by layer,
+    ``dense/kernel``, as a ``.keras`` file does), else by attribute path.
+    """
+    from gradcli.model.loading import weight_name
+
     by_handle = {id(v.handle): (path, v) for path, v in variables.values()}
-    captured = {}
+    found = []
     for external, internal in function.graph.captures:
-        found = by_handle.get(id(external))
-        if found is not None and found[1].trainable:
-            path, variable = found
-            captured[path] = (variable, internal.name)
-    return captured
+        match = by_handle.get(id(external))
+        if match is not None and match[1].trainable:
+            found.append((match[0], match[1], internal.name))
+    own = [weight_name(v.name.split(":")[0]) for _, v, _ in found]
+    named = len(set(own)) == len(own) and not any(n.split("_")[0] == "Variable" for n in own)
+    return {
+        (name if named else path): (variable, placeholder)
+        for name, (path, variable, placeholder) in zip(own, found)
+    }
 
 
 def _pure_function(function, specs: dict, captured: dict, display: str):

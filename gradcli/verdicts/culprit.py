@@ -254,7 +254,10 @@ class ModelGraph:
         xs, ys = self._local_inputs(op), self._local_outputs(op)
         with self.graph.as_default():
             seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
-            grads = tf.gradients(ys, xs, grad_ys=seeds)
+            # Partial derivatives: an op whose inputs depend on each other
+            # (z / (1 + |z|)) is differenced with each input fed on its own,
+            # so the tape must hold the other inputs constant too.
+            grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
         xs_grads = [(x, g) for x, g in zip(xs, grads) if g is not None]
         if not xs_grads:
             return None
