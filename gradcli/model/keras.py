@@ -60,7 +60,7 @@ def keras_file_model(layer, module, data: dict, display: str, path: str, float64
         features = {n: v for n, v in data.items() if n != TARGET}
         model = _keras_model(layer, features, display, path, float64, training=training)
         _add_loss(model, data[TARGET], loss_fn)
-        model.notes.append(f"checking the loss {described}(y, model(x)) on the batch in `inputs`")
+        model.notes.append(f"checking the loss {described} on the batch in `inputs`")
     model.notes += training_notes(layer, training)
     return model
 
@@ -80,12 +80,9 @@ def _loss_function(loss, path: str):
     if isinstance(loss, type) and issubclass(loss, keras.losses.Loss):
         loss = loss()
     if isinstance(loss, keras.losses.Loss):
-        reduction = loss.reduction
-        per_sample = loss.call
-        name = f"{type(loss).__name__} ({reduction or 'none'})"
+        reduction, per_sample, name = loss.reduction, loss.call, type(loss).__name__
     elif callable(loss):
-        reduction = "sum_over_batch_size"
-        per_sample = loss
+        reduction, per_sample = "sum_over_batch_size", loss
         name = getattr(loss, "__name__", type(loss).__name__)
     else:
         raise ModelError(
@@ -96,7 +93,10 @@ def _loss_function(loss, path: str):
     def function(y_true, y_pred):
         return reduce(per_sample(y_true, y_pred), reduction)
 
-    return function, name
+    how = {None: "not reduced", "none": "not reduced", "sum": "summed"}.get(
+        reduction, "averaged over its elements (Keras's sum_over_batch_size)"
+    )
+    return function, f"{name}(y, model(x)), {how},"
 
 
 def reduce(values, reduction: str | None):
