@@ -189,6 +189,9 @@ def load_model(
             wrt=[],
             native_dtypes={},
         )
+        from gradcli.model.variables import expose_weights  # the file's layers, tf.Modules, tf.Variables
+
+        expose_weights(model, module, target)
     else:
         raise ModelError(
             f"{relative_path(path)}: `{name}` is a {type(target).__name__}, not a callable or Keras model"
