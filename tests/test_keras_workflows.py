@@ -372,3 +372,89 @@ def test_native_dtype_weight_norms_are_the_float32_ones_training_sees():
     # d output[i, j] / d bias[k] = [j == k]: a closed form in any dtype
     (block,) = run.result["blocks"]
     np.testing.assert_array_equal(np.asarray(block["values"]), np.broadcast_to(np.eye(2), (3, 2, 2)))
+
+
+# --- 2. weights of the file's own layers, tf.Modules and tf.Variables ------------------
+
+MODULE_WEIGHTS = fixture("module_weights.py")
+
+
+def test_plain_callable_exposes_module_weights_by_path():
+    """Closed form, cotangent ones: y = s (t w + o), t = tanh(x K + c):
+    dy/ds = sum(t w + o), dy/dw = s t^T 1, dy/do = s N, dz = s (1 - t**2) w^T,
+    dK = x^T dz, dc = sum(dz), dx = dz K^T."""
+    from gradcli.analyses import inspection
+    from gradcli.model.loading import load_model
+
+    model = load_model(MODULE_WEIGHTS)
+    assert model.wrt == ["dense/kernel", "dense/bias", "linear/w", "linear/offsets/0", "scale", "x"]
+    p = model.point
+    x, k, c, w = p["x"], p["dense/kernel"], p["dense/bias"], p["linear/w"]
+    t = np.tanh(x @ k + c)
+    d_z = 2.0 * (1 - t**2) * w.T
+    expected = {
+        "scale": np.sum(t @ w + 0.25), "linear/w": 2.0 * t.sum(axis=0)[:, None],
+        "linear/offsets/0": 2.0 * len(x), "dense/kernel": x.T @ d_z,
+        "dense/bias": d_z.sum(axis=0), "x": d_z @ k.T,
+    }
+    grads = inspection.vjp(model).arrays()
+    for name, value in expected.items():
+        np.testing.assert_allclose(grads[name], value, rtol=1e-12, err_msg=name)
+    shifted = dict(p, scale=np.float64(-1.0), **{"linear/w": np.zeros((3, 1))})
+    np.testing.assert_allclose(model.call(shifted)["output"], np.full((3, 1), -0.25), rtol=1e-12)
+    # nothing was assigned: the file's objects hold their own values again
+    assert isinstance(model.module.linear.w, tf_variable()) and float(model.module.scale.numpy()) == 2.0
+    np.testing.assert_array_equal(model.module.linear.w.numpy(), [[1.0], [-2.0], [0.5]])
+
+
+def tf_variable():
+    import tensorflow as tf
+
+    return tf.Variable
+
+
+def test_wrt_names_a_module_weight_on_the_command_line():
+    run = gradcli("check", MODULE_WEIGHTS, "--wrt", "dense/kernel,linear/offsets/0", "--json")
+    assert run.exit_code == 0, run
+    assert set(by_input(run.result)) == {"dense/kernel", "linear/offsets/0"}
+    run = gradcli("check", MODULE_WEIGHTS, "--wrt", "dense/kernal")
+    assert run.exit_code == 2, run
+    assert "unknown input 'dense/kernal' (known: dense/kernel, dense/bias, linear/w" in run.stdout + run.stderr
+
+
+def test_float32_keras_layer_in_a_function_is_checked_in_float32():
+    import keras
+
+    layer = keras.layers.Dense(2, name="dense")
+    module = types.ModuleType("float32_layer")
+    module.layer = layer
+    module.model = lambda x: layer(x) ** 2
+    module.inputs = {"x": X}
+    from gradcli.model.loading import load_model
+
+    model = load_model(module)
+    assert model.wrt[:2] == ["dense/kernel", "dense/bias"] and model.dtype == np.float32
+    assert any("Keras layers compute in float32" in n for n in model.notes)
+
+
+def test_weight_read_where_gradcli_cannot_vary_it_is_an_error():
+    """A tf.Module whose traced method lives outside the model file: its trace
+    captured the variable, so substituting it would silently change nothing."""
+    import tensorflow as tf
+
+    from gradcli.model.loading import load_model
+
+    class Traced(tf.Module):
+        def __init__(self):
+            super().__init__(name="traced")
+            self.w = tf.Variable(3.0, dtype=tf.float64)
+
+        @tf.function
+        def __call__(self, x):
+            return self.w * x
+
+    module = types.ModuleType("elsewhere")
+    module.model, module.inputs = Traced(), {"x": np.array([1.0, 2.0])}
+    with pytest.raises(ModelError) as raised:
+        load_model(module)
+    assert "reads traced/w in a way gradcli cannot vary" in str(raised.value)

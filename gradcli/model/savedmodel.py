@@ -22,13 +22,13 @@ variable reachable by several.
 from __future__ import annotations
 
 import os
-from collections import deque
 
 import numpy as np
 
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown
+from gradcli.model.variables import variables_by_path
 from gradcli.tf_import import import_tensorflow
 
 SAVED_MODEL_FILE = "saved_model.pb"
@@ -61,7 +61,7 @@ def load_saved_model(path: str, entry: str | None, data: dict[str, np.ndarray]):
     function = _pick_function(loaded, entry, display)
     specs = _input_specs(function)
     values = _fit_data(data, specs, display)
-    variables = _variables_by_path(loaded)
+    variables = variables_by_path(loaded)
     captured = _captured_variables(function, variables)
     pure, output_names = _pure_function(function, specs, captured, display)
     weight_names = list(captured)
@@ -154,30 +154,6 @@ def _shape(shape) -> str:
     return "[" + ", ".join("None" if d is None else str(d) for d in shape) + "]"
 
 
-def _variables_by_path(root) -> dict:
-    """Every variable reachable from ``root`` -> its shortest attribute path."""
-    tf = import_tensorflow()
-
-    paths, seen = {}, {id(root)}
-    queue = deque([(root, "")])
-    while queue:
-        obj, prefix = queue.popleft()
-        try:
-            children = tf.train.TrackableView(obj).children(obj)
-        except Exception:  # not trackable: nothing below it
-            continue
-        for name, child in children.items():
-            if id(child) in seen:
-                continue
-            seen.add(id(child))
-            path = f"{prefix}/{name}" if prefix else str(name)
-            if isinstance(child, tf.Variable):
-                paths[id(child)] = (path, child)
-            else:
-                queue.append((child, path))
-    return paths
-
-
 def _captured_variables(function, variables: dict) -> dict:
     """Trainable variables the function reads: name -> (variable, its placeholder's name).
 
@@ -187,7 +163,7 @@ def _captured_variables(function, variables: dict) -> dict:
     """
     from gradcli.model.loading import weight_name
 
-    by_handle = {id(v.handle): (path, v) for path, v in variables.values()}
+    by_handle = {id(v.handle): (path, v) for path, _, _, v in variables.values()}
     found = []
     for external, internal in function.graph.captures:
         match = by_handle.get(id(external))
