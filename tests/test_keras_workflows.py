@@ -458,3 +458,27 @@ def test_weight_read_where_gradcli_cannot_vary_it_is_an_error():
     with pytest.raises(ModelError) as raised:
         load_model(module)
     assert "reads traced/w in a way gradcli cannot vary" in str(raised.value)
+
+
+def test_saved_model_with_a_custom_gradient_is_refused_not_checked_wrongly(tmp_path):
+    """Its saved gradient function cannot serve the re-imported graph; dropping
+    it would check the forward ops' derivative and could pass a wrong gradient."""
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def softsign(z):
+        return z / (1.0 + tf.abs(z)), lambda upstream: upstream / (1.0 + tf.abs(z))
+
+    class Module(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = tf.Variable(np.eye(2))
+
+        @tf.function(input_signature=[tf.TensorSpec([None, 2], tf.float64, name="x")])
+        def __call__(self, x):
+            return softsign(x @ self.w)
+
+    tf.saved_model.save(Module(), str(tmp_path / "custom"))
+    run = gradcli("check", tmp_path / "custom", "--input", "x=[[1.0, 2.0]]")
+    assert run.exit_code == 3, run
+    assert "the SavedModel uses tf.custom_gradient" in run.stderr

@@ -61,7 +61,6 @@ def keras_file_model(layer, module, data: dict, display: str, path: str, float64
         model = _keras_model(layer, features, display, path, float64, training=training)
         _add_loss(model, data[TARGET], loss_fn)
         model.notes.append(f"checking the loss {described} on the batch in `inputs`")
-    model.notes += training_notes(layer, training)
     return model
 
 

@@ -485,7 +485,9 @@ def _keras_model(
     if len(weights) != len(layer.trainable_variables):  # clashing short names
         weights = {v.path: v for v in layer.trainable_variables}
     frozen = list(layer.non_trainable_variables)
-    notes = []
+    from gradcli.model.keras import training_notes
+
+    notes = training_notes(layer, training)
     runner = layer
     if float64:
         try:

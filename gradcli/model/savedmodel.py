@@ -137,8 +137,7 @@ def _fit_data(data: dict, specs: dict, display: str) -> dict[str, np.ndarray]:
     values = {}
     for name, spec in specs.items():
         value = np.asarray(data[name])
-        wanted = list(spec.shape)
-        if len(wanted) != value.ndim or any(w is not None and w != s for w, s in zip(wanted, value.shape)):
+        if not spec.shape.is_compatible_with(value.shape):
             raise UsageError(
                 f"--input {name} has shape {list(value.shape)}, the SavedModel expects {_shape(spec.shape)}"
             )
@@ -151,6 +150,8 @@ def _fit_data(data: dict, specs: dict, display: str) -> dict[str, np.ndarray]:
 
 
 def _shape(shape) -> str:
+    if shape.rank is None:
+        return "any shape"
     return "[" + ", ".join("None" if d is None else str(d) for d in shape) + "]"
 
 
@@ -189,6 +190,15 @@ def _pure_function(function, specs: dict, captured: dict, display: str):
             f"{display}: cannot make the SavedModel function pure in its weights - "
             f"{type(exc).__name__}: {_first_line(exc)}"
         ) from None
+    custom = [n.name for n in graph_def.node if "_gradient_op_type" in n.attr]
+    if custom:
+        # A saved tf.custom_gradient's gradient function belongs to the original
+        # trace and cannot serve the re-imported graph; dropping it would check
+        # the derivative of its forward ops instead, which could hide its bug.
+        raise ModelError(
+            f"{display}: the SavedModel uses tf.custom_gradient (op {custom[0]}); its saved "
+            "gradient cannot be checked by weight: check the model's Python source instead"
+        )
     input_names = [t.name for t in frozen.inputs]
     weight_names = [placeholder for _, placeholder in captured.values()]
     output_names = [t.name for t in frozen.outputs]
