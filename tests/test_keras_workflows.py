@@ -422,19 +422,38 @@ def test_wrt_names_a_module_weight_on_the_command_line():
     assert "unknown input 'dense/kernal' (known: dense/kernel, dense/bias, linear/w" in run.stdout + run.stderr
 
 
-def test_float32_keras_layer_in_a_function_is_checked_in_float32():
+def float32_layer_module():
     import keras
 
     layer = keras.layers.Dense(2, name="dense")
+    layer.build((None, 3))
+    layer.set_weights([W.astype("float32"), B.astype("float32")])
     module = types.ModuleType("float32_layer")
     module.layer = layer
     module.model = lambda x: layer(x) ** 2
     module.inputs = {"x": X}
+    return module
+
+
+def test_float32_keras_layer_in_a_function_is_checked_in_float64():
+    """Closed form for y = (x W + b)**2, cotangent ones: dW = x^T 2 (x W + b).
+    Agreement to 1e-12 shows the layer computed in float64 (float32 would be
+    off by about 1e-7); --native-dtype gives the float32 numbers."""
+    from gradcli.analyses import inspection
     from gradcli.model.loading import load_model
 
-    model = load_model(module)
-    assert model.wrt[:2] == ["dense/kernel", "dense/bias"] and model.dtype == np.float32
-    assert any("Keras layers compute in float32" in n for n in model.notes)
+    w32, b32 = W.astype("float32").astype(np.float64), B.astype("float32").astype(np.float64)
+    z = X @ w32 + b32
+    model = load_model(float32_layer_module())
+    assert model.wrt == ["dense/kernel", "dense/bias", "x"] and model.dtype == np.float64
+    assert any("promoted dense/kernel, dense/bias from float32 to float64" in n for n in model.notes)
+    x_shift = X + 1e-9  # a change far below float32's resolution must show
+    np.testing.assert_allclose(model.call(dict(model.point, x=x_shift))["output"], (x_shift @ w32 + b32) ** 2, rtol=1e-13)
+    grads = inspection.vjp(model).arrays()
+    np.testing.assert_allclose(grads["dense/kernel"], X.T @ (2 * z), rtol=1e-12)
+    native = load_model(float32_layer_module(), float64=False)
+    assert native.dtype == np.float32 and native.outputs["output"].dtype == np.float32
+    assert model.module.layer.dtype_policy.name == "float32"  # restored after each call
 
 
 def test_weight_read_where_gradcli_cannot_vary_it_is_an_error():

@@ -22,8 +22,11 @@ really reached through the substitution is verified once at load time: a
 weight the model reads some other way raises a ``ModelError`` instead of
 showing as a zero gradient.
 
-Keras layers compute in their own dtype (float32 unless built otherwise), so
-a file with float32 Keras layers is checked in float32, with a note.
+Keras layers cast their inputs and weights to their own dtype (float32 unless
+built otherwise). When the check promotes the weights to float64, the layers'
+dtype policies are set to float64 for the duration of the call (and restored),
+so a float32 layer is checked in float64 like a Keras ``model`` (which is
+cloned in float64 instead); ``--native-dtype`` keeps float32.
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class _Weights:
         self.keras = {}  # name -> keras.Variable
         self.slots = {}  # name -> (parent, key, tf.Variable): replaced by a tensor in a call
         self.classes = []  # classes of modules whose tf.function methods are bypassed
+        self.layers = []  # the Keras layers holding ``keras``, and their sublayers
 
     @property
     def names(self) -> list[str]:
@@ -91,8 +95,15 @@ class _Weights:
             for cls, attribute, plain in self.bypassed():
                 saved.append((cls, attribute, cls.__dict__[attribute]))
                 setattr(cls, attribute, plain)
-            mapping = [(v, values[n]) for n, v in self.keras.items()]
-            with keras.StatelessScope(state_mapping=mapping) if mapping else contextlib.nullcontext():
+            wider = {values[n].dtype for n, v in self.keras.items() if values[n].dtype != v.dtype}
+            for layer in self.layers if wider else ():
+                saved.append((layer, "dtype_policy", layer.dtype_policy))
+                layer.dtype_policy = next(iter(wider)).name
+            scope = keras.StatelessScope(state_mapping=[(v, values[n]) for n, v in self.keras.items()])
+            # The scope casts each value to its variable's dtype; values promoted
+            # to float64 (layers switched to float64 above) must stay float64.
+            scope.state_mapping.update({id(v): values[n] for n, v in self.keras.items()})
+            with scope:
                 yield
         finally:
             for parent, key, original in reversed(saved):
@@ -139,6 +150,7 @@ def find_weights(module: ModuleType) -> _Weights:
         if global_name.startswith("_") or isinstance(obj, (ModuleType, type)):
             continue
         if isinstance(obj, keras.layers.Layer):
+            weights.layers += list(obj._flatten_layers(include_self=True))
             for v in obj.trainable_variables:
                 if id(v) not in seen:
                     seen.add(id(v))
@@ -155,6 +167,7 @@ def find_weights(module: ModuleType) -> _Weights:
             seen.add(id(obj))
             weights.slots.setdefault(global_name, (module, global_name, obj))
     weights.classes = list(dict.fromkeys(weights.classes))
+    weights.layers = list({id(layer): layer for layer in weights.layers}.values())
     return weights
 
 
@@ -187,13 +200,6 @@ def expose_weights(model, module: ModuleType, target) -> None:
     point.update({n: np.asarray(v.numpy()) for n, (_, _, v) in weights.slots.items()})
     model.function, model.weights = function, weights.names
     model.point = {**point, **data}
-    keras_dtypes = sorted({str(v.dtype) for v in weights.keras.values()} - {"float64"})
-    if keras_dtypes:  # Keras casts inputs and values to each layer's dtype
-        model.runs_in_float64 = False
-        model.notes.append(
-            f"the model file's Keras layers compute in {', '.join(keras_dtypes)}: checking in "
-            "that dtype, with steps and tolerances for it"
-        )
     _verify_reached(model, weights, target, data)
 
 
