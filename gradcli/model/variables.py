@@ -218,9 +218,12 @@ def _build(model, target, data) -> None:
     try:
         call(target, {n: tf.convert_to_tensor(v) for n, v in data.items()})
     except Exception as exc:
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        if lines and lines[0] == "in user code:":  # a tf.function's error ends with the cause
+            lines = lines[-1:]
         raise ModelError(
             f"{where_raised(exc, model.path)}: building the model's layers raised "
-            f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            f"{type(exc).__name__}: {lines[0] if lines else ''}"
         ) from None
 
 
