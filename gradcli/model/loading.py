@@ -8,7 +8,14 @@ gradcli reads
 * ``inputs``: a dict name -> value, or a callable taking a
   ``numpy.random.Generator`` and returning one;
 * ``wrt`` (optional): the names to differentiate with respect to;
-* ``check`` (optional): per-model defaults for ``gradcli check``.
+* ``check`` (optional): per-model defaults for ``gradcli check``;
+* ``loss``, ``training`` (optional, beside a Keras ``model``): check the loss of
+  the model on (``x``, ``y``) by weight, in that training mode (``gradcli.model.keras``).
+
+A plain callable also takes the trainable variables of the file's Keras
+layers, ``tf.Module`` and ``tf.Variable`` objects as inputs
+(``gradcli.model.variables``). ``FILE.keras`` and SavedModel folders
+(``DIR[:SIGNATURE]``, ``gradcli.model.savedmodel``) take their data from ``data``.
 
 Whatever the file holds, the result is the same shape: ``Model.function`` maps
 a dict of tensors to a dict of named output tensors, and ``Model.point`` holds
@@ -138,7 +145,8 @@ def load_model(
     ``inputs``, so random weights and inputs are reproducible. With ``float64``
     the floating inputs are promoted to float64; if the model cannot run in
     float64 it runs in its own dtype and a note says so. A saved Keras model
-    (``FILE.keras``) takes its data inputs from ``data`` (``--input``).
+    (``FILE.keras``) or SavedModel folder (``DIR`` or ``DIR:SIGNATURE``) takes
+    its data inputs from ``data`` (``--input``).
     The options are validated as ``gradcli.options.LoadOptions``.
     """
     LoadOptions(wrt=wrt, overrides=overrides or {}, rng_seed=rng_seed, float64=float64, data=data or {})

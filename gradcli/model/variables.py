@@ -95,10 +95,11 @@ class _Weights:
             for cls, attribute, plain in self.bypassed():
                 saved.append((cls, attribute, cls.__dict__[attribute]))
                 setattr(cls, attribute, plain)
-            wider = {values[n].dtype for n, v in self.keras.items() if values[n].dtype != v.dtype}
+            given = {n: import_tensorflow().as_dtype(values[n].dtype).name for n in self.keras}
+            wider = {given[n] for n, v in self.keras.items() if given[n] != v.dtype}
             for layer in self.layers if wider else ():
                 saved.append((layer, "dtype_policy", layer.dtype_policy))
-                layer.dtype_policy = next(iter(wider)).name
+                layer.dtype_policy = max(wider)  # one dtype: the check promotes all alike
             scope = keras.StatelessScope(state_mapping=[(v, values[n]) for n, v in self.keras.items()])
             # The scope casts each value to its variable's dtype; values promoted
             # to float64 (layers switched to float64 above) must stay float64.
