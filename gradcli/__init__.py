@@ -10,7 +10,8 @@ takes and returning the result object the command renders (``gradcli.results``):
     >>> gradcli.vjp(lambda x: x * x, inputs={"x": [1.0, 2.0]}).arrays()["x"]
     array([2., 4.])
 
-``model`` is a model file (``FILE.py``, ``FILE.py:NAME``, ``FILE.keras``) or the
+``model`` is a model file (``FILE.py``, ``FILE.py:NAME``, ``FILE.keras``), a
+SavedModel folder (``DIR``, ``DIR:SIGNATURE``; data in ``data=``) or the
 model itself: a callable of tensors or a Keras model, with ``inputs`` (a dict of
 arrays, or a callable taking a numpy Generator) as in a model file. Options are
 keyword arguments named like the long options (``rtol``, ``rng_seed``,
@@ -38,7 +39,7 @@ def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=Non
 
     ``model`` may also be a folder or a list of model files (a batch). ``options``
     are the fields of ``gradcli.options.CheckOptions`` (``mode``, ``rtol``, ``atol``,
-    ``probes``, ``rng_seed``, ``overrides``, ``float64``, ``jit_compile``, ``order``,
+    ``probes``, ``rng_seed``, ``overrides``, ``data``, ``float64``, ``jit_compile``, ``order``,
     ``allow_surrogate``, ``taylor``, ``fail_on``); they win over a model file's ``check`` dict.
     Returns a ``CheckResult``; a model that cannot be loaded or run is a
     ``ModelResult`` with ``error`` set.

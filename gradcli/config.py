@@ -47,6 +47,8 @@ NOT_PER_MODEL = {
     "wrt": "set `wrt` in the model file itself",
     "set": "change `inputs` in the model file itself",
     "overrides": "change `inputs` in the model file itself",
+    "input": "give a model file's data in `inputs`",
+    "data": "give a model file's data in `inputs`",
 }
 RUN_WIDE = ("paths", "jobs", "fail_fast", "shard", "summary", "format", "junit_xml", "quiet", "json")
 

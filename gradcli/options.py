@@ -143,7 +143,7 @@ class LoadOptions(Options):
     overrides: dict = field(default_factory=dict)  # --set: input name -> array
     rng_seed: int = 0
     float64: bool = True  # promote floating inputs to float64 for checking
-    data: dict = field(default_factory=dict)  # --input: data of a .keras model
+    data: dict = field(default_factory=dict)  # --input: data of a .keras model or SavedModel
 
 
 # --- gradcli check ---------------------------------------------------------------
@@ -162,6 +162,7 @@ class CheckOptions(Options):
     rng_seed: int = 0
     wrt: list[str] | None = None
     overrides: dict = field(default_factory=dict)
+    data: dict = field(default_factory=dict)  # --input: data of a .keras model or SavedModel
     float64: bool = True
     jit_compile: bool | None = None  # None: XLA for large inputs (finite_diff.XLA_MIN_ELEMENTS)
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)

@@ -128,6 +128,7 @@ def _load(spec, options: CheckOptions) -> Model:
         overrides=options.overrides,
         rng_seed=options.rng_seed,
         float64=options.float64,
+        data=options.data,
     )
 
 

@@ -213,7 +213,7 @@ def vjp(model: Model, cotangents: dict | None = None, *, numeric: bool = False) 
         notes=notes,
         evaluations=evaluations,
     )
-    if model.kind == "keras":
+    if model.weights:  # Keras models, SavedModels, module-level layers and variables
         result.weights = weight_norms(model, grads)
         result.weight_rule = WEIGHT_RULE
         result.warnings = [

@@ -6,8 +6,8 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    Shard, format_option, json_option, junit_option, plot_option, model_argument, model_options, native_dtype_option,
-    summary_option, tolerance_options,
+    Shard, format_option, input_option, json_option, junit_option, model_argument, model_options,
+    native_dtype_option, plot_option, summary_option, tolerance_options,
 )
 
 
@@ -17,6 +17,7 @@ from gradcli.cli.options import (
 )
 @model_argument(many=True)
 @model_options
+@input_option
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
 @tolerance_options("the comparison")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")
@@ -38,11 +39,13 @@ from gradcli.cli.options import (
 @click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
-def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format, junit_xml,
-          summary, plot, **options):
+def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format,
+          junit_xml, summary, plot, **options):
     """Compare analytic gradients with finite differences.
 
-    MODEL is a model file (FILE.py or FILE.py:NAME) or a folder of them;
+    MODEL is a model file (FILE.py or FILE.py:NAME), a folder of them, a
+    saved Keras model (FILE.keras) or a SavedModel folder (DIR or
+    DIR:SIGNATURE), whose data come from --input;
     without MODEL, the `paths` of [tool.gradcli] in pyproject.toml. Options
     default to [tool.gradcli] values, then to a model file's `check` dict; the
     command line wins. Exit 0 if every check passes, 1 if one fails, 2 on bad
@@ -61,7 +64,8 @@ def check(models, overrides, wrt, fail_on, fail_fast, shard, jobs, quiet, as_jso
     if shard is not None:
         specs = shard_models(specs, *shard)
     options = check_options({
-        **options, "wrt": wrt, "overrides": overrides, "fail_on": fail_on, "keep_blocks": bool(plot),
+        **options, "wrt": wrt, "overrides": overrides, "data": data, "fail_on": fail_on,
+        "keep_blocks": bool(plot),
     })
     from gradcli.analyses.check import check_paths  # imports TensorFlow
     from gradcli.render.progress import progress_callback
@@ -83,5 +87,6 @@ def check_options(params: dict):
     return options_from_params(CheckOptions, {
         **params, "wrt": parse_names(params["wrt"]),
         "overrides": parse_assignments(params["overrides"], "--set"),
+        "data": parse_assignments(params.get("data", ()), "--input"),
         "fail_on": parse_names(params["fail_on"]) or [],
     })

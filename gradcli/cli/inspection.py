@@ -12,16 +12,19 @@ import click
 
 from gradcli.cli.command import command
 from gradcli.cli.options import (
-    json_option, model_argument, model_options, numeric_option, plot_option, save_option,
+    input_option, json_option, model_argument, model_options, native_dtype_option, numeric_option,
+    plot_option, save_option,
 )
 
 
 def inspect_options(command):
-    """MODEL, the model-loading options, ``--input``, ``--json`` and ``--save``."""
+    """MODEL, the model-loading options, ``--input``, ``--native-dtype``, ``--json``
+    and ``--save``."""
     options = [
         model_argument(),
         model_options,
-        click.option("--input", "data", multiple=True, metavar="NAME=VALUE", help="Data input of a .keras MODEL (a single-input model takes any NAME)."),
+        input_option,
+        native_dtype_option,
         json_option,
         save_option("Save the result arrays, keyed by name, for @FILE.npz:KEY."),
     ]
@@ -30,17 +33,18 @@ def inspect_options(command):
     return command
 
 
-def load(model, wrt, overrides, rng_seed, data):
-    """Parse the loading options (usage errors before TensorFlow), then load."""
+def load(model, wrt, overrides, rng_seed, data, native_dtype):
+    """Parse the loading options (usage errors before TensorFlow), then load.
+
+    ``--native-dtype`` keeps a float32 network in float32, so its gradients
+    (and a Keras model's per-weight gradient norms) are the ones training sees."""
     from gradcli.model.values import parse_assignments, parse_names
     from gradcli.options import LoadOptions
 
     options = LoadOptions(
         wrt=parse_names(wrt), overrides=parse_assignments(overrides, "--set"),
-        rng_seed=rng_seed, data=parse_assignments(data, "--input"),
+        rng_seed=rng_seed, float64=not native_dtype, data=parse_assignments(data, "--input"),
     )
-    if options.data and not model.endswith(".keras"):
-        raise click.UsageError("--input gives the data of a .keras MODEL; to change a model file's inputs use --set")
     from gradcli.model.loading import load_model  # imports TensorFlow
 
     return load_model(model, **vars(options))

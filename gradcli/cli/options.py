@@ -1,6 +1,7 @@
 """Options every command shares, declared once.
 
-``model_options`` (``--wrt``, ``--set``, ``--rng-seed``), ``tolerance_options``,
+``model_options`` (``--wrt``, ``--set``, ``--rng-seed``), ``input_option``
+(``--input``, the data of a saved model), ``tolerance_options``,
 ``native_dtype_option``, ``json_option``, ``format_option`` and the output
 options (``--save``, ``--junit-xml``, ``--plot``, ``--summary``) are decorators; a command lists the ones that
 apply to it. Values are only parsed here (click types); their rules live in
@@ -101,6 +102,7 @@ def tolerance_options(what: str):
     return decorate
 
 
+input_option = click.option("--input", "data", multiple=True, metavar="NAME=VALUE", help="Data input of a .keras or SavedModel MODEL: JSON literal, @file.npy or @file.npz:key (a single-input model takes any NAME).")
 native_dtype_option = click.option("--native-dtype", is_flag=True, help="Work in the model's own dtype instead of promoting to float64.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document (docs: reference/json).")
 

@@ -8,7 +8,14 @@ gradcli reads
 * ``inputs``: a dict name -> value, or a callable taking a
   ``numpy.random.Generator`` and returning one;
 * ``wrt`` (optional): the names to differentiate with respect to;
-* ``check`` (optional): per-model defaults for ``gradcli check``.
+* ``check`` (optional): per-model defaults for ``gradcli check``;
+* ``loss``, ``training`` (optional, beside a Keras ``model``): check the loss of
+  the model on (``x``, ``y``) by weight, in that training mode (``gradcli.model.keras``).
+
+A plain callable also takes the trainable variables of the file's Keras
+layers, ``tf.Module`` and ``tf.Variable`` objects as inputs
+(``gradcli.model.variables``). ``FILE.keras`` and SavedModel folders
+(``DIR[:SIGNATURE]``, ``gradcli.model.savedmodel``) take their data from ``data``.
 
 Whatever the file holds, the result is the same shape: ``Model.function`` maps
 a dict of tensors to a dict of named output tensors, and ``Model.point`` holds
@@ -50,7 +57,7 @@ class Model:
     point: dict[str, np.ndarray]
     wrt: list[str]
     native_dtypes: dict[str, np.dtype]
-    kind: str = "function"  # "function" or "keras"
+    kind: str = "function"  # "function", "keras" or "savedmodel"
     settings: dict = field(default_factory=dict)
     module: ModuleType | None = None
     notes: list[str] = field(default_factory=list)
@@ -138,7 +145,8 @@ def load_model(
     ``inputs``, so random weights and inputs are reproducible. With ``float64``
     the floating inputs are promoted to float64; if the model cannot run in
     float64 it runs in its own dtype and a note says so. A saved Keras model
-    (``FILE.keras``) takes its data inputs from ``data`` (``--input``).
+    (``FILE.keras``) or SavedModel folder (``DIR`` or ``DIR:SIGNATURE``) takes
+    its data inputs from ``data`` (``--input``).
     The options are validated as ``gradcli.options.LoadOptions``.
     """
     LoadOptions(wrt=wrt, overrides=overrides or {}, rng_seed=rng_seed, float64=float64, data=data or {})
@@ -146,14 +154,15 @@ def load_model(
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
     else:
-        if str(spec).endswith(".keras"):
-            model = load_keras_file(str(spec), data or {}, float64)
-            return _finish(model, overrides, wrt, None, float64)
+        path, entry = split_spec(str(spec))
+        saved = _saved_model(path, entry, data or {}, float64)
+        if saved is not None:
+            return _finish(saved, overrides, wrt, None, float64)
         if data:
             raise UsageError(
-                "--input gives the data of a .keras file; to change a model file's inputs use --set"
+                "--input gives the data of a .keras or SavedModel MODEL; to change a model "
+                "file's inputs use --set"
             )
-        path, entry = split_spec(spec)
         module = import_model_file(path)
     name = entry or "model"
     if not hasattr(module, name):
@@ -176,7 +185,9 @@ def load_model(
     raw_inputs = _read_inputs(module, path, rng_seed, required=not _is_keras(target))
     file_wrt = getattr(module, "wrt", None)
     if _is_keras(target):
-        model = _keras_model(target, raw_inputs, display, path, float64)
+        from gradcli.model.keras import keras_file_model  # `loss`, `training`
+
+        model = keras_file_model(target, module, raw_inputs, display, path, float64)
     elif callable(target):
         model = Model(
             name=display,
@@ -186,6 +197,9 @@ def load_model(
             wrt=[],
             native_dtypes={},
         )
+        from gradcli.model.variables import expose_weights  # the file's layers, tf.Modules, tf.Variables
+
+        expose_weights(model, module, target)
     else:
         raise ModelError(
             f"{relative_path(path)}: `{name}` is a {type(target).__name__}, not a callable or Keras model"
@@ -193,6 +207,17 @@ def load_model(
     model.module = module
     model.settings = dict(settings)
     return _finish(model, overrides, wrt, file_wrt, float64)
+
+
+def _saved_model(path: str, entry: str | None, data: dict, float64: bool) -> Model | None:
+    """A saved Keras model (``FILE.keras``) or SavedModel folder (``DIR[:NAME]``), else None."""
+    from gradcli.model.savedmodel import is_saved_model, load_saved_model
+
+    if path.endswith(".keras") and entry is None:
+        return load_keras_file(path, data, float64)
+    if is_saved_model(path):
+        return load_saved_model(path, entry, data)
+    return None
 
 
 def _finish(model: Model, overrides, wrt, file_wrt, float64: bool) -> Model:
@@ -275,7 +300,7 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
     else:
         names = [n for n, v in model.point.items() if is_floating(v)]
-        if model.kind == "keras":
+        if model.kind != "function":  # Keras, SavedModel: the trainable weights
             names = list(model.weights)
         if not names:
             described = ", ".join(f"{n} ({v.dtype})" for n, v in model.point.items())
@@ -438,8 +463,11 @@ def weight_name(path: str) -> str:
     return "/".join(parts[1:]) if len(parts) > 2 else path
 
 
-def _keras_model(layer, data: dict, display: str, path: str, float64: bool) -> Model:
-    """Wrap a Keras model as a pure function of (weights, data inputs).
+def _keras_model(
+    layer, data: dict, display: str, path: str, float64: bool, training: bool = False
+) -> Model:
+    """Wrap a Keras model as a pure function of (weights, data inputs); layers
+    with a ``training`` argument get ``training``.
 
     Keras casts inputs to each layer's compute dtype, so float64 values passed
     to a float32 model would be silently computed in float32. For float64 we
@@ -465,7 +493,9 @@ def _keras_model(layer, data: dict, display: str, path: str, float64: bool) -> M
     if len(weights) != len(layer.trainable_variables):  # clashing short names
         weights = {v.path: v for v in layer.trainable_variables}
     frozen = list(layer.non_trainable_variables)
-    notes = []
+    from gradcli.model.keras import training_notes
+
+    notes = training_notes(layer, training)
     runner = layer
     if float64:
         try:
@@ -484,7 +514,7 @@ def _keras_model(layer, data: dict, display: str, path: str, float64: bool) -> M
         trainable = [values[n] for n in weight_names]
         dtype = trainable[0].dtype if trainable else None
         fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
-        out, _ = runner.stateless_call(trainable, fixed, data_args(values), training=False)
+        out, _ = runner.stateless_call(trainable, fixed, data_args(values), training=training)
         return normalize_outputs(out)
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.items()}

@@ -18,10 +18,13 @@ def relative_path(path: str) -> str:
 
 def expand_models(paths) -> list[str]:
     """Model arguments as files: a folder stands for the `*.py` files in it
-    (sorted, leaving out `_private.py`); an empty folder is a usage error."""
+    (sorted, leaving out `_private.py`), unless it is a SavedModel; an empty
+    folder is a usage error."""
+    from gradcli.model.savedmodel import is_saved_model
+
     specs = []
     for path in paths:
-        if os.path.isdir(path):
+        if os.path.isdir(path) and not is_saved_model(path):
             found = sorted(
                 os.path.join(path, f)
                 for f in os.listdir(path)

@@ -1,0 +1,257 @@
+"""Variables of a model file's own objects as inputs of a plain callable.
+
+A ``model`` function that uses Keras layers, ``tf.Module`` objects or
+``tf.Variable`` objects defined at the top of the model file hides their
+weights: it takes only the data. Here those weights become inputs, named by
+path, so ``--wrt dense/kernel`` can name them and finite differences, the
+analytic side and the culprit search all see them like any input:
+
+* Keras layers and models at module level: their trainable variables, named
+  like a Keras model's weights (``dense/kernel``);
+* ``tf.Module`` objects: their trainable variables, named
+  ``<module name>/<attribute path>`` (``linear/w``, ``linear/inner/scale``);
+* ``tf.Variable`` objects: named by their global name (``w``).
+
+The function is made pure in them without ever assigning a variable: Keras
+variables read the values given inside a ``keras.StatelessScope``; the
+``tf.Variable`` attributes (and globals) are replaced by the given tensors for
+the duration of the call and restored afterwards. ``tf.function`` wrappers of
+the model function and of the modules' methods are bypassed during the call
+(their traces captured the variables themselves). Whether each weight is
+really reached through the substitution is verified once at load time: a
+weight the model reads some other way raises a ``ModelError`` instead of
+showing as a zero gradient.
+
+Keras layers cast their inputs and weights to their own dtype (float32 unless
+built otherwise). When the check promotes the weights to float64, the layers'
+dtype policies are set to float64 for the duration of the call (and restored),
+so a float32 layer is checked in float64 like a Keras ``model`` (which is
+cloned in float64 instead); ``--native-dtype`` keeps float32.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from types import ModuleType
+
+import numpy as np
+
+from gradcli.errors import ModelError
+from gradcli.model.paths import relative_path
+from gradcli.tf_import import import_tensorflow
+
+
+def variables_by_path(root) -> dict:
+    """Every variable reachable from ``root`` (tracked attributes, breadth first):
+    id -> (shortest attribute path, parent, key in parent, variable)."""
+    tf = import_tensorflow()
+
+    found, seen = {}, {id(root)}
+    queue = deque([(root, "")])
+    while queue:
+        obj, prefix = queue.popleft()
+        try:
+            children = tf.train.TrackableView(obj).children(obj)
+        except Exception:  # not trackable: nothing below it
+            continue
+        for name, child in children.items():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            path = f"{prefix}/{name}" if prefix else str(name)
+            if isinstance(child, tf.Variable):
+                found[id(child)] = (path, obj, name, child)
+            else:
+                queue.append((child, path))
+    return found
+
+
+class _Weights:
+    """The weights found in one model file, and how to substitute them."""
+
+    def __init__(self):
+        self.keras = {}  # name -> keras.Variable
+        self.slots = {}  # name -> (parent, key, tf.Variable): replaced by a tensor in a call
+        self.classes = []  # classes of modules whose tf.function methods are bypassed
+        self.layers = []  # the Keras layers holding ``keras``, and their sublayers
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.keras) + list(self.slots)
+
+    def add_keras(self, name, variable):
+        self.keras.setdefault(name, variable)
+
+    @contextlib.contextmanager
+    def substituted(self, values: dict):
+        import keras
+
+        saved = []
+        try:
+            for name, (parent, key, _) in self.slots.items():
+                saved.append((parent, key, _get(parent, key)))
+                _set(parent, key, values[name])
+            for cls, attribute, plain in self.bypassed():
+                saved.append((cls, attribute, cls.__dict__[attribute]))
+                setattr(cls, attribute, plain)
+            given = {n: import_tensorflow().as_dtype(values[n].dtype).name for n in self.keras}
+            wider = {given[n] for n, v in self.keras.items() if given[n] != v.dtype}
+            for layer in self.layers if wider else ():
+                saved.append((layer, "dtype_policy", layer.dtype_policy))
+                layer.dtype_policy = max(wider)  # one dtype: the check promotes all alike
+            scope = keras.StatelessScope(state_mapping=[(v, values[n]) for n, v in self.keras.items()])
+            # The scope casts each value to its variable's dtype; values promoted
+            # to float64 (layers switched to float64 above) must stay float64.
+            scope.state_mapping.update({id(v): values[n] for n, v in self.keras.items()})
+            with scope:
+                yield
+        finally:
+            for parent, key, original in reversed(saved):
+                _set(parent, key, original)
+
+    def bypassed(self):
+        for cls in self.classes:
+            for attribute, value in list(vars(cls).items()):
+                plain = getattr(value, "python_function", None)
+                if plain is not None:
+                    yield cls, attribute, plain
+
+
+def _container(parent) -> bool:
+    """Lists and dicts (and TensorFlow's tracking wrappers of them) hold weights by key."""
+    return isinstance(parent, (list, dict)) or type(parent).__name__ in ("ListWrapper", "_DictWrapper")
+
+
+def _key(parent, key):
+    return int(key) if isinstance(parent, list) or type(parent).__name__ == "ListWrapper" else key
+
+
+def _get(parent, key):
+    return parent[_key(parent, key)] if _container(parent) else getattr(parent, key)
+
+
+def _set(parent, key, value):
+    if _container(parent):
+        parent[_key(parent, key)] = value
+    else:
+        setattr(parent, key, value)
+
+
+def find_weights(module: ModuleType) -> _Weights:
+    """Trainable variables of the file's module-level Keras layers, tf.Modules
+    and tf.Variables, named as the module docstring says."""
+    import keras
+
+    from gradcli.model.loading import weight_name
+
+    tf = import_tensorflow()
+    weights, seen = _Weights(), set()
+    for global_name, obj in list(vars(module).items()):
+        if global_name.startswith("_") or isinstance(obj, (ModuleType, type)):
+            continue
+        if isinstance(obj, keras.layers.Layer):
+            weights.layers += list(obj._flatten_layers(include_self=True))
+            for v in obj.trainable_variables:
+                if id(v) not in seen:
+                    seen.add(id(v))
+                    weights.add_keras(weight_name(v.path), v)
+        elif isinstance(obj, tf.Module):
+            weights.classes += [c for c in type(obj).__mro__ if c.__module__ == module.__name__]
+            for path, parent, key, v in variables_by_path(obj).values():
+                if v.trainable and id(v) not in seen:
+                    seen.add(id(v))
+                    weights.slots.setdefault(f"{obj.name}/{path}", (parent, key, v))
+                    if isinstance(parent, tf.Module):
+                        weights.classes += [c for c in type(parent).__mro__ if c.__module__ == module.__name__]
+        elif isinstance(obj, tf.Variable) and obj.trainable and id(obj) not in seen:
+            seen.add(id(obj))
+            weights.slots.setdefault(global_name, (module, global_name, obj))
+    weights.classes = list(dict.fromkeys(weights.classes))
+    weights.layers = list({id(layer): layer for layer in weights.layers}.values())
+    return weights
+
+
+def call(target, values: dict) -> dict:
+    """The user's function on named tensors, outputs named (``normalize_outputs``)."""
+    from gradcli.model.loading import normalize_outputs
+
+    return normalize_outputs(target(**values))
+
+
+def expose_weights(model, module: ModuleType, target) -> None:
+    """Add the weights of ``module``'s objects to ``model`` as inputs (in place).
+
+    Keras layers built by the first call are built here, with the point's data.
+    """
+    data = dict(model.point)
+    if _unbuilt_keras(module):
+        _build(model, target, data)
+    weights = find_weights(module)
+    if not weights.names:
+        return
+    plain = getattr(target, "python_function", target)  # a tf.function's trace captured the variables
+    data_names = list(data)
+
+    def function(values: dict) -> dict:
+        with weights.substituted(values):
+            return call(plain, {n: values[n] for n in data_names})
+
+    point = {n: np.asarray(v.numpy()) for n, v in weights.keras.items()}
+    point.update({n: np.asarray(v.numpy()) for n, (_, _, v) in weights.slots.items()})
+    model.function, model.weights = function, weights.names
+    model.point = {**point, **data}
+    _verify_reached(model, weights, target, data)
+
+
+def _unbuilt_keras(module) -> bool:
+    import keras
+
+    return any(
+        isinstance(obj, keras.layers.Layer) and not obj.built for obj in vars(module).values()
+    )
+
+
+def _build(model, target, data) -> None:
+    from gradcli.model.loading import where_raised
+
+    tf = import_tensorflow()
+    try:
+        call(target, {n: tf.convert_to_tensor(v) for n, v in data.items()})
+    except Exception as exc:
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        if lines and lines[0] == "in user code:":  # a tf.function's error ends with the cause
+            lines = lines[-1:]
+        raise ModelError(
+            f"{where_raised(exc, model.path)}: building the model's layers raised "
+            f"{type(exc).__name__}: {lines[0] if lines else ''}"
+        ) from None
+
+
+def _verify_reached(model, weights: _Weights, target, data) -> None:
+    """Every weight the model's outputs depend on (by a tape over the variables
+    themselves) must also be reached through the substituted inputs."""
+    tf = import_tensorflow()
+
+    def total(outputs):
+        floats = [tf.reduce_sum(tf.cast(t, tf.float64)) for t in outputs.values() if t.dtype.is_floating]
+        return tf.add_n(floats) if floats else tf.constant(0.0, tf.float64)
+
+    tensors = {n: tf.convert_to_tensor(v) for n, v in model.point.items()}
+    variables = list(weights.keras.values()) + [v for _, _, v in weights.slots.values()]
+    try:
+        with tf.GradientTape() as tape:
+            direct = total(call(target, {n: tensors[n] for n in data}))
+        reached_directly = tape.gradient(direct, variables)
+        with tf.GradientTape() as tape:
+            tape.watch([tensors[n] for n in weights.names])
+            through = total(model.function(tensors))
+        reached = tape.gradient(through, [tensors[n] for n in weights.names])
+    except Exception:  # the forward pass reports its own errors later, with the line
+        return
+    lost = [n for n, d, r in zip(weights.names, reached_directly, reached) if d is not None and r is None]
+    if lost:
+        raise ModelError(
+            f"{relative_path(model.path)}: the model reads {', '.join(lost)} in a way gradcli cannot "
+            "vary (e.g. inside a tf.function defined elsewhere); pass the weights as inputs instead"
+        )
