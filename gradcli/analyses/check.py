@@ -281,12 +281,16 @@ class _FastCheck(_FullCheck):
             errors = sum(flat(numeric[n].errors[o]) for n in self.model.wrt)
             v = flat(cotangents[o])
             forward, numeric_projection = np.sum(v * flat(jvps[o]), axis=1), np.sum(v * ju_numeric, axis=1)
+            u = np.concatenate([flat(tangents[n]) for n in self.model.wrt], axis=1)
+            scale, roundoff = compare.projection_scale(u, v, ju_numeric, flat(jvps[o]), u.dtype)
             bad = compare.forward_mismatch(
                 forward,
                 numeric_projection,
                 np.sum(np.abs(v) * errors, axis=1),
-                np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
+                scale,
                 self.tol,
+                roundoff,
+                np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
             )
             if bad.any():
                 p = int(np.argmax(np.abs(forward - numeric_projection)))
@@ -302,10 +306,7 @@ class _FastCheck(_FullCheck):
         disconnected = any(g is None for g in grads)
         jtv = np.zeros_like(u) if disconnected else flat(grads)
         ju_numeric = flat(numeric.values[o])
-        scale = np.maximum(
-            np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
-            np.linalg.norm(u, axis=1) * np.linalg.norm(jtv, axis=1),
-        )
+        scale, roundoff = compare.projection_scale(u, v, ju_numeric, jtv, u.dtype)
         return compare.compare_projections(
             name, o,
             None if disconnected else np.sum(u * jtv, axis=1),
@@ -314,6 +315,10 @@ class _FastCheck(_FullCheck):
             np.sum(np.abs(v) * flat(numeric.errors[o]), axis=1),
             scale,
             self.tol,
+            roundoff,
+            np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+            # The RMS element of the [outputs x inputs] block: ||J||_F / sqrt(m n).
+            element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
         )
 
     def replace_with_full(self, pairs, name, outputs) -> list[PairResult]:

@@ -9,7 +9,8 @@ from gradcli.results.outcome import Outcome
 
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
-    "Kink", "GraphSite", "Culprit", "Taylor", "Element", "Tolerance", "PairResult", "ModelResult",
+    "Kink", "GraphSite", "Culprit", "Taylor", "Element", "Tolerance", "Power", "PairResult",
+    "ModelResult",
     "CheckResult",
 ]
 
@@ -102,6 +103,19 @@ class Tolerance:
 
 
 @dataclass
+class Power:
+    """What a fast check could have seen (``verdicts.compare.detectable_error``):
+    a single Jacobian element off by ``absolute`` or more (``relative`` to an
+    element of ``element_size``, the RMS element) fails with ``probability``."""
+
+    absolute: float
+    relative: float
+    element_size: float
+    probability: float
+    probes: int
+
+
+@dataclass
 class PairResult:
     """The check of one (input, output) pair."""
 
@@ -126,6 +140,8 @@ class PairResult:
     sites: list[GraphSite] = field(default_factory=list)  # where the path is cut / surrogate ops
     culprit: Culprit | None = None
     taylor: Taylor | None = None
+    power: Power | None = None  # fast mode: the smallest single-element error it would see
+    resolution: float | None = None  # zero verdict: the numeric resolution that confirms 0
 
 
 @dataclass
