@@ -22,6 +22,7 @@ Modes:
 
 from __future__ import annotations
 
+import os
 import time
 import numpy as np
 
@@ -151,8 +152,13 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     )
     checker = _FullCheck if mode == "full" else _FastCheck
     graph = ModelGraph(model)
-    result.pairs = checker(model, outputs, fd, tol, options, graph).run()
-    diagnose.explain(model, result.pairs, fd, graph, tol, options)
+    try:
+        result.pairs = checker(model, outputs, fd, tol, options, graph).run()
+        diagnose.explain(model, result.pairs, fd, graph, tol, options)
+    except GradcliError:
+        raise
+    except Exception as exc:  # a gradient function (or the model near the point) raised
+        raise diagnose.raised(exc, model, _in_autodiff(exc)) from None
     if fd.eager:
         result.notes.append(
             "the model could not be traced by tf.function/vectorized_map: finite "
@@ -168,6 +174,16 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.notes += notes
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _in_autodiff(exc: BaseException) -> bool:
+    """Raised while TensorFlow computed a derivative (a tape, an accumulator)."""
+    import traceback
+
+    return any(
+        os.path.basename(f.filename) in ("autodiff.py", "backprop.py", "forwardprop.py")
+        for f in traceback.extract_tb(exc.__traceback__)
+    )
 
 
 class _FullCheck:

@@ -28,6 +28,8 @@ disconnected or zero path, the culprit op of a mismatch, and the Taylor test.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from gradcli.verdicts import compare
@@ -70,6 +72,39 @@ def require_finite(model_name, input_name, output, values, output_shape, input_s
     raise ModelError(
         f"{model_name}: the {what} of {_label(output, out_index)} with respect to "
         f"{_label(input_name, in_index)} is {values[row, col]} at the point{why}"
+    )
+
+
+def raised(exc: BaseException, model, analytic: bool) -> ModelError:
+    """A one-line ModelError for an exception raised while differentiating
+    (``analytic``) or while evaluating the model near the point: the model-file
+    line (the deepest frame in the file, else the first ``File "...", line N``
+    of the model file in TensorFlow's message, which names the node's creation
+    site for errors raised inside a traced graph) and the op that raised."""
+    import re
+    import traceback
+
+    from gradcli.model.loading import where_raised
+    from gradcli.model.paths import relative_path
+
+    text = str(exc)
+    op = getattr(getattr(exc, "op", None), "type", None)
+    if op is None:
+        found = re.search(r"\[Op:(\w+)\]", text) or re.search(r"node '?([\w/.-]+)", text)
+        op = found.group(1).split("/")[-1] if found else None
+    model_file = os.path.abspath(model.path)
+    where = where_raised(exc, model.path)
+    if not any(os.path.abspath(f.filename) == model_file for f in traceback.extract_tb(exc.__traceback__)):
+        lines = [ln for f, ln in re.findall(r'File "([^"]+)", line (\d+)', text)
+                 if os.path.abspath(f) == model_file]
+        if lines:
+            where = f"{relative_path(model.path)}:{lines[-1]}"
+    message = re.sub(r"\{\{[^}]*\}\}\s*", "", text)
+    message = re.sub(r"\s*\[Op:\w+\].*", "", message).strip().splitlines()
+    doing = "computing the gradient" if analytic else "evaluating the model within a step of the point"
+    by = f" in op {op}" if op else ""
+    return ModelError(
+        f"{where}: {doing} raised {type(exc).__name__}{by}: {message[0] if message else ''}"
     )
 
 
