@@ -34,7 +34,7 @@ from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_m
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.model.loading import Model, is_floating, load_model
-from gradcli.results import CheckResult, ModelResult, PairResult
+from gradcli.results import MISMATCH, CheckResult, ModelResult, PairResult
 
 #: auto switches to fast above this many differentiated elements: a full check
 #: then costs over 4 * FULL_LIMIT evaluations, a fast one about 4 * probes.
@@ -220,13 +220,21 @@ class _FullCheck:
             errors = numeric.errors[o].reshape(len(numeric.steps), -1).T
             block = analytic[(o, name)]
             block = None if block is None else block.reshape(columns.shape)
-            for values, what in ((block, "analytic derivative"), (columns, "finite difference")):
-                if values is not None:
-                    diagnose.require_finite(
-                        self.model.name, name, o, values, y_shape, x_shape, what
-                    )
+            nonfinite = None
+            if block is not None and not np.all(np.isfinite(block)):
+                # Raises at a genuine singularity; else the analytic side is wrong.
+                nonfinite = diagnose.nonfinite_analytic(
+                    self.model, name, o, block, self.fd, self.model.outputs[o], x_shape,
+                    y_shape, self.tol, self.graph,
+                )
+            else:
+                diagnose.require_finite(
+                    self.model.name, name, o, columns, y_shape, x_shape, "finite difference"
+                )
             pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
-            if block is not None:
+            if nonfinite is not None:
+                pair.verdict, pair.failed, pair.explanation = MISMATCH, True, nonfinite
+            elif block is not None:
                 pair = diagnose.refine(
                     pair, block, columns, errors, self.fd, self.model.outputs[o], x_shape,
                     y_shape, self.tol, self.options.allow_surrogate,

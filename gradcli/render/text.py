@@ -187,6 +187,7 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
             "first order": "the gradient is wrong, or the point is on a kink",
             "exact": "linear along the direction: remainder at round-off",
             "unclear": "no clean order",
+            "not finite": "the gradient or the function is not finite along the direction",
         }[taylor.verdict]
         out.print(
             f"    Taylor remainder {pair.input} -> {pair.output}: orders {orders} -> "

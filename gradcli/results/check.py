@@ -79,7 +79,7 @@ class Taylor:
     remainders: list[float]
     orders: list[float]  # log2(r(h) / r(h/2)) for consecutive steps above round-off
     order: float | None  # the observed order at the smallest usable steps
-    verdict: str  # "second order" (gradient consistent), "first order" (wrong), "exact", "unclear"
+    verdict: str  # "second order" (consistent), "first order" (wrong), "exact", "unclear", "not finite"
 
 
 @dataclass

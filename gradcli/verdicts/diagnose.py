@@ -108,6 +108,118 @@ def raised(exc: BaseException, model, analytic: bool) -> ModelError:
     )
 
 
+def nonfinite_analytic(model, input_name, output, analytic, fd, f0, x_shape, y_shape, tol, graph):
+    """The analytic block (``[output size, input size]``) holds NaN or Inf at the
+    point: what do finite differences see there? (module docstring, NaN rule)
+
+    The one-sided ladder (``_ladder``) runs on up to COLUMNS_PER_BATCH columns
+    with non-finite elements. An element is *smooth* when both one-sided slopes
+    are finite, resolved (error estimate within ``compare.allowed_error`` of 0
+    relative to RESOLVE_FRACTION of the slope) and agree within
+    ``compare.allowed_error``: the derivative exists, so a non-finite analytic
+    value is a wrong gradient and the caller reports a ``mismatch`` with the
+    returned explanation. Otherwise (slopes that disagree, are not finite or do
+    not settle as the step shrinks) the point is a genuine singularity of the
+    function and no derivative can be checked: ModelError (exit 3). Both name
+    the op that produced the first non-finite value (``first_nonfinite``).
+    """
+    bad = ~np.isfinite(analytic)
+    cols = np.flatnonzero(bad.any(axis=0))[:COLUMNS_PER_BATCH]
+    left, right, left_err, right_err, _ = _ladder(fd, input_name, output, f0, cols)
+    sub = bad[:, cols]
+    slope = np.maximum(np.abs(left), np.abs(right))
+    with np.errstate(invalid="ignore"):
+        settled = (
+            np.isfinite(left) & np.isfinite(right)
+            & (np.maximum(left_err, right_err) <= tol.atol + compare.RESOLVE_FRACTION * slope)
+        )
+        agree = np.abs(left - right) <= compare.allowed_error(left, right, left_err + right_err, tol)
+    smooth = sub & settled & agree
+    singular = sub & ~smooth
+    source = first_nonfinite(graph, input_name, output) if graph is not None else ""
+    source = f"; the first non-finite value comes from {source}" if source else ""
+
+    def element(mask):
+        r, c = (int(i) for i in np.argwhere(mask)[0])
+        return r, c, (
+            f"{_label(output, compare._index(r, y_shape))} with respect to "
+            f"{_label(input_name, compare._index(cols[c], x_shape))}"
+        )
+
+    if smooth.any():
+        r, c, where = element(smooth)
+        more = f"; {_count(int(singular.sum()), 'more element')} at a singularity" if singular.any() else ""
+        return (
+            f"the analytic derivative is not finite where the function is smooth: "
+            f"{where} is {analytic[r, cols[c]]}, but the one-sided slopes agree "
+            f"(left {left[r, c]:.7g}, right {right[r, c]:.7g}){source}{more}"
+        )
+    r, c, where = element(singular)
+    if not (np.isfinite(left[r, c]) and np.isfinite(right[r, c])):
+        seen = f"one-sided slopes left {left[r, c]:.4g}, right {right[r, c]:.4g}: not finite on a side"
+    elif not settled[r, c]:
+        seen = (
+            f"the one-sided slopes do not settle as the step shrinks (left {left[r, c]:.4g}, "
+            f"right {right[r, c]:.4g}): unbounded"
+        )
+    else:
+        seen = f"one-sided slopes disagree (left {left[r, c]:.7g}, right {right[r, c]:.7g})"
+    raise ModelError(
+        f"{model.name}: the analytic derivative of {where} is {analytic[r, cols[c]]} at the "
+        f"point, a genuine singularity of the function ({seen}){source}"
+    )
+
+
+def first_nonfinite(graph, input_name: str, output: str) -> str:
+    """The op whose value is the first non-finite one, in graph order, when the
+    model's forward ops and then the gradient of ``output`` with respect to
+    ``input_name`` run at the point: "Op (what) at file:line", or "" when the
+    graph cannot tell (not traceable, control flow that cannot be fetched).
+    Gradient ops are located by their own model-file line (a custom gradient's
+    function) or else by the forward op they differentiate."""
+    try:
+        if not graph._trace():
+            return ""
+        g = graph.graph
+        known = set(g.get_operations())
+        import tensorflow as tf
+
+        with g.as_default():
+            tf.gradients(graph.outputs[output], graph.inputs[input_name])
+        feeds = [graph.inputs[n] for n in graph.model.point]
+        feed_values = [tf.constant(graph.model.point[n]) for n in graph.model.point]
+        fed = {t.ref() for t in feeds}
+        forward = [op for op in g.get_operations() if op in known]
+        backward = [op for op in g.get_operations() if op not in known]
+        for ops in (forward, backward):
+            tensors = [t for op in ops for t in op.outputs
+                       if t.dtype.is_floating and t.ref() not in fed]
+            if not tensors:
+                continue
+            values = graph._wrapped.prune(feeds, tensors)(*feed_values)
+            for t, value in zip(tensors, values):
+                if not np.all(np.isfinite(np.asarray(value))):
+                    return _describe_site(graph, t.op, known)
+    except Exception:  # graph analysis is a bonus: never lose the report
+        return ""
+    return ""
+
+
+def _describe_site(graph, op, forward_ops) -> str:
+    """``Op at file:line``; a gradient op names the forward op it differentiates."""
+    model_file = os.path.abspath(graph.model.path)
+    own = [f for f in op.traceback if os.path.abspath(f.filename) == model_file]
+    if op in forward_ops or own:
+        return f"{op.type} at {graph.location(op) or op.name}"
+    # "gradients/<forward op name>_grad/...": the gradient of that op.
+    name = op.name.split("/", 1)[-1].split("_grad/")[0]
+    try:
+        target = graph.graph.get_operation_by_name(name)
+    except (KeyError, ValueError):
+        return f"{op.type} (in the gradient)"
+    return f"{op.type} in the gradient of {target.type} at {graph.location(target) or target.name}"
+
+
 def _safe(fn, *args):
     try:
         return fn(*args)
