@@ -240,6 +240,7 @@ class _FullCheck:
                     y_shape, self.tol, self.options.allow_surrogate,
                     surrogate_sites=(lambda n=name, o=o: self.graph.surrogate_sites(n, o))
                     if self.graph is not None else None,
+                    suspects=diagnose.kink_suspects(numeric.one_sided, o, columns.shape, self.tol),
                 )
             pairs.append(pair)
         return pairs

@@ -73,6 +73,9 @@ class Derivatives:
     errors: dict[str, np.ndarray]
     steps: np.ndarray
     evaluations: int
+    #: Unit directions only (``along_axes``): one-sided slopes from the same
+    #: evaluations, see ``one_sided``. Keys "left", "right", "error" -> per output.
+    one_sided: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 @dataclass
@@ -186,6 +189,7 @@ class FiniteDifferences:
         chunk = self.chunk or chunk_size(elements, self.point[group[0]].dtype.itemsize)
         values: dict[str, list] = {o: [] for o in self.outputs}
         errors: dict[str, list] = {o: [] for o in self.outputs}
+        sides: dict[str, dict[str, list]] = {k: {o: [] for o in self.outputs} for k in ONE_SIDED}
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
             steps = h[start : start + chunk]
@@ -193,16 +197,22 @@ class FiniteDifferences:
             if pad:  # a fixed chunk shape keeps one trace for every chunk
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
-            est, err = self._chunk(group, kind, part, steps)
+            est, err, side = self._chunk(group, kind, part, steps)
             for o in self.outputs:
                 values[o].append(np.asarray(est[o])[: len(steps) - pad])
                 errors[o].append(np.asarray(err[o])[: len(steps) - pad])
-            self.evaluations += len(LEVELS) * (len(steps) - pad)
+                for key in side:
+                    sides[key][o].append(np.asarray(side[key][o])[: len(steps) - pad])
+            self.evaluations += len(LEVELS) * (len(steps) - pad) + (kind == "axes")  # + f0
         return Derivatives(
             values={o: np.concatenate(v) for o, v in values.items()},
             errors={o: np.concatenate(e) for o, e in errors.items()},
             steps=h,
             evaluations=len(LEVELS) * k,
+            one_sided={
+                key: {o: np.concatenate(v) for o, v in by_output.items()}
+                for key, by_output in sides.items() if all(by_output.values())
+            },
         )
 
     def _chunk(self, group, kind, part, steps):
@@ -237,6 +247,8 @@ class FiniteDifferences:
             points = tf.concat([x + level * scaled for level in LEVELS], axis=0)
             values = _map(evaluate, points, outputs, vectorized)
             estimates, error_bounds = {}, {}
+            sides = {key: {} for key in ONE_SIDED} if kind == "axes" else {}
+            center = evaluate(x) if kind == "axes" else None
             for o in outputs:
                 f = tf.reshape(values[o], tf.concat([[len(LEVELS), k], tf.shape(values[o])[1:]], 0))
                 hb = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
@@ -245,9 +257,32 @@ class FiniteDifferences:
                 estimates[o] = (4.0 * d1 - d2) / 3.0
                 fmax = tf.reduce_max(tf.abs(f), axis=0)
                 error_bounds[o] = tf.abs(d1 - d2) / 3.0 + 1.5 * ROUNDOFF_ULPS * eps * fmax / hb
-            return estimates, error_bounds
+                if center is not None:
+                    one_sided(sides, o, f, center[o], hb, fmax, eps)
+            return estimates, error_bounds, sides
 
         return lambda vectorized: lambda part, steps: run(part, steps, vectorized)
+
+
+#: The one-sided slopes ``along_axes`` returns beside the central differences.
+ONE_SIDED = ("left", "right", "error")
+
+
+def one_sided(sides, o, f, f0, hb, fmax, eps) -> None:
+    """One-sided slopes from the evaluations at x +- h, x +- 2h and f0 = f(x):
+    right = 2 D+(h) - D+(2h) = (4 f(x+h) - f(x+2h) - 3 f0) / 2h, left likewise.
+    On a smooth function both are f' - h**2 f3 / 3 + O(h**3) (f3 the third
+    derivative), so they differ by O(h**3); at a kink by the slope gap. Error:
+    |D+(h) - D+(2h)| + |D-(h) - D-(2h)| (the removed first-order terms) plus the
+    round-off of both, 2 * 4 * ROUNDOFF_ULPS * eps * max|f| / h. ``diagnose``
+    looks for kinks on every element with them, at one extra evaluation (f0)."""
+    f0 = tf.cast(f0, f.dtype)[None]
+    dp1, dp2 = (f[0] - f0) / hb, (f[2] - f0) / (2.0 * hb)
+    dm1, dm2 = (f0 - f[1]) / hb, (f0 - f[3]) / (2.0 * hb)
+    sides["right"][o] = 2.0 * dp1 - dp2
+    sides["left"][o] = 2.0 * dm1 - dm2
+    fmax = tf.maximum(fmax, tf.abs(f0))
+    sides["error"][o] = tf.abs(dp1 - dp2) + tf.abs(dm1 - dm2) + 8.0 * ROUNDOFF_ULPS * eps * fmax / hb
 
 
 def _map(evaluate, points, outputs, vectorized: bool) -> dict:

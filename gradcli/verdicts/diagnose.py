@@ -40,6 +40,7 @@ from gradcli.results import (
     EXPLANATIONS,
     KINK,
     MISMATCH,
+    PASS,
     SURROGATE,
     ZERO,
     Kink,
@@ -55,6 +56,9 @@ SURROGATE_STEPS = 4
 COLUMNS_PER_BATCH = 64
 #: How many kinks a report keeps.
 MAX_KINKS = 10
+#: Columns of a passing pair whose kink suspects are examined on the ladder
+#: (22 evaluations each): a bound on what the kink scan costs.
+SCAN_COLUMNS = 4 * COLUMNS_PER_BATCH
 
 
 def require_finite(model_name, input_name, output, values, output_shape, input_shape, what):
@@ -235,27 +239,55 @@ def _label(name, index):
     return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
+def kink_suspects(one_sided, output, shape, tol) -> np.ndarray | None:
+    """Elements (``shape`` = [output size, input size]) whose one-sided slopes
+    from the central-difference evaluations (``finite_diff.one_sided``) differ
+    by more than ``compare.allowed_error`` with their error estimate: candidates
+    for a kink that the central difference averages away (a tie of a max)."""
+    if not one_sided:
+        return None
+    left, right, error = (one_sided[k][output].reshape(shape[1], -1).T for k in ("left", "right", "error"))
+    with np.errstate(invalid="ignore"):
+        return compare.comparable(left, right) & (
+            np.abs(left - right) > compare.allowed_error(left, right, error, tol)
+        )
+
+
 def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_shape, tol,
-           allow_surrogate=False, surrogate_sites=None) -> PairResult:
-    """Reclassify the failing elements of a ``mismatch`` pair (see module docstring).
+           allow_surrogate=False, surrogate_sites=None, suspects=None) -> PairResult:
+    """Reclassify the failing elements of a ``mismatch`` pair, and look at the
+    kink ``suspects`` of any pair (see module docstring).
 
     ``analytic``, ``numeric`` and ``fd_error`` are ``[output size, input size]``;
     ``fd`` the pair's ``FiniteDifferences`` (for ``evaluate``), ``f0`` the output
     at the point. ``surrogate_sites`` (optional callable) returns the surrogate-
     gradient ops the input reaches by several paths; elements that are not
     locally constant themselves are attributed to those ops when it returns any.
+    ``suspects`` (``kink_suspects``) marks elements whose one-sided slopes at the
+    default step disagree; of those that passed, at most SCAN_COLUMNS columns are
+    examined on the ladder, and a kink is reported only where the ladder confirms
+    it at the point.
     """
-    if pair.verdict != MISMATCH:
-        return pair
     a, n = analytic, numeric
-    bad = np.abs(a - n) > compare.allowed_error(a, n, fd_error, tol)
-    cols = np.flatnonzero(bad.any(axis=0))
+    if pair.verdict == MISMATCH:
+        bad = compare.outside(a, n, compare.allowed_error(a, n, fd_error, tol))
+    elif pair.verdict == PASS and suspects is not None and suspects.any():
+        bad = np.zeros(a.shape, dtype=bool)
+    else:
+        return pair
+    suspects = np.zeros_like(bad) if suspects is None else suspects & ~bad
+    suspect_cols = np.flatnonzero(suspects.any(axis=0))
+    scanned_all = len(suspect_cols) <= SCAN_COLUMNS
+    suspects[:, suspect_cols[SCAN_COLUMNS:]] = False
+    cols = np.flatnonzero((bad | suspects).any(axis=0))
     if not len(cols):
         return pair
     # Worst columns first; stop once a batch holds an element no diagnosis explains
     # (the verdict is then mismatch whatever the rest are): a real bug costs at
     # most one batch of ladders. Columns not examined stay unexplained.
-    ratio = (np.abs(a - n) / compare.allowed_error(a, n, fd_error, tol))[:, cols].max(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(bad, np.abs(a - n) / compare.allowed_error(a, n, fd_error, tol), 0.0)
+    ratio = np.nan_to_num(ratio[:, cols], nan=np.inf).max(axis=0)
     cols = cols[np.argsort(-ratio, kind="stable")]
     shape = (a.shape[0], len(cols))
     left, right = np.full(shape, np.nan), np.full(shape, np.nan)
@@ -274,20 +306,24 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             break
     sub_a = a[:, cols]
     sub_bad = bad[:, cols]
-    slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
-    is_kink = sub_bad & ~constant & (np.abs(left - right) > slope_tol)
-    lo, hi = np.minimum(left, right), np.maximum(left, right)
-    margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
-    between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
-    # A kink inside the default stencil but not at the point: both slopes agree
-    # with the analytic value at smaller steps.
-    resolved = sub_bad & ~constant & ~is_kink & (
-        np.abs(sub_a - right) <= compare.allowed_error(sub_a, right, right_err, tol)
-    ) & (np.abs(sub_a - left) <= compare.allowed_error(sub_a, left, left_err, tol))
+    examined = sub_bad | suspects[:, cols]
+    with np.errstate(invalid="ignore"):
+        slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
+        # A kink: the slopes at the point disagree beyond their errors. Equal
+        # slopes are never a kink, whatever the central difference saw.
+        is_kink = examined & ~constant & (np.abs(left - right) > slope_tol)
+        lo, hi = np.minimum(left, right), np.maximum(left, right)
+        margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
+        between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
+        # A kink inside the default stencil but not at the point: both slopes agree
+        # with the analytic value at smaller steps. Explained, and not a kink.
+        resolved = sub_bad & ~constant & ~is_kink & (
+            np.abs(sub_a - right) <= compare.allowed_error(sub_a, right, right_err, tol)
+        ) & (np.abs(sub_a - left) <= compare.allowed_error(sub_a, left, left_err, tol))
     surrogate = sub_bad & constant & (np.abs(sub_a) > tol.atol)
-    kink_ok = (is_kink & between) | resolved
+    kink_ok = is_kink & between
     kink_bad = is_kink & ~between
-    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad
+    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad & ~resolved
     if surrogate.any() and unexplained.any() and surrogate_sites is not None:
         sites = surrogate_sites()
         if sites:
@@ -305,6 +341,17 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     pair.n_kinks = int(kinks.sum())
     pair.n_surrogate = int(surrogate.sum())
     pair.kinks = _kinks(kinks, kink_bad, left, right, sub_a, cols, y_shape, x_shape)
+    if not scanned_all:
+        pair.warnings.append(
+            f"kink scan: {len(suspect_cols)} columns have one-sided slopes that disagree at the "
+            f"default step; the first {SCAN_COLUMNS} were examined"
+        )
+    if resolved.any():
+        pair.warnings.append(
+            f"{_count(int(resolved.sum()), 'element')} with a kink within the finite-difference "
+            "step but not at the point: at smaller steps both one-sided slopes agree with the "
+            "analytic value"
+        )
     full_unexplained = np.zeros_like(bad)
     full_unexplained[:, cols] = unexplained | kink_bad
     diff = np.abs(a - n)
@@ -339,7 +386,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             f"{_count(pair.n_surrogate, 'element')} where the analytic gradient is not"
             + (" (allowed by --allow-surrogate)" if allow_surrogate else "")
         )
-    else:
+    elif kinks.any():
         pair.verdict, pair.failed = KINK, False
         pair.explanation = (
             f"{EXPLANATIONS[KINK]} at {pair.n_kinks} elements; the analytic value lies "
@@ -349,6 +396,9 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             f"{_count(pair.n_kinks, 'element')} on a non-differentiability (kink): "
             "the analytic value is a subgradient there"
         )
+    else:  # every failing element resolved at smaller steps; suspects were smooth
+        pair.verdict, pair.failed = PASS, False
+        pair.explanation = EXPLANATIONS[PASS]
     return pair
 
 
