@@ -350,8 +350,10 @@ class _FastCheck(_FullCheck):
         """Re-check failing pairs element by element, so the report names elements."""
         analytic = self.reverse_jacobians([name], outputs)
         full = {p.output: p for p in self.pairs_for(name, outputs, analytic)}
+        power = {p.output: p.power for p in pairs if p.input == name}
         for p in full.values():
             p.warnings.append("fast check failed; element-wise comparison shown")
+            p.power = power.get(p.output)  # what the fast check that found it could see
         return [
             full[p.output] if p.input == name and p.output in full else p for p in pairs
         ]

@@ -163,6 +163,13 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
             )
         if pair.n_kinks > len(pair.kinks):
             out.print(f"    ... and {pair.n_kinks - len(pair.kinks)} more kinks, not listed")
+    power = pair.power
+    if power is not None:
+        out.print(
+            f"  power {pair.input} -> {pair.output}: {power.probes} random projections would "
+            f"see a single element off by {fmt(power.absolute)} or more ({fmt(100 * power.relative)}% "
+            f"of the RMS element {fmt(power.element_size)}) with probability {power.probability:.0%}"
+        )
     culprit = pair.culprit
     if culprit is not None:
         site = culprit.site

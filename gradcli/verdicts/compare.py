@@ -360,7 +360,10 @@ def _verdict(pair, a, n, fd_error, disconnected, tol, scale=None) -> PairResult:
             f"{EXPLANATIONS[ZERO]} (analytic exactly 0; numeric within its resolution "
             f"{pair.resolution:.3g}, up to {np.abs(n).max(initial=0.0):.3g})"
         )
-        pair.warnings.append(f"the gradient of {pair.output} with respect to {pair.input} is zero")
+        pair.warnings.append(
+            f"the gradient of {pair.output} with respect to {pair.input} is zero (exactly 0 "
+            f"analytically; numeric within its resolution {pair.resolution:.3g})"
+        )
         return pair
     if pair.n_failing:
         pair.verdict, pair.failed = MISMATCH, True
