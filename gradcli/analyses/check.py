@@ -149,6 +149,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     fd = FiniteDifferences(
         model.function, model.point, outputs, wrt=list(model.wrt),
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+        center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
     )
     checker = _FullCheck if mode == "full" else _FastCheck
     graph = ModelGraph(model)

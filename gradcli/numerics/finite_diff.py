@@ -99,6 +99,9 @@ class FiniteDifferences:
     jit_compile: bool | None = None  # None: XLA for groups of XLA_MIN_ELEMENTS or more
     evaluations: int = 0
     eager: bool = False  # set when tracing failed and points run one by one
+    #: The outputs at the point, if known: ``along_axes`` then also returns
+    #: one-sided slopes (``one_sided``) at no extra evaluation.
+    center: dict | None = None
     _compiled: dict = field(default_factory=dict, repr=False)
 
     def use_xla(self, elements: int) -> bool | None:
@@ -203,7 +206,7 @@ class FiniteDifferences:
                 errors[o].append(np.asarray(err[o])[: len(steps) - pad])
                 for key in side:
                     sides[key][o].append(np.asarray(side[key][o])[: len(steps) - pad])
-            self.evaluations += len(LEVELS) * (len(steps) - pad) + (kind == "axes")  # + f0
+            self.evaluations += len(LEVELS) * (len(steps) - pad)
         return Derivatives(
             values={o: np.concatenate(v) for o, v in values.items()},
             errors={o: np.concatenate(e) for o, e in errors.items()},
@@ -233,6 +236,9 @@ class FiniteDifferences:
         total = sum(sizes)
         outputs = self.outputs
         eps = np.finfo(dtype).eps
+        center = None
+        if kind == "axes" and self.center is not None:
+            center = {o: tf.constant(np.asarray(self.center[o], dtype)) for o in outputs}
 
         def evaluate(flat):
             parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
@@ -247,8 +253,7 @@ class FiniteDifferences:
             points = tf.concat([x + level * scaled for level in LEVELS], axis=0)
             values = _map(evaluate, points, outputs, vectorized)
             estimates, error_bounds = {}, {}
-            sides = {key: {} for key in ONE_SIDED} if kind == "axes" else {}
-            center = evaluate(x) if kind == "axes" else None
+            sides = {key: {} for key in ONE_SIDED} if center is not None else {}
             for o in outputs:
                 f = tf.reshape(values[o], tf.concat([[len(LEVELS), k], tf.shape(values[o])[1:]], 0))
                 hb = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
@@ -275,7 +280,8 @@ def one_sided(sides, o, f, f0, hb, fmax, eps) -> None:
     derivative), so they differ by O(h**3); at a kink by the slope gap. Error:
     |D+(h) - D+(2h)| + |D-(h) - D-(2h)| (the removed first-order terms) plus the
     round-off of both, 2 * 4 * ROUNDOFF_ULPS * eps * max|f| / h. ``diagnose``
-    looks for kinks on every element with them, at one extra evaluation (f0)."""
+    looks for kinks on every element with them, at no extra evaluation (f0 is
+    ``FiniteDifferences.center``, the outputs the model gave at the point)."""
     f0 = tf.cast(f0, f.dtype)[None]
     dp1, dp2 = (f[0] - f0) / hb, (f[2] - f0) / (2.0 * hb)
     dm1, dm2 = (f0 - f[1]) / hb, (f0 - f[3]) / (2.0 * hb)
