@@ -24,7 +24,7 @@ def check_json(path: str, *options: str):
 
 
 def pairs(document):
-    (model,) = document["models"]
+    (model,) = document["result"]["models"]
     return {(p["input"], p["output"]): p for p in model["pairs"]}
 
 
@@ -118,8 +118,8 @@ def test_gradient_that_raises_is_exit_3_with_op_and_line():
         )
         assert "Traceback" not in run.stdout + run.stderr
     run, doc = check_json(path)
-    assert doc["exit_code"] == 3 and doc["models"][0]["error_code"] == 3
-    assert "MatrixInverse" in doc["models"][0]["error"]
+    assert doc["exit_code"] == 3 and doc["result"]["models"][0]["error_code"] == 3
+    assert "MatrixInverse" in doc["result"]["models"][0]["error"]
 
 
 # -- class 3: NaN at the point -------------------------------------------------
@@ -170,7 +170,7 @@ def test_exact_zero_is_zero_with_its_resolution():
     assert not pair["failed"] and abs(pair["worst"]["analytic"]) < 1e-15
     run, doc = check_json(fixture("verdict_zero_float32.py"), "--native-dtype")
     assert run.exit_code == 0, run
-    assert doc["models"][0]["dtype"] == "float32"
+    assert doc["result"]["models"][0]["dtype"] == "float32"
     pair = pairs(doc)[("b", "output")]
     assert pair["verdict"] == "zero" and not pair["failed"]
     assert pair["worst"]["analytic"] == 0.0
@@ -265,7 +265,7 @@ def test_one_element_wrong_by_a_tenth_of_a_percent_fails_in_fast_mode():
 def test_correct_model_passes_fast_mode_and_states_its_power():
     run, doc = check_json(fixture("verdict_fast_one_element.py"), "--set", "error=0")
     assert run.exit_code == 0, run
-    (model,) = doc["models"]
+    (model,) = doc["result"]["models"]
     (pair,) = model["pairs"]
     assert model["mode"] == "fast" and pair["verdict"] == "pass"
     power = pair["power"]
