@@ -182,15 +182,22 @@ def test_exact_zeros_do_not_make_a_pair_inconclusive():
     from gradcli.results import Tolerance
     from gradcli.verdicts import compare
 
-    # Element 0: exactly zero analytically, numeric noise 3e-4 within a
-    # resolution of 2 * 2e-4; element 1: 0.5 resolved to 1e-6. Before, the noisy
-    # zero counted as a derivative of size 3e-4 with error 2e-4: inconclusive.
+    # Element 0: exactly zero analytically, numeric noise 0.02 within its
+    # resolution 2 * 0.02; element 1: 0.1, resolved to 1e-4. Before, the noisy
+    # zero's error estimate (0.04) was weighed against the largest derivative
+    # (0.1 * 0.1): inconclusive, although both elements are confirmed.
     tol = Tolerance(rtol=1e-3, atol=1e-5, rule="float32")
     pair = compare.compare_block(
-        "w", "y", np.array([[0.0, 0.5]]), np.array([[3e-4, 0.5]]),
-        np.array([[2e-4, 1e-6]]), (), (2,), tol,
+        "w", "y", np.array([[0.0, 0.1]]), np.array([[0.02, 0.1]]),
+        np.array([[0.02, 1e-4]]), (), (2,), tol,
     )
     assert pair.verdict == "pass", pair.explanation
+    # The same noise on a non-zero analytic value is not confirmed: inconclusive.
+    pair = compare.compare_block(
+        "w", "y", np.array([[0.01, 0.1]]), np.array([[0.02, 0.1]]),
+        np.array([[0.02, 1e-4]]), (), (2,), tol,
+    )
+    assert pair.verdict == "inconclusive" and pair.failed, pair.explanation
 
 
 # -- class 7: kinks --------------------------------------------------------------
