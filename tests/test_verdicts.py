@@ -159,6 +159,16 @@ def test_unbounded_slope_is_a_singularity():
     assert "SqrtGrad in the gradient of Sqrt" in run.stderr
 
 
+def test_nonfinite_difference_names_the_step_and_the_op():
+    # log(x) at x = 1e-7: x - h < 0 with h = eps**(1/3) = 6.06e-6, log of it is NaN.
+    path = fixture("diag_nan_numeric.py")
+    run = gradcli("check", path)
+    assert run.exit_code == 3, run
+    h = np.finfo(np.float64).eps ** (1 / 3)
+    assert f"(at x[1] - 1 h (h = {h:.3g}); the first non-finite value comes from Log at " \
+        f"tests/models/diag_nan_numeric.py:{line_of(path, 'tf.math.log')})" in run.stderr
+
+
 # -- class 5: exactly zero ---------------------------------------------------------
 
 

@@ -230,7 +230,8 @@ class _FullCheck:
                 )
             else:
                 diagnose.require_finite(
-                    self.model.name, name, o, columns, y_shape, x_shape, "finite difference"
+                    self.model.name, name, o, columns, y_shape, x_shape, "finite difference",
+                    locate=lambda col, n=name, o=o: diagnose.nonfinite_step(self.fd, self.graph, n, o, col),
                 )
             pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
             if nonfinite is not None:

@@ -61,9 +61,11 @@ MAX_KINKS = 10
 SCAN_COLUMNS = 4 * COLUMNS_PER_BATCH
 
 
-def require_finite(model_name, input_name, output, values, output_shape, input_shape, what):
+def require_finite(model_name, input_name, output, values, output_shape, input_shape, what,
+                   locate=None):
     """Raise a ModelError naming input, output and element if ``values``
-    (``[output size, input size]``) hold NaN or Inf."""
+    (``[output size, input size]``) hold NaN or Inf; ``locate(column)``, if given,
+    adds where the non-finite value comes from (``nonfinite_step``)."""
     values = np.asarray(values)
     if np.all(np.isfinite(values)):
         return
@@ -73,10 +75,41 @@ def require_finite(model_name, input_name, output, values, output_shape, input_s
     why = "" if what == "analytic derivative" else (
         ": the function is not finite within a step of the point"
     )
+    if locate is not None:
+        try:
+            why += locate(col)
+        except Exception:  # locating is a bonus: the message stands without it
+            pass
     raise ModelError(
         f"{model_name}: the {what} of {_label(output, out_index)} with respect to "
         f"{_label(input_name, in_index)} is {values[row, col]} at the point{why}"
     )
+
+
+def nonfinite_step(fd, graph, input_name, output, col) -> str:
+    """For a finite difference that is not finite: which of the points x +- h,
+    x +- 2h along element ``col`` gives a non-finite output, and the op of the
+    first non-finite value there (``first_nonfinite`` without the gradient)."""
+    from gradcli.numerics.finite_diff import LEVELS
+
+    x = fd.point[input_name]
+    flat = x.reshape(-1)
+    h = step_size(flat[col : col + 1], x.dtype)
+    h = float(((flat[col : col + 1] + h) - flat[col : col + 1])[0])
+    points = []
+    for level in LEVELS:
+        p = flat.copy()
+        p[col] += level * h
+        points.append(p.reshape(x.shape))
+    values = fd.evaluate(input_name, np.stack(points))[output]
+    for level, point, value in zip(LEVELS, points, values):
+        if not np.all(np.isfinite(value)):
+            site = first_nonfinite(graph, input_name, output, at=point, gradient=False) if graph else ""
+            step = f"{'+' if level > 0 else '-'} {abs(level):g} h (h = {h:.3g})"
+            return f" (at {_label(input_name, compare._index(col, x.shape))} {step}" + (
+                f"; the first non-finite value comes from {site})" if site else ")"
+            )
+    return ""
 
 
 def raised(exc: BaseException, model, analytic: bool) -> ModelError:
@@ -174,27 +207,35 @@ def nonfinite_analytic(model, input_name, output, analytic, fd, f0, x_shape, y_s
     )
 
 
-def first_nonfinite(graph, input_name: str, output: str) -> str:
+def first_nonfinite(graph, input_name: str, output: str, at=None, gradient=True) -> str:
     """The op whose value is the first non-finite one, in graph order, when the
-    model's forward ops and then the gradient of ``output`` with respect to
-    ``input_name`` run at the point: "Op (what) at file:line", or "" when the
-    graph cannot tell (not traceable, control flow that cannot be fetched).
-    Gradient ops are located by their own model-file line (a custom gradient's
-    function) or else by the forward op they differentiate."""
+    model's forward ops and then (with ``gradient``) the gradient of ``output``
+    with respect to ``input_name`` run at the point (``at``: other values of
+    ``input_name``): "Op at file:line", or "" when the graph cannot tell (not
+    traceable, control flow that cannot be fetched). Gradient ops are located by
+    their own model-file line (a custom gradient's function) or else by the
+    forward op they differentiate."""
+    import re
+
     try:
         if not graph._trace():
             return ""
         g = graph.graph
-        known = set(g.get_operations())
         import tensorflow as tf
 
-        with g.as_default():
-            tf.gradients(graph.outputs[output], graph.inputs[input_name])
-        feeds = [graph.inputs[n] for n in graph.model.point]
-        feed_values = [tf.constant(graph.model.point[n]) for n in graph.model.point]
+        # tf.gradients puts its ops under "gradients/", "gradients_1/", ...
+        forward = [op for op in g.get_operations() if not re.match(r"gradients(_\d+)?/", op.name)]
+        backward = []
+        if gradient:
+            known = set(g.get_operations())
+            with g.as_default():
+                tf.gradients(graph.outputs[output], graph.inputs[input_name])
+            backward = [op for op in g.get_operations() if op not in known]
+        point = {**graph.model.point, **({input_name: at} if at is not None else {})}
+        feeds = [graph.inputs[n] for n in point]
+        feed_values = [tf.constant(point[n]) for n in point]
         fed = {t.ref() for t in feeds}
-        forward = [op for op in g.get_operations() if op in known]
-        backward = [op for op in g.get_operations() if op not in known]
+        known = set(forward)
         for ops in (forward, backward):
             tensors = [t for op in ops for t in op.outputs
                        if t.dtype.is_floating and t.ref() not in fed]
