@@ -226,6 +226,17 @@ def test_max_tie_kink_is_reported_although_central_difference_agrees():
         assert k["subgradient"]
 
 
+def test_zero_gradient_on_a_kink_is_a_kink():
+    # |x| at 0: TensorFlow's 0 and the central difference 0 agree; the slopes are -1 and 1.
+    run, doc = check_json(fixture("verdict_abs_at_zero.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "kink" and not pair["failed"] and pair["resolution"] is None
+    (k,) = pair["kinks"]
+    assert (k["left"], k["right"], k["analytic"]) == pytest.approx((-1.0, 1.0, 0.0), abs=1e-9)
+    assert not any("is zero" in w for w in pair["warnings"])
+
+
 def test_linear_region_narrower_than_the_step_is_not_a_kink():
     # relu(x + 5e-7) at 0: slope 1 on (-5e-7, inf); the kink is inside the step only.
     run, doc = check_json(fixture("verdict_narrow_linear.py"))

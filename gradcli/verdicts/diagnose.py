@@ -312,10 +312,11 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     a, n = analytic, numeric
     if pair.verdict == MISMATCH:
         bad = compare.outside(a, n, compare.allowed_error(a, n, fd_error, tol))
-    elif pair.verdict == PASS and suspects is not None and suspects.any():
-        bad = np.zeros(a.shape, dtype=bool)
+    elif pair.verdict in (PASS, ZERO) and suspects is not None and suspects.any():
+        bad = np.zeros(a.shape, dtype=bool)  # a zero gradient at a kink is a kink too
     else:
         return pair
+    was_zero = pair.verdict == ZERO
     suspects = np.zeros_like(bad) if suspects is None else suspects & ~bad
     suspect_cols = np.flatnonzero(suspects.any(axis=0))
     scanned_all = len(suspect_cols) <= SCAN_COLUMNS
@@ -437,9 +438,13 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             f"{_count(pair.n_kinks, 'element')} on a non-differentiability (kink): "
             "the analytic value is a subgradient there"
         )
-    else:  # every failing element resolved at smaller steps; suspects were smooth
+    elif bad.any():  # every failing element resolved at smaller steps
         pair.verdict, pair.failed = PASS, False
         pair.explanation = EXPLANATIONS[PASS]
+    # else: no suspect was a kink at the point; the verdict stands
+    if was_zero and pair.verdict != ZERO:
+        pair.resolution = None
+        pair.warnings = [w for w in pair.warnings if " is zero (" not in w]
     return pair
 
 
