@@ -6,7 +6,12 @@ difference quotients on a ladder of steps and reclassifies them:
 
 * ``kink``: the slopes from the left and from the right disagree (ReLU or |x| at
   0, a tie in a max). The analytic value is a valid subgradient when it lies
-  between them (not a failure); outside, it is a failure.
+  between them (not a failure); outside, it is a failure. Passing and zero
+  pairs are scanned too: ``kink_suspects`` flags every element whose one-sided
+  slopes from the central-difference evaluations (``finite_diff.one_sided``)
+  disagree, and the ladder confirms them (a tie of a max passes the central
+  difference). Slopes that agree are never a kink: an element that fails only
+  because a kink lies inside the default step passes, with a warning.
 * ``surrogate``: the function does not change at all, to the last bit, for any
   of the smallest ``SURROGATE_STEPS`` steps on either side (it is piecewise
   constant here) while the analytic derivative is not zero: a straight-through
@@ -21,6 +26,11 @@ error estimate |D(h) - D(2h)| + round-off (ROUNDOFF_ULPS eps |f| / h) gives the
 slope. Going down to h0 / 2**LADDER also resolves a kink that lies inside the
 default stencil but not at the point: there both one-sided slopes agree with the
 analytic value at the smaller steps, and the element is a (passing) kink.
+
+NaN rule at the point (``nonfinite_analytic``): an analytic NaN/Inf where the
+ladder's slopes are finite, settled and equal is a wrong gradient (mismatch);
+otherwise the point is a genuine singularity (exit 3). Both name the op of the
+first non-finite value (``first_nonfinite``).
 
 ``explain`` adds the rest once the pairs are compared: where the graph cuts a
 disconnected or zero path, the culprit op of a mismatch, and the Taylor test.
