@@ -78,8 +78,13 @@ def test_other_kinks_max_tie_and_hinge_margin():
     # relu(1 - w t) at w t = 1, t = 2: slopes -2 (left) and 0 (right).
     assert (hinge["left"], hinge["right"]) == pytest.approx((-2.0, 0.0), abs=1e-7)
     assert hinge["subgradient"]
-    # |a| at 0 with the symmetric central difference 0 = TensorFlow's 0: a plain pass.
-    assert found[("a", "abs")]["verdict"] == "pass"
+    # |a| at 0: the symmetric central difference 0 equals TensorFlow's 0, but the
+    # one-sided slopes are -1 and 1 (issue 11, class 7: kinks never pass silently).
+    absolute = found[("a", "abs")]
+    assert absolute["verdict"] == "kink" and not absolute["failed"]
+    (k,) = absolute["kinks"]
+    assert (k["left"], k["right"], k["analytic"]) == pytest.approx((-1.0, 1.0, 0.0), abs=1e-7)
+    assert k["subgradient"]
 
 
 def test_analytic_outside_the_slopes_is_a_failing_kink():

@@ -57,11 +57,23 @@ def test_float32_inside_a_float64_model_is_checked_with_float32_rules():
 
 
 def test_keras_layer_that_autocasts_is_float32_and_passes():
-    run, doc = check_json("prec_keras_autocast.py")
+    """A layer made inside the function autocasts to float32 on every call."""
+    run, doc = check_json("prec_keras_autocast_inner.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32"
     assert any("computes in float32" in n and "Cast" in n for n in model["notes"])
+
+
+def test_module_level_float32_layer_is_promoted_and_checked_in_float64():
+    """Its weights are inputs (issue 13), promoted with the layer's policy, so
+    nothing autocasts: float64 rules, and errors at float64's level."""
+    run, doc = check_json("prec_keras_autocast.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float64"
+    assert {p["input"] for p in model["pairs"]} == {"dense/kernel", "dense/bias", "x"}
+    assert max(p["max_rel_error"] for p in model["pairs"]) < 1e-8
 
 
 def test_keras_model_that_falls_back_to_float32_is_checked_with_float32_rules():

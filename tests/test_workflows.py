@@ -167,8 +167,11 @@ def test_github_annotations_for_errors_zero_and_fail_on(monkeypatch):
     commands = [line for line in run.stdout.splitlines() if line.startswith("::")]
     bad = _line_of(broken, "def model")
     cut = _line_of(sign, "tf.sign(")
+    (pair,) = gradcli("check", sign, "--json").result["models"][0]["pairs"]
+    resolution = f"{pair['resolution']:.3g}"  # the zero verdict states what it could resolve
     zero = ("w -> output: the derivative is identically zero: nothing can be learned through "
-            f"this path; the path is cut by tf.sign (zero gradient) at {sign}:{cut}")
+            f"this path (analytic exactly 0; numeric within its resolution {resolution}, up to 0); "
+            f"the path is cut by tf.sign (zero gradient) at {sign}:{cut}")
     assert commands == [
         f"::error file={broken},line={bad},title=gradcli check%3A could not check::{broken}:{bad}: "
         "syntax error: expected ':'",

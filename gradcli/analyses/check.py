@@ -22,6 +22,7 @@ Modes:
 
 from __future__ import annotations
 
+import os
 import time
 import numpy as np
 
@@ -33,7 +34,7 @@ from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_m
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, is_floating, load_model
-from gradcli.results import BlockWindow, CheckResult, ModelResult, PairResult
+from gradcli.results import MISMATCH, BlockWindow, CheckResult, ModelResult, PairResult
 
 #: auto switches to fast above this many differentiated elements: a full check
 #: then costs over 4 * FULL_LIMIT evaluations, a fast one about 4 * probes.
@@ -159,10 +160,18 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         model.function, model.point, outputs, wrt=list(model.wrt),
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
         precision=dtype,
+        center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
     )
     checker = _FullCheck if mode == "full" else _FastCheck
-    result.pairs = checker(model, outputs, fd, tol, options, graph).run()
-    diagnose.explain(model, result.pairs, fd, graph, tol, options)
+    try:
+        result.pairs = checker(model, outputs, fd, tol, options, graph).run()
+        diagnose.explain(model, result.pairs, fd, graph, tol, options)
+    except GradcliError:
+        raise
+    except Exception as exc:  # a gradient function (or the model near the point) raised
+        if _raised_in_gradcli(exc):
+            raise  # a bug of ours: check_spec reports it as an internal error
+        raise diagnose.raised(exc, model, _in_autodiff(exc)) from None
     if fd.eager:
         result.notes.append(
             "the model could not be traced by tf.function/vectorized_map: finite "
@@ -204,6 +213,31 @@ def _compute_precision(model: Model, graph: ModelGraph) -> tuple[str, str]:
     )
 
 
+def _raised_in_gradcli(exc: BaseException) -> bool:
+    """The deepest frame is gradcli's own code and TensorFlow did not raise it
+    (an op error is the model's, wherever TensorFlow surfaced it)."""
+    import traceback
+
+    import gradcli
+    from gradcli.tf_import import import_tensorflow
+
+    if isinstance(exc, import_tensorflow().errors.OpError):
+        return False
+    frames = traceback.extract_tb(exc.__traceback__)
+    package = os.path.dirname(os.path.abspath(gradcli.__file__)) + os.sep
+    return bool(frames) and os.path.abspath(frames[-1].filename).startswith(package)
+
+
+def _in_autodiff(exc: BaseException) -> bool:
+    """Raised while TensorFlow computed a derivative (a tape, an accumulator)."""
+    import traceback
+
+    return any(
+        os.path.basename(f.filename) in ("autodiff.py", "backprop.py", "forwardprop.py")
+        for f in traceback.extract_tb(exc.__traceback__)
+    )
+
+
 class _FullCheck:
     """Every element of every (input, output) Jacobian block."""
 
@@ -238,18 +272,28 @@ class _FullCheck:
             errors = numeric.errors[o].reshape(len(numeric.steps), -1).T
             block = analytic[(o, name)]
             block = None if block is None else block.reshape(columns.shape)
-            for values, what in ((block, "analytic derivative"), (columns, "finite difference")):
-                if values is not None:
-                    diagnose.require_finite(
-                        self.model.name, name, o, values, y_shape, x_shape, what
-                    )
+            nonfinite = None
+            if block is not None and not np.all(np.isfinite(block)):
+                # Raises at a genuine singularity; else the analytic side is wrong.
+                nonfinite = diagnose.nonfinite_analytic(
+                    self.model, name, o, block, self.fd, self.model.outputs[o], x_shape,
+                    y_shape, self.tol, self.graph,
+                )
+            else:
+                diagnose.require_finite(
+                    self.model.name, name, o, columns, y_shape, x_shape, "finite difference",
+                    locate=lambda col, n=name, o=o: diagnose.nonfinite_step(self.fd, self.graph, n, o, col),
+                )
             pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
-            if block is not None:
+            if nonfinite is not None:
+                pair.verdict, pair.failed, pair.explanation = MISMATCH, True, nonfinite
+            elif block is not None:
                 pair = diagnose.refine(
                     pair, block, columns, errors, self.fd, self.model.outputs[o], x_shape,
                     y_shape, self.tol, self.options.allow_surrogate,
                     surrogate_sites=(lambda n=name, o=o: self.graph.surrogate_sites(n, o))
                     if self.graph is not None else None,
+                    suspects=diagnose.kink_suspects(numeric.one_sided, o, columns.shape, self.tol),
                 )
             if self.options.keep_blocks and pair.failed:
                 pair.window = block_window(block, columns, errors, self.tol)
@@ -317,12 +361,16 @@ class _FastCheck(_FullCheck):
             errors = sum(flat(numeric[n].errors[o]) for n in self.model.wrt)
             v = flat(cotangents[o])
             forward, numeric_projection = np.sum(v * flat(jvps[o]), axis=1), np.sum(v * ju_numeric, axis=1)
+            u = np.concatenate([flat(tangents[n]) for n in self.model.wrt], axis=1)
+            scale, roundoff = compare.projection_scale(u, v, ju_numeric, flat(jvps[o]), u.dtype)
             bad = compare.forward_mismatch(
                 forward,
                 numeric_projection,
                 np.sum(np.abs(v) * errors, axis=1),
-                np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
+                scale,
                 self.tol,
+                roundoff,
+                np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
             )
             if bad.any():
                 p = int(np.argmax(np.abs(forward - numeric_projection)))
@@ -338,10 +386,7 @@ class _FastCheck(_FullCheck):
         disconnected = any(g is None for g in grads)
         jtv = np.zeros_like(u) if disconnected else flat(grads)
         ju_numeric = flat(numeric.values[o])
-        scale = np.maximum(
-            np.linalg.norm(v, axis=1) * np.linalg.norm(ju_numeric, axis=1),
-            np.linalg.norm(u, axis=1) * np.linalg.norm(jtv, axis=1),
-        )
+        scale, roundoff = compare.projection_scale(u, v, ju_numeric, jtv, u.dtype)
         return compare.compare_projections(
             name, o,
             None if disconnected else np.sum(u * jtv, axis=1),
@@ -350,14 +395,20 @@ class _FastCheck(_FullCheck):
             np.sum(np.abs(v) * flat(numeric.errors[o]), axis=1),
             scale,
             self.tol,
+            roundoff,
+            np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+            # The RMS element of the [outputs x inputs] block: ||J||_F / sqrt(m n).
+            element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
         )
 
     def replace_with_full(self, pairs, name, outputs) -> list[PairResult]:
         """Re-check failing pairs element by element, so the report names elements."""
         analytic = self.reverse_jacobians([name], outputs)
         full = {p.output: p for p in self.pairs_for(name, outputs, analytic)}
+        power = {p.output: p.power for p in pairs if p.input == name}
         for p in full.values():
             p.warnings.append("fast check failed; element-wise comparison shown")
+            p.power = power.get(p.output)  # what the fast check that found it could see
         return [
             full[p.output] if p.input == name and p.output in full else p for p in pairs
         ]

@@ -87,8 +87,9 @@ def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
             v = rng.standard_normal((probes, bi.size))
             part = slice(bi.offset, bi.offset + bi.size)
             hu_numeric = numeric.values[out].reshape(probes, -1)
-            scale = np.linalg.norm(v, axis=1) * np.maximum(
-                np.linalg.norm(hu_numeric, axis=1), np.linalg.norm(forward[:, part], axis=1)
+            flat_u = u.reshape(probes, -1)
+            scale, roundoff = compare.projection_scale(
+                flat_u, v, hu_numeric, forward[:, part], objective.dtype
             )
             pairs.append(
                 compare.compare_projections(
@@ -97,7 +98,9 @@ def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
                     np.sum(v * forward[:, part], axis=1),
                     np.sum(v * hu_numeric, axis=1),
                     np.sum(np.abs(v) * numeric.errors[out].reshape(probes, -1), axis=1),
-                    scale, tol,
+                    scale, tol, roundoff,
+                    np.linalg.norm(flat_u, axis=1) * np.linalg.norm(v, axis=1),
+                    element_size=float(scale[0]) / np.sqrt(bi.size * bj.size),
                 )
             )
     return pairs

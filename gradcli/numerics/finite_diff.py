@@ -99,6 +99,9 @@ class Derivatives:
     errors: dict[str, np.ndarray]
     steps: np.ndarray
     evaluations: int
+    #: Unit directions only (``along_axes``): one-sided slopes from the same
+    #: evaluations, see ``one_sided``. Keys "left", "right", "error" -> per output.
+    one_sided: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
 
 @dataclass
@@ -126,6 +129,9 @@ class FiniteDifferences:
     #: e.g. float32 inside a model fed float64): steps and round-off bounds follow
     #: its eps, since a step below its resolution is lost inside the function.
     precision: str | None = None
+    #: The outputs at the point, if known: ``along_axes`` then also returns
+    #: one-sided slopes (``one_sided``) at no extra evaluation.
+    center: dict | None = None
     _compiled: dict = field(default_factory=dict, repr=False)
 
     def rule_dtype(self, dtype):
@@ -223,6 +229,7 @@ class FiniteDifferences:
         errors: dict[str, list] = {o: [] for o in self.outputs}
         detail = ", ".join(group)
         progress.report("finite differences", 0, k, detail)
+        sides: dict[str, dict[str, list]] = {k: {o: [] for o in self.outputs} for k in ONE_SIDED}
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
             steps = h[start : start + chunk]
@@ -230,10 +237,12 @@ class FiniteDifferences:
             if pad:  # a fixed chunk shape keeps one trace for every chunk
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
-            est, err = self._chunk(group, kind, part, steps)
+            est, err, side = self._chunk(group, kind, part, steps)
             for o in self.outputs:
                 values[o].append(np.asarray(est[o])[: len(steps) - pad])
                 errors[o].append(np.asarray(err[o])[: len(steps) - pad])
+                for key in side:
+                    sides[key][o].append(np.asarray(side[key][o])[: len(steps) - pad])
             self.evaluations += len(LEVELS) * (len(steps) - pad)
             progress.report("finite differences", min(start + chunk, k), k, detail)
         return Derivatives(
@@ -241,6 +250,10 @@ class FiniteDifferences:
             errors={o: np.concatenate(e) for o, e in errors.items()},
             steps=h,
             evaluations=len(LEVELS) * k,
+            one_sided={
+                key: {o: np.concatenate(v) for o, v in by_output.items()}
+                for key, by_output in sides.items() if all(by_output.values())
+            },
         )
 
     def _chunk(self, group, kind, part, steps):
@@ -262,6 +275,9 @@ class FiniteDifferences:
         outputs = self.outputs
         eps = machine_eps(self.rule_dtype(dtype))
         ulps = roundoff_ulps(self.rule_dtype(dtype))
+        center = None
+        if kind == "axes" and self.center is not None:
+            center = {o: tf.constant(np.asarray(self.center[o], dtype)) for o in outputs}
 
         def evaluate(flat):
             parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
@@ -276,6 +292,7 @@ class FiniteDifferences:
             points = tf.concat([x + level * scaled for level in LEVELS], axis=0)
             values = _map(evaluate, points, outputs, vectorized)
             estimates, error_bounds = {}, {}
+            sides = {key: {} for key in ONE_SIDED} if center is not None else {}
             for o in outputs:
                 f = tf.reshape(values[o], tf.concat([[len(LEVELS), k], tf.shape(values[o])[1:]], 0))
                 hb = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
@@ -284,9 +301,34 @@ class FiniteDifferences:
                 estimates[o] = (4.0 * d1 - d2) / 3.0
                 fmax = tf.reduce_max(tf.abs(f), axis=0)
                 error_bounds[o] = tf.abs(d1 - d2) / 3.0 + 1.5 * ulps * eps * fmax / hb
-            return estimates, error_bounds
+                if center is not None:
+                    one_sided(sides, o, f, center[o], hb, fmax, eps, ulps)
+            return estimates, error_bounds, sides
 
         return lambda vectorized: lambda part, steps: run(part, steps, vectorized)
+
+
+#: The one-sided slopes ``along_axes`` returns beside the central differences.
+ONE_SIDED = ("left", "right", "error")
+
+
+def one_sided(sides, o, f, f0, hb, fmax, eps, ulps=ROUNDOFF_ULPS) -> None:
+    """One-sided slopes from the evaluations at x +- h, x +- 2h and f0 = f(x):
+    right = 2 D+(h) - D+(2h) = (4 f(x+h) - f(x+2h) - 3 f0) / 2h, left likewise.
+    On a smooth function both are f' - h**2 f3 / 3 + O(h**3) (f3 the third
+    derivative), so they differ by O(h**3); at a kink by the slope gap. Error:
+    |D+(h) - D+(2h)| + |D-(h) - D-(2h)| (the removed first-order terms) plus the
+    round-off of both, 2 * 4 * ulps * eps * max|f| / h (``roundoff_ulps`` of the
+    compute dtype). ``diagnose``
+    looks for kinks on every element with them, at no extra evaluation (f0 is
+    ``FiniteDifferences.center``, the outputs the model gave at the point)."""
+    f0 = tf.cast(f0, f.dtype)[None]
+    dp1, dp2 = (f[0] - f0) / hb, (f[2] - f0) / (2.0 * hb)
+    dm1, dm2 = (f0 - f[1]) / hb, (f0 - f[3]) / (2.0 * hb)
+    sides["right"][o] = 2.0 * dp1 - dp2
+    sides["left"][o] = 2.0 * dm1 - dm2
+    fmax = tf.maximum(fmax, tf.abs(f0))
+    sides["error"][o] = tf.abs(dp1 - dp2) + tf.abs(dm1 - dm2) + 8.0 * ulps * eps * fmax / hb
 
 
 def _map(evaluate, points, outputs, vectorized: bool) -> dict:

@@ -14,7 +14,8 @@ round-off floor NOISE_FACTOR * ROUNDOFF_ULPS * eps * (|v| . |f|). The reported
 order is the median of the last three usable orders (the asymptotic regime).
 Order >= 1.7 reads "second order" (consistent), 0.7..1.3 "first order" (wrong
 gradient, or a kink), and no usable step "exact" (s is linear along u, so the
-remainder is round-off at every step).
+remainder is round-off at every step). A non-finite slope or remainder reads
+"not finite", never "exact".
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def taylor_test(model, fd, name: str, output: str, seed: int = 0) -> Taylor:
         if usable[k] and usable[k + 1]
     ]
     order = float(np.median(orders[-3:])) if orders else None
-    if order is None:
+    if not (np.isfinite(slope) and np.all(np.isfinite(remainders))):
+        verdict = "not finite"  # a NaN remainder is never "exact" (compare's NaN rule)
+    elif order is None:
         verdict = "exact" if not usable.any() else "unclear"
     elif order >= 1.7:
         verdict = "second order"

@@ -189,6 +189,13 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
             )
         if pair.n_kinks > len(pair.kinks):
             out.print(f"    ... and {pair.n_kinks - len(pair.kinks)} more kinks, not listed")
+    power = pair.power
+    if power is not None:
+        out.print(
+            f"  power {pair.input} -> {pair.output}: {power.probes} random projections would "
+            f"see a single element off by {fmt(power.absolute)} or more ({fmt(100 * power.relative)}% "
+            f"of the RMS element {fmt(power.element_size)}) with probability {power.probability:.0%}"
+        )
     culprit = pair.culprit
     if culprit is not None:
         site = culprit.site
@@ -213,6 +220,7 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
             "first order": "the gradient is wrong, or the point is on a kink",
             "exact": "linear along the direction: remainder at round-off",
             "unclear": "no clean order",
+            "not finite": "the gradient or the function is not finite along the direction",
         }[taylor.verdict]
         out.print(
             f"    Taylor remainder {pair.input} -> {pair.output}: orders {orders} -> "

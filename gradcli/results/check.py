@@ -11,8 +11,8 @@ from gradcli.results.outcome import Outcome
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
     "FAIL_ON_WORDS",
-    "Kink", "GraphSite", "BlockWindow", "Culprit", "Taylor", "Element", "Tolerance", "PairResult",
-    "ModelResult", "CheckResult", "SweepPoint", "Sweep",
+    "Kink", "GraphSite", "BlockWindow", "Culprit", "Taylor", "Element", "Tolerance", "Power",
+    "PairResult", "ModelResult", "CheckResult", "SweepPoint", "Sweep",
 ]
 
 #: Verdict words. A verdict in FAILING makes the check exit 1.
@@ -103,7 +103,7 @@ class Taylor:
     remainders: list[float]
     orders: list[float]  # log2(r(h) / r(h/2)) for consecutive steps above round-off
     order: float | None  # the observed order at the smallest usable steps
-    verdict: str  # "second order" (gradient consistent), "first order" (wrong), "exact", "unclear"
+    verdict: str  # "second order" (consistent), "first order" (wrong), "exact", "unclear", "not finite"
 
 
 @dataclass
@@ -124,6 +124,19 @@ class Tolerance:
     rtol: float
     atol: float
     rule: str  # which rule chose these numbers, for the report
+
+
+@dataclass
+class Power:
+    """What a fast check could have seen (``verdicts.compare.detectable_error``):
+    a single Jacobian element off by ``absolute`` or more (``relative`` to an
+    element of ``element_size``, the RMS element) fails with ``probability``."""
+
+    absolute: float
+    relative: float
+    element_size: float
+    probability: float
+    probes: int
 
 
 @dataclass
@@ -152,6 +165,8 @@ class PairResult:
     culprit: Culprit | None = None
     taylor: Taylor | None = None
     window: BlockWindow | None = None  # failing pairs, when asked for (CheckOptions.keep_blocks)
+    power: Power | None = None  # fast mode: the smallest single-element error it would see
+    resolution: float | None = None  # zero verdict: the numeric resolution that confirms 0
 
 
 @dataclass

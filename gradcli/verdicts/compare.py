@@ -10,13 +10,48 @@ plus round-off bound, see ``finite_diff``). The estimate lets a large function
 value (whose round-off grows with |f|) pass without loosening rtol, while rtol
 stays tight enough that a gradient off by a relative 1e-5 fails in float64.
 
+Comparable (``comparable``): a value pair is compared only when both sides are
+finite. A NaN or Inf on either side is never within tolerance: it counts as a
+failing element in every mode and order, and the verdict says which side is
+not finite (``_verdict``). This is the one place that decides it.
+
 A pass only counts if finite differences could have seen a failure: when the
 error estimate itself exceeds ``RESOLVE_FRACTION`` of the derivative's size, the
 verdict is ``inconclusive`` (a failure), so float32 round-off never passes as
-a verdict.
+a verdict. Zero rule: when every analytic value is exactly 0 and every numeric
+value lies within its resolution (``allowed_error`` at analytic 0), the verdict
+is ``zero`` with that resolution stated, never ``inconclusive``: an exact zero
+is the one value finite differences can confirm without resolving a size.
+
+Projections (fast mode, ``compare_projections``): a probe p compares
+a_p = <u, J^T v> with n_p = <v, (J u) by differences>, and
+
+    allowed_p = atol |u| |v| + rtol F + FD_SAFETY * fd_error_p + ANALYTIC_ULPS * eps |u| |v| F
+
+with F = ||J||_F estimated from the probes (E|J u|^2 = ||J||_F^2 for standard
+normal u; ``projection_scale``). Why each term: per-element errors e_ij move
+v^T J u by sum v_i e_ij u_j; errors within atol, or within rtol |J_ij|, of
+unrelated signs (round-off is) give a spread of atol |u| |v| and about rtol F
+(the mean square of rtol^2 sum v_i^2 J_ij^2 u_j^2 is rtol^2 F^2), so a model
+full mode passes passes here too. fd_error_p is the numeric side's own error
+estimate; the analytic side's round-off is bounded by the dot products'
+sum |v_i| |J_ij| |u_j| <= |u| |v| F times ANALYTIC_ULPS eps. This replaces
+rtol times the Cauchy-Schwarz scale |v| |J u| (about sqrt(m) F for m outputs, up
+to sqrt(m n) F), which hid a single element wrong by 0.1% among 6,000. The one
+case it is stricter than full mode: errors of one sign on every element, near
+rtol each (a gradient scaled by 1 + rtol), which fail once |v^T J u| > F.
+
+Fast mode's power (``detectable_error``): a single element J_ij wrong by d moves
+probe p by d v_i u_j, a product of two independent standard normals. It fails
+with probability >= DETECT_PROBABILITY over the probes once
+|d| >= max_p allowed_p / q, where q solves P(|Z1 Z2| < q)**probes =
+1 - DETECT_PROBABILITY.
 """
 
 from __future__ import annotations
+
+import math
+from functools import lru_cache
 
 import numpy as np
 
@@ -29,6 +64,7 @@ from gradcli.results import (
     ZERO,
     Element,
     PairResult,
+    Power,
     Tolerance,
 )
 
@@ -46,6 +82,13 @@ FD_SAFETY = 2.0
 RESOLVE_FRACTION = 0.1
 #: How many failing elements a report keeps (worst first).
 MAX_FAILING = 10
+#: Round-off of an analytic projection, in units of eps |u| |v| ||J||_F, which
+#: already bounds the sum of |terms| of both dot products; 16 leaves a few ulps
+#: for each of the ops of the model's own reverse pass.
+ANALYTIC_ULPS = 16.0
+#: Fast mode states the smallest single-element error it would see with this
+#: probability over its random probes.
+DETECT_PROBABILITY = 0.95
 
 
 def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None) -> Tolerance:
@@ -59,9 +102,20 @@ def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None) 
     )
 
 
+def comparable(analytic, numeric) -> np.ndarray:
+    """Where both sides are finite: the only values any verdict compares."""
+    return np.isfinite(analytic) & np.isfinite(numeric)
+
+
 def allowed_error(analytic, numeric, fd_error, tol: Tolerance):
     magnitude = np.maximum(np.abs(analytic), np.abs(numeric))
     return tol.atol + tol.rtol * magnitude + FD_SAFETY * fd_error
+
+
+def outside(analytic, numeric, allowed) -> np.ndarray:
+    """Failing values: not comparable, or farther apart than ``allowed``."""
+    with np.errstate(invalid="ignore"):
+        return ~comparable(analytic, numeric) | (np.abs(analytic - numeric) > allowed)
 
 
 def compare_block(
@@ -83,13 +137,31 @@ def compare_block(
     a = np.zeros_like(numeric) if disconnected else analytic.reshape(numeric.shape)
     diff = np.abs(a - numeric)
     allowed = allowed_error(a, numeric, fd_error, tol)
-    bad = diff > allowed
+    bad = outside(a, numeric, allowed)
     pair = _pair(input_name, output_name, "full", a, numeric, diff, fd_error, bad, allowed)
     pair.failing = _elements(a, numeric, diff, fd_error, bad, allowed, output_shape, input_shape)
-    pair.worst = _elements(
-        a, numeric, diff, fd_error, np.ones_like(bad), allowed, output_shape, input_shape, 1
-    )[0] if a.size else None
+    pair.worst = worst_element(a, numeric, diff, fd_error, output_shape, input_shape)
     return _verdict(pair, a, numeric, fd_error, disconnected, tol)
+
+
+def projection_scale(u, v, ju, jtv, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """The rtol scale F = ||J||_F and the analytic round-off of each probe
+    (module docstring). ``u``, ``ju``: [probes, input size]; ``v``, ``jtv``
+    likewise for outputs and inputs. Both estimates of ||J||_F^2 (mean |J u|^2,
+    mean |J^T v|^2) are unbiased; the larger is taken."""
+    estimates = [np.mean(np.sum(np.square(w), axis=1)) for w in (ju, jtv)]
+    finite = [e for e in estimates if np.isfinite(e)]  # a NaN side is caught by ``comparable``
+    frob = np.sqrt(max(finite)) if finite else 0.0
+    scale = np.full(len(u), frob)
+    eps = np.finfo(dtype).eps
+    roundoff = ANALYTIC_ULPS * eps * np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1) * frob
+    return scale, roundoff
+
+
+def projection_allowed(fd_error, scale, tol: Tolerance, roundoff=0.0, norms=1.0):
+    """allowed_p of the module docstring: rtol applies to ``scale`` (F), atol to
+    ``norms`` = |u| |v| per probe; ``roundoff`` is the analytic side's."""
+    return tol.atol * norms + tol.rtol * scale + FD_SAFETY * fd_error + roundoff
 
 
 def compare_projections(
@@ -101,39 +173,80 @@ def compare_projections(
     fd_error: np.ndarray,
     scale: np.ndarray,
     tol: Tolerance,
+    roundoff: np.ndarray | float = 0.0,
+    norms: np.ndarray | float = 1.0,
+    element_size: float | None = None,
 ) -> PairResult:
     """Compare probes v^T J u: ``reverse`` = <u, J^T v> (None if disconnected),
     ``forward`` = <v, J u> (forward mode; None when checked elsewhere),
     ``numeric`` = <v, (J u) by differences>.
 
-    Projections can cancel, so rtol is applied to ``scale`` = the Cauchy-Schwarz
-    bound max(|v| |J u|, |u| |J^T v|) instead of the projection itself.
+    Projections can cancel, so rtol is applied to ``scale``, the typical size of
+    v^T J u rather than this probe's: ``projection_scale`` gives it, the analytic
+    ``roundoff`` and the rule (module docstring); ``norms`` = |u| |v| carries
+    atol to a projection. Callers with no better scale pass the Cauchy-Schwarz
+    bound max(|v| |J u|, |u| |J^T v|), which is never below |v^T J u|.
+    With ``element_size`` (the RMS Jacobian element) the pair states its power.
     """
     disconnected = reverse is None
     rev = np.zeros_like(numeric) if disconnected else reverse
-    allowed = tol.atol + tol.rtol * scale + FD_SAFETY * fd_error
-    reverse_bad = np.abs(rev - numeric) > allowed
     fwd = numeric if forward is None else forward
-    forward_bad = np.abs(fwd - numeric) > allowed
+    allowed = projection_allowed(fd_error, scale, tol, roundoff, norms)
+    reverse_bad = outside(rev, numeric, allowed)
+    forward_bad = outside(fwd, numeric, allowed)
     diff = np.maximum(np.abs(rev - numeric), np.abs(fwd - numeric))
     bad = reverse_bad | forward_bad
     pair = _pair(input_name, output_name, "fast", rev, numeric, diff, fd_error, bad, allowed)
-    # Only the analytic-vs-numeric gaps say anything about accuracy of the projection.
+    # Relative to the projection's own scale: projections cancel.
     pair.max_rel_error = float(np.max(diff / np.maximum(scale, np.finfo(float).tiny), initial=0))
-    ratio = diff / allowed
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(bad & ~comparable(rev, numeric), np.inf, diff / allowed)
     order = np.argsort(-ratio)
     pair.failing = [
         _element([], [int(p)], rev[p], numeric[p], diff[p], fd_error[p], scale[p])
         for p in order if bad[p]
     ][:MAX_FAILING]
     if len(order):
-        p = order[0]
-        pair.worst = _element([], [int(p)], rev[p], numeric[p], diff[p], fd_error[p], scale[p])
+        p = int(np.argmax(_severity(diff, comparable(rev, numeric) & comparable(fwd, numeric))))
+        pair.worst = _element([], [p], rev[p], numeric[p], diff[p], fd_error[p], scale[p])
+        pair.max_abs_error = pair.worst.abs_error
     pair.reverse_failed = bool(reverse_bad.any())
+    if element_size is not None and len(allowed):
+        pair.power = detectable_error(float(np.max(allowed)), len(allowed), element_size)
     pair = _verdict(pair, rev, numeric, fd_error, disconnected, tol, scale=scale)
-    if pair.verdict == MISMATCH:
+    if pair.verdict == MISMATCH and comparable(fwd, numeric).all() and comparable(rev, numeric).all():
         pair.explanation = _mode_explanation(pair.reverse_failed, bool(forward_bad.any()))
     return pair
+
+
+def detectable_error(allowed: float, probes: int, element_size: float) -> Power:
+    """The smallest single-element error fast mode sees with DETECT_PROBABILITY
+    (module docstring), absolute and relative to an element of ``element_size``."""
+    absolute = float(allowed) / product_quantile(probes)
+    relative = absolute / element_size if element_size > 0 else float("inf")
+    return Power(
+        absolute=absolute, relative=relative, element_size=float(element_size),
+        probability=DETECT_PROBABILITY, probes=probes,
+    )
+
+
+@lru_cache(maxsize=16)
+def product_quantile(probes: int) -> float:
+    """q with P(|Z1 Z2| < q)**probes = 1 - DETECT_PROBABILITY, Z1, Z2 independent
+    standard normals. P(|Z1 Z2| < q) = E_z[erf(q / (|z| sqrt 2))], integrated
+    over z = exp(s) on a fine grid of s (smooth in s, also near z = 0, where
+    small q put all the weight), solved by bisection."""
+    s = np.linspace(-60.0, 3.0, 20001)
+    z = np.exp(s)
+    weight = 2.0 * np.exp(-0.5 * z**2) / np.sqrt(2.0 * np.pi) * z * (s[1] - s[0])
+    erf = np.vectorize(math.erf)
+    target = (1.0 - DETECT_PROBABILITY) ** (1.0 / probes)
+    lo, hi = 0.0, 10.0
+    for _ in range(60):
+        q = 0.5 * (lo + hi)
+        below = float(np.sum(weight * erf(q / (z * np.sqrt(2.0)))))
+        lo, hi = (q, hi) if below < target else (lo, q)
+    return 0.5 * (lo + hi)
 
 
 def _mode_explanation(reverse_failed: bool, forward_failed: bool) -> str:
@@ -144,9 +257,9 @@ def _mode_explanation(reverse_failed: bool, forward_failed: bool) -> str:
     }[(reverse_failed, forward_failed)]
 
 
-def forward_mismatch(forward, numeric, fd_error, scale, tol: Tolerance) -> np.ndarray:
+def forward_mismatch(forward, numeric, fd_error, scale, tol: Tolerance, roundoff=0.0, norms=1.0) -> np.ndarray:
     """Which probes' forward-mode projections disagree with the numeric ones (same rule)."""
-    return np.abs(forward - numeric) > tol.atol + tol.rtol * scale + FD_SAFETY * fd_error
+    return outside(forward, numeric, projection_allowed(fd_error, scale, tol, roundoff, norms))
 
 
 def apply_fail_on(pairs: list[PairResult], fail_on) -> None:
@@ -170,27 +283,83 @@ def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: 
     pair.verdict, pair.failed = MISMATCH, True
 
 
+def _severity(diff, ok) -> np.ndarray:
+    """abs error, with values that cannot be compared worst of all."""
+    return np.where(ok, diff, np.inf)
+
+
+def worst_element(a, n, diff, fd_error, output_shape, input_shape) -> Element | None:
+    """The element of the largest abs error (non-finite first): the row's worst
+    element and its "max abs err" are this one element."""
+    if not a.size:
+        return None
+    flat = int(np.argmax(_severity(diff, comparable(a, n)).ravel()))
+    r, c = np.unravel_index(flat, a.shape)
+    return _element(
+        _index(r, output_shape), _index(c, input_shape), a[r, c], n[r, c], diff[r, c],
+        fd_error[r, c], max(abs(a[r, c]), abs(n[r, c])),
+    )
+
+
 def _pair(input_name, output_name, mode, a, n, diff, fd_error, bad, allowed) -> PairResult:
     magnitude = np.maximum(np.abs(a), np.abs(n))
-    rel = np.divide(diff, magnitude, out=np.zeros_like(diff), where=magnitude > 0)
+    ok = comparable(a, n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rel = np.divide(diff, magnitude, out=np.zeros_like(diff), where=magnitude > 0)
+    worst = np.argmax(_severity(diff, ok)) if diff.size else None
     return PairResult(
         input=input_name,
         output=output_name,
         verdict=PASS,
         failed=False,
         mode=mode,
-        max_abs_error=float(diff.max(initial=0.0)),
-        max_rel_error=float(rel.max(initial=0.0)),
+        max_abs_error=0.0 if worst is None else float(diff.flat[worst]),
+        max_rel_error=float(np.max(rel, initial=0.0)) if ok.all() else float("nan"),
         fd_error=float(np.max(fd_error, initial=0.0)),
         compared=int(diff.size),
         n_failing=int(bad.sum()),
     )
 
 
+def _nonfinite(pair, a, n) -> bool:
+    """Set the verdict of a pair with values that cannot be compared (module
+    docstring): an analytic NaN/Inf where finite differences are finite is a
+    mismatch; a numeric one leaves nothing to confirm: inconclusive."""
+    analytic_bad = ~np.isfinite(a)
+    numeric_bad = ~np.isfinite(n)
+    if not (analytic_bad.any() or numeric_bad.any()):
+        return False
+    pair.failed = True
+    if (analytic_bad & ~numeric_bad).any():
+        count = int((analytic_bad & ~numeric_bad).sum())
+        pair.verdict = MISMATCH
+        pair.explanation = (
+            f"the analytic derivative is not finite ({_kinds(a[analytic_bad & ~numeric_bad])}) at "
+            f"{count} of {a.size} compared values where finite differences are finite"
+        )
+    else:
+        pair.verdict = INCONCLUSIVE
+        pair.explanation = (
+            f"finite differences are not finite ({_kinds(n[numeric_bad])}) at "
+            f"{int(numeric_bad.sum())} of {n.size} compared values: the function is not "
+            "finite within a step of the point, so nothing can be confirmed"
+        )
+    return True
+
+
+def _kinds(values) -> str:
+    return "/".join(k for k, f in (("nan", np.isnan), ("inf", np.isinf)) if f(values).any())
+
+
 def _verdict(pair, a, n, fd_error, disconnected, tol, scale=None) -> PairResult:
     """Pick the verdict word for a compared pair (see ``results.EXPLANATIONS``)."""
-    magnitude = np.maximum(np.abs(a), np.abs(n)) if scale is None else scale
-    numeric_zero = bool(np.all(np.abs(n) <= allowed_error(0.0, n, fd_error, tol)))
+    if _nonfinite(pair, a, n):
+        return pair
+    magnitude = np.maximum(np.abs(a), np.abs(n)) if scale is None else np.maximum(
+        np.maximum(np.abs(a), np.abs(n)), scale
+    )
+    resolution = allowed_error(0.0, n, fd_error, tol)
+    numeric_zero = bool(np.all(np.abs(n) <= resolution))
     if disconnected:
         pair.verdict = DISCONNECTED
         pair.failed = not numeric_zero
@@ -201,16 +370,26 @@ def _verdict(pair, a, n, fd_error, disconnected, tol, scale=None) -> PairResult:
         if not pair.failed:
             pair.warnings.append(f"{pair.input} does not reach {pair.output}")
         return pair
+    if not np.any(a) and numeric_zero:
+        # Before the mismatch test: an exact analytic zero with numeric values inside
+        # their resolution is confirmed, whatever rtol says about noise of that size.
+        pair.verdict, pair.failed, pair.n_failing, pair.failing = ZERO, False, 0, []
+        pair.resolution = float(np.max(resolution, initial=0.0))
+        pair.explanation = (
+            f"{EXPLANATIONS[ZERO]} (analytic exactly 0; numeric within its resolution "
+            f"{pair.resolution:.3g}, up to {np.abs(n).max(initial=0.0):.3g})"
+        )
+        pair.warnings.append(
+            f"the gradient of {pair.output} with respect to {pair.input} is zero (exactly 0 "
+            f"analytically; numeric within its resolution {pair.resolution:.3g})"
+        )
+        return pair
     if pair.n_failing:
         pair.verdict, pair.failed = MISMATCH, True
         pair.explanation = EXPLANATIONS[MISMATCH]
         return pair
-    if not np.any(a) and numeric_zero:
-        pair.verdict = ZERO
-        pair.explanation = EXPLANATIONS[ZERO]
-        pair.warnings.append(f"the gradient of {pair.output} with respect to {pair.input} is zero")
-        return pair
-    significant = magnitude > tol.atol
+    # Elements confirmed as exact zeros (the zero rule) say nothing about resolution.
+    significant = (magnitude > tol.atol) & ~((a == 0) & (np.abs(n) <= resolution))
     if np.any(significant) and np.max(FD_SAFETY * fd_error[significant]) > RESOLVE_FRACTION * np.max(
         magnitude[significant]
     ):
@@ -225,7 +404,8 @@ def _verdict(pair, a, n, fd_error, disconnected, tol, scale=None) -> PairResult:
 
 
 def _elements(a, n, diff, fd_error, mask, allowed, output_shape, input_shape, limit=MAX_FAILING):
-    ratio = np.where(mask, diff / allowed, -np.inf).ravel()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(mask, np.where(comparable(a, n), diff / allowed, np.inf), -np.inf).ravel()
     count = min(limit, int(np.count_nonzero(mask)))
     if count == 0:
         return []
@@ -246,12 +426,14 @@ def _index(flat: int, shape: tuple) -> list[int]:
 
 
 def _element(out_index, in_index, a, n, diff, fd_error, magnitude) -> Element:
+    with np.errstate(invalid="ignore"):
+        rel = float(diff / magnitude) if magnitude > 0 else (0.0 if diff == 0 else float("nan"))
     return Element(
         output_index=out_index,
         input_index=in_index,
         analytic=float(a),
         numeric=float(n),
         abs_error=float(diff),
-        rel_error=float(diff / magnitude) if magnitude > 0 else 0.0,
+        rel_error=rel,
         fd_error=float(fd_error),
     )

@@ -6,7 +6,12 @@ difference quotients on a ladder of steps and reclassifies them:
 
 * ``kink``: the slopes from the left and from the right disagree (ReLU or |x| at
   0, a tie in a max). The analytic value is a valid subgradient when it lies
-  between them (not a failure); outside, it is a failure.
+  between them (not a failure); outside, it is a failure. Passing and zero
+  pairs are scanned too: ``kink_suspects`` flags every element whose one-sided
+  slopes from the central-difference evaluations (``finite_diff.one_sided``)
+  disagree, and the ladder confirms them (a tie of a max passes the central
+  difference). Slopes that agree are never a kink: an element that fails only
+  because a kink lies inside the default step passes, with a warning.
 * ``surrogate``: the function does not change at all, to the last bit, for any
   of the smallest ``SURROGATE_STEPS`` steps on either side (it is piecewise
   constant here) while the analytic derivative is not zero: a straight-through
@@ -22,11 +27,18 @@ slope. Going down to h0 / 2**LADDER also resolves a kink that lies inside the
 default stencil but not at the point: there both one-sided slopes agree with the
 analytic value at the smaller steps, and the element is a (passing) kink.
 
+NaN rule at the point (``nonfinite_analytic``): an analytic NaN/Inf where the
+ladder's slopes are finite, settled and equal is a wrong gradient (mismatch);
+otherwise the point is a genuine singularity (exit 3). Both name the op of the
+first non-finite value (``first_nonfinite``).
+
 ``explain`` adds the rest once the pairs are compared: where the graph cuts a
 disconnected or zero path, the culprit op of a mismatch, and the Taylor test.
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -38,6 +50,7 @@ from gradcli.results import (
     EXPLANATIONS,
     KINK,
     MISMATCH,
+    PASS,
     SURROGATE,
     ZERO,
     Kink,
@@ -53,11 +66,16 @@ SURROGATE_STEPS = 4
 COLUMNS_PER_BATCH = 64
 #: How many kinks a report keeps.
 MAX_KINKS = 10
+#: Columns of a passing pair whose kink suspects are examined on the ladder
+#: (22 evaluations each): a bound on what the kink scan costs.
+SCAN_COLUMNS = 4 * COLUMNS_PER_BATCH
 
 
-def require_finite(model_name, input_name, output, values, output_shape, input_shape, what):
+def require_finite(model_name, input_name, output, values, output_shape, input_shape, what,
+                   locate=None):
     """Raise a ModelError naming input, output and element if ``values``
-    (``[output size, input size]``) hold NaN or Inf."""
+    (``[output size, input size]``) hold NaN or Inf; ``locate(column)``, if given,
+    adds where the non-finite value comes from (``nonfinite_step``)."""
     values = np.asarray(values)
     if np.all(np.isfinite(values)):
         return
@@ -67,10 +85,194 @@ def require_finite(model_name, input_name, output, values, output_shape, input_s
     why = "" if what == "analytic derivative" else (
         ": the function is not finite within a step of the point"
     )
+    if locate is not None:
+        try:
+            why += locate(col)
+        except Exception:  # locating is a bonus: the message stands without it
+            pass
     raise ModelError(
         f"{model_name}: the {what} of {_label(output, out_index)} with respect to "
         f"{_label(input_name, in_index)} is {values[row, col]} at the point{why}"
     )
+
+
+def nonfinite_step(fd, graph, input_name, output, col) -> str:
+    """For a finite difference that is not finite: which of the points x +- h,
+    x +- 2h along element ``col`` gives a non-finite output, and the op of the
+    first non-finite value there (``first_nonfinite`` without the gradient)."""
+    from gradcli.numerics.finite_diff import LEVELS
+
+    x = fd.point[input_name]
+    flat = x.reshape(-1)
+    h = step_size(flat[col : col + 1], x.dtype)
+    h = float(((flat[col : col + 1] + h) - flat[col : col + 1])[0])
+    points = []
+    for level in LEVELS:
+        p = flat.copy()
+        p[col] += level * h
+        points.append(p.reshape(x.shape))
+    values = fd.evaluate(input_name, np.stack(points))[output]
+    for level, point, value in zip(LEVELS, points, values):
+        if not np.all(np.isfinite(value)):
+            site = first_nonfinite(graph, input_name, output, at=point, gradient=False) if graph else ""
+            step = f"{'+' if level > 0 else '-'} {abs(level):g} h (h = {h:.3g})"
+            return f" (at {_label(input_name, compare._index(col, x.shape))} {step}" + (
+                f"; the first non-finite value comes from {site})" if site else ")"
+            )
+    return ""
+
+
+def raised(exc: BaseException, model, analytic: bool) -> ModelError:
+    """A one-line ModelError for an exception raised while differentiating
+    (``analytic``) or while evaluating the model near the point: the model-file
+    line (the deepest frame in the file, else the first ``File "...", line N``
+    of the model file in TensorFlow's message, which names the node's creation
+    site for errors raised inside a traced graph) and the op that raised."""
+    import re
+    import traceback
+
+    from gradcli.model.loading import where_raised
+    from gradcli.model.paths import relative_path
+
+    text = str(exc)
+    op = getattr(getattr(exc, "op", None), "type", None)
+    if op is None:
+        found = re.search(r"\[Op:(\w+)\]", text) or re.search(r"node '?([\w/.-]+)", text)
+        op = found.group(1).split("/")[-1] if found else None
+    model_file = os.path.abspath(model.path)
+    where = where_raised(exc, model.path)
+    if not any(os.path.abspath(f.filename) == model_file for f in traceback.extract_tb(exc.__traceback__)):
+        lines = [ln for f, ln in re.findall(r'File "([^"]+)", line (\d+)', text)
+                 if os.path.abspath(f) == model_file]
+        if lines:
+            where = f"{relative_path(model.path)}:{lines[-1]}"
+    message = re.sub(r"\{\{[^}]*\}\}\s*", "", text)
+    message = re.sub(r"\s*\[Op:\w+\].*", "", message).strip().splitlines()
+    doing = "computing the gradient" if analytic else "evaluating the model within a step of the point"
+    by = f" in op {op}" if op else ""
+    return ModelError(
+        f"{where}: {doing} raised {type(exc).__name__}{by}: {message[0] if message else ''}"
+    )
+
+
+def nonfinite_analytic(model, input_name, output, analytic, fd, f0, x_shape, y_shape, tol, graph):
+    """The analytic block (``[output size, input size]``) holds NaN or Inf at the
+    point: what do finite differences see there? (module docstring, NaN rule)
+
+    The one-sided ladder (``_ladder``) runs on up to COLUMNS_PER_BATCH columns
+    with non-finite elements. An element is *smooth* when both one-sided slopes
+    are finite, resolved (error estimate within ``compare.allowed_error`` of 0
+    relative to RESOLVE_FRACTION of the slope) and agree within
+    ``compare.allowed_error``: the derivative exists, so a non-finite analytic
+    value is a wrong gradient and the caller reports a ``mismatch`` with the
+    returned explanation. Otherwise (slopes that disagree, are not finite or do
+    not settle as the step shrinks) the point is a genuine singularity of the
+    function and no derivative can be checked: ModelError (exit 3). Both name
+    the op that produced the first non-finite value (``first_nonfinite``).
+    """
+    bad = ~np.isfinite(analytic)
+    cols = np.flatnonzero(bad.any(axis=0))[:COLUMNS_PER_BATCH]
+    left, right, left_err, right_err, _ = _ladder(fd, input_name, output, f0, cols)
+    sub = bad[:, cols]
+    slope = np.maximum(np.abs(left), np.abs(right))
+    with np.errstate(invalid="ignore"):
+        settled = (
+            np.isfinite(left) & np.isfinite(right)
+            & (np.maximum(left_err, right_err) <= tol.atol + compare.RESOLVE_FRACTION * slope)
+        )
+        agree = np.abs(left - right) <= compare.allowed_error(left, right, left_err + right_err, tol)
+    smooth = sub & settled & agree
+    singular = sub & ~smooth
+    source = first_nonfinite(graph, input_name, output) if graph is not None else ""
+    source = f"; the first non-finite value comes from {source}" if source else ""
+
+    def element(mask):
+        r, c = (int(i) for i in np.argwhere(mask)[0])
+        return r, c, (
+            f"{_label(output, compare._index(r, y_shape))} with respect to "
+            f"{_label(input_name, compare._index(cols[c], x_shape))}"
+        )
+
+    if smooth.any():
+        r, c, where = element(smooth)
+        more = f"; {_count(int(singular.sum()), 'more element')} at a singularity" if singular.any() else ""
+        return (
+            f"the analytic derivative is not finite where the function is smooth: "
+            f"{where} is {analytic[r, cols[c]]}, but the one-sided slopes agree "
+            f"(left {left[r, c]:.7g}, right {right[r, c]:.7g}){source}{more}"
+        )
+    r, c, where = element(singular)
+    if not (np.isfinite(left[r, c]) and np.isfinite(right[r, c])):
+        seen = f"one-sided slopes left {left[r, c]:.4g}, right {right[r, c]:.4g}: not finite on a side"
+    elif not settled[r, c]:
+        seen = (
+            f"the one-sided slopes do not settle as the step shrinks (left {left[r, c]:.4g}, "
+            f"right {right[r, c]:.4g}): unbounded"
+        )
+    else:
+        seen = f"one-sided slopes disagree (left {left[r, c]:.7g}, right {right[r, c]:.7g})"
+    raise ModelError(
+        f"{model.name}: the analytic derivative of {where} is {analytic[r, cols[c]]} at the "
+        f"point, a genuine singularity of the function ({seen}){source}"
+    )
+
+
+def first_nonfinite(graph, input_name: str, output: str, at=None, gradient=True) -> str:
+    """The op whose value is the first non-finite one, in graph order, when the
+    model's forward ops and then (with ``gradient``) the gradient of ``output``
+    with respect to ``input_name`` run at the point (``at``: other values of
+    ``input_name``): "Op at file:line", or "" when the graph cannot tell (not
+    traceable, control flow that cannot be fetched). Gradient ops are located by
+    their own model-file line (a custom gradient's function) or else by the
+    forward op they differentiate."""
+    import re
+
+    try:
+        if not graph._trace():
+            return ""
+        g = graph.graph
+        import tensorflow as tf
+
+        # tf.gradients puts its ops under "gradients/", "gradients_1/", ...
+        forward = [op for op in g.get_operations() if not re.match(r"gradients(_\d+)?/", op.name)]
+        backward = []
+        if gradient:
+            known = set(g.get_operations())
+            with g.as_default():
+                tf.gradients(graph.outputs[output], graph.inputs[input_name])
+            backward = [op for op in g.get_operations() if op not in known]
+        point = {**graph.model.point, **({input_name: at} if at is not None else {})}
+        feeds = [graph.inputs[n] for n in point]
+        feed_values = [tf.constant(point[n]) for n in point]
+        fed = {t.ref() for t in feeds}
+        known = set(forward)
+        for ops in (forward, backward):
+            tensors = [t for op in ops for t in op.outputs
+                       if t.dtype.is_floating and t.ref() not in fed]
+            if not tensors:
+                continue
+            values = graph._wrapped.prune(feeds, tensors)(*feed_values)
+            for t, value in zip(tensors, values):
+                if not np.all(np.isfinite(np.asarray(value))):
+                    return _describe_site(graph, t.op, known)
+    except Exception:  # graph analysis is a bonus: never lose the report
+        return ""
+    return ""
+
+
+def _describe_site(graph, op, forward_ops) -> str:
+    """``Op at file:line``; a gradient op names the forward op it differentiates."""
+    model_file = os.path.abspath(graph.model.path)
+    own = [f for f in op.traceback if os.path.abspath(f.filename) == model_file]
+    if op in forward_ops or own:
+        return f"{op.type} at {graph.location(op) or op.name}"
+    # "gradients/<forward op name>_grad/...": the gradient of that op.
+    name = op.name.split("/", 1)[-1].split("_grad/")[0]
+    try:
+        target = graph.graph.get_operation_by_name(name)
+    except (KeyError, ValueError):
+        return f"{op.type} (in the gradient)"
+    return f"{op.type} in the gradient of {target.type} at {graph.location(target) or target.name}"
 
 
 def _safe(fn, *args):
@@ -88,27 +290,56 @@ def _label(name, index):
     return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
+def kink_suspects(one_sided, output, shape, tol) -> np.ndarray | None:
+    """Elements (``shape`` = [output size, input size]) whose one-sided slopes
+    from the central-difference evaluations (``finite_diff.one_sided``) differ
+    by more than ``compare.allowed_error`` with their error estimate: candidates
+    for a kink that the central difference averages away (a tie of a max)."""
+    if not one_sided:
+        return None
+    left, right, error = (one_sided[k][output].reshape(shape[1], -1).T for k in ("left", "right", "error"))
+    with np.errstate(invalid="ignore"):
+        return compare.comparable(left, right) & (
+            np.abs(left - right) > compare.allowed_error(left, right, error, tol)
+        )
+
+
 def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_shape, tol,
-           allow_surrogate=False, surrogate_sites=None) -> PairResult:
-    """Reclassify the failing elements of a ``mismatch`` pair (see module docstring).
+           allow_surrogate=False, surrogate_sites=None, suspects=None) -> PairResult:
+    """Reclassify the failing elements of a ``mismatch`` pair, and look at the
+    kink ``suspects`` of any pair (see module docstring).
 
     ``analytic``, ``numeric`` and ``fd_error`` are ``[output size, input size]``;
     ``fd`` the pair's ``FiniteDifferences`` (for ``evaluate``), ``f0`` the output
     at the point. ``surrogate_sites`` (optional callable) returns the surrogate-
     gradient ops the input reaches by several paths; elements that are not
     locally constant themselves are attributed to those ops when it returns any.
+    ``suspects`` (``kink_suspects``) marks elements whose one-sided slopes at the
+    default step disagree; of those that passed, at most SCAN_COLUMNS columns are
+    examined on the ladder, and a kink is reported only where the ladder confirms
+    it at the point.
     """
-    if pair.verdict != MISMATCH:
-        return pair
     a, n = analytic, numeric
-    bad = np.abs(a - n) > compare.allowed_error(a, n, fd_error, tol)
-    cols = np.flatnonzero(bad.any(axis=0))
+    if pair.verdict == MISMATCH:
+        bad = compare.outside(a, n, compare.allowed_error(a, n, fd_error, tol))
+    elif pair.verdict in (PASS, ZERO) and suspects is not None and suspects.any():
+        bad = np.zeros(a.shape, dtype=bool)  # a zero gradient at a kink is a kink too
+    else:
+        return pair
+    was_zero = pair.verdict == ZERO
+    suspects = np.zeros_like(bad) if suspects is None else suspects & ~bad
+    suspect_cols = np.flatnonzero(suspects.any(axis=0))
+    scanned_all = len(suspect_cols) <= SCAN_COLUMNS
+    suspects[:, suspect_cols[SCAN_COLUMNS:]] = False
+    cols = np.flatnonzero((bad | suspects).any(axis=0))
     if not len(cols):
         return pair
     # Worst columns first; stop once a batch holds an element no diagnosis explains
     # (the verdict is then mismatch whatever the rest are): a real bug costs at
     # most one batch of ladders. Columns not examined stay unexplained.
-    ratio = (np.abs(a - n) / compare.allowed_error(a, n, fd_error, tol))[:, cols].max(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(bad, np.abs(a - n) / compare.allowed_error(a, n, fd_error, tol), 0.0)
+    ratio = np.nan_to_num(ratio[:, cols], nan=np.inf).max(axis=0)
     cols = cols[np.argsort(-ratio, kind="stable")]
     shape = (a.shape[0], len(cols))
     left, right = np.full(shape, np.nan), np.full(shape, np.nan)
@@ -127,20 +358,24 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             break
     sub_a = a[:, cols]
     sub_bad = bad[:, cols]
-    slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
-    is_kink = sub_bad & ~constant & (np.abs(left - right) > slope_tol)
-    lo, hi = np.minimum(left, right), np.maximum(left, right)
-    margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
-    between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
-    # A kink inside the default stencil but not at the point: both slopes agree
-    # with the analytic value at smaller steps.
-    resolved = sub_bad & ~constant & ~is_kink & (
-        np.abs(sub_a - right) <= compare.allowed_error(sub_a, right, right_err, tol)
-    ) & (np.abs(sub_a - left) <= compare.allowed_error(sub_a, left, left_err, tol))
+    examined = sub_bad | suspects[:, cols]
+    with np.errstate(invalid="ignore"):
+        slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
+        # A kink: the slopes at the point disagree beyond their errors. Equal
+        # slopes are never a kink, whatever the central difference saw.
+        is_kink = examined & ~constant & (np.abs(left - right) > slope_tol)
+        lo, hi = np.minimum(left, right), np.maximum(left, right)
+        margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
+        between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
+        # A kink inside the default stencil but not at the point: both slopes agree
+        # with the analytic value at smaller steps. Explained, and not a kink.
+        resolved = sub_bad & ~constant & ~is_kink & (
+            np.abs(sub_a - right) <= compare.allowed_error(sub_a, right, right_err, tol)
+        ) & (np.abs(sub_a - left) <= compare.allowed_error(sub_a, left, left_err, tol))
     surrogate = sub_bad & constant & (np.abs(sub_a) > tol.atol)
-    kink_ok = (is_kink & between) | resolved
+    kink_ok = is_kink & between
     kink_bad = is_kink & ~between
-    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad
+    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad & ~resolved
     if surrogate.any() and unexplained.any() and surrogate_sites is not None:
         sites = surrogate_sites()
         if sites:
@@ -158,6 +393,17 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     pair.n_kinks = int(kinks.sum())
     pair.n_surrogate = int(surrogate.sum())
     pair.kinks = _kinks(kinks, kink_bad, left, right, sub_a, cols, y_shape, x_shape)
+    if not scanned_all:
+        pair.warnings.append(
+            f"kink scan: {len(suspect_cols)} columns have one-sided slopes that disagree at the "
+            f"default step; the first {SCAN_COLUMNS} were examined"
+        )
+    if resolved.any():
+        pair.warnings.append(
+            f"{_count(int(resolved.sum()), 'element')} with a kink within the finite-difference "
+            "step but not at the point: at smaller steps both one-sided slopes agree with the "
+            "analytic value"
+        )
     full_unexplained = np.zeros_like(bad)
     full_unexplained[:, cols] = unexplained | kink_bad
     diff = np.abs(a - n)
@@ -192,7 +438,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             f"{_count(pair.n_surrogate, 'element')} where the analytic gradient is not"
             + (" (allowed by --allow-surrogate)" if allow_surrogate else "")
         )
-    else:
+    elif kinks.any():
         pair.verdict, pair.failed = KINK, False
         pair.explanation = (
             f"{EXPLANATIONS[KINK]} at {pair.n_kinks} elements; the analytic value lies "
@@ -202,6 +448,13 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             f"{_count(pair.n_kinks, 'element')} on a non-differentiability (kink): "
             "the analytic value is a subgradient there"
         )
+    elif bad.any():  # every failing element resolved at smaller steps
+        pair.verdict, pair.failed = PASS, False
+        pair.explanation = EXPLANATIONS[PASS]
+    # else: no suspect was a kink at the point; the verdict stands
+    if was_zero and pair.verdict != ZERO:
+        pair.resolution = None
+        pair.warnings = [w for w in pair.warnings if " is zero (" not in w]
     return pair
 
 
