@@ -59,32 +59,14 @@ def check_paths(
     keywords): a model file's ``check`` dict does not override them.
     ``fail_fast`` stops at the first model that is not ok; the rest are listed
     in ``CheckResult.skipped``. ``jobs > 1`` checks models in that many worker
-    processes (``gradcli.analyses.batch``); results keep the order of ``specs``.
+    processes (``gradcli.analyses.batch``: a model that ends its worker becomes
+    an error row); results keep the order of ``specs``.
     ``progress(done, total, label)``, if given, is called before the first
     model and after each one (``label``: the model finished, or ``None``).
     """
-    specs = list(specs)
-    if jobs > 1 and len(specs) > 1 and all(isinstance(s, str) for s in specs):
-        from gradcli.analyses.batch import check_in_processes
+    from gradcli.analyses.batch import check_batch
 
-        outcomes = check_in_processes(specs, options, fixed, jobs)
-    else:
-        outcomes = (check_spec(spec, options, fixed) for spec in specs)
-    results = []
-    if progress is not None:
-        progress(0, len(specs), None)
-    try:
-        for result in outcomes:
-            results.append(result)
-            if progress is not None:
-                progress(len(results), len(specs), result.name)
-            if fail_fast and not result.ok:
-                break
-    finally:
-        close = getattr(outcomes, "close", None)
-        if close is not None:
-            close()  # stops worker processes still running after --fail-fast
-    return CheckResult(models=results, skipped=[_display(s) for s in specs[len(results):]])
+    return check_batch(specs, options, fixed=fixed, fail_fast=fail_fast, jobs=jobs, progress=progress)
 
 
 def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
@@ -103,6 +85,12 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     except GradcliError as exc:
         name = _display(spec)
         result = ModelResult(name=name, path=name, error=str(exc), error_code=exc.exit_code)
+    except SystemExit as exc:  # sys.exit() while run: the run goes on, the model is an error
+        from gradcli.analyses.batch import death_message
+
+        name = _display(spec)
+        result = ModelResult(name=name, path=name, error=f"{name}: {death_message(exc.code)}",
+                             error_code=EXIT_MODEL)
     except (Exception, GeneratorExit) as exc:  # one model's surprise never loses the batch
         if debugging():
             raise

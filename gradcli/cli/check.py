@@ -51,11 +51,13 @@ def check(models, overrides, wrt, fail_fast, jobs, quiet, as_json, junit_xml, **
     options = options_from_params(CheckOptions, {
         **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
     })
-    from gradcli.analyses.check import check_paths  # imports TensorFlow
+    from gradcli.analyses.batch import check_batch, isolation_default
     from gradcli.render.progress import progress_callback
 
+    # Model files run in supervised workers (TensorFlow is imported there, not
+    # here), so one that ends its process is an error row, not a lost report.
     with progress_callback(enabled=not (as_json or quiet), total=len(specs)) as progress:
-        return check_paths(
+        return check_batch(
             specs, options, fixed=option_fields(given_params()), fail_fast=fail_fast,
-            jobs=jobs, progress=progress,
+            jobs=jobs, progress=progress, isolate=isolation_default(),
         )
