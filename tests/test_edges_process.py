@@ -1,0 +1,179 @@
+"""Process-level edges: a model that ends its process, model files that share
+module names, Ctrl-C, and the memory guard.
+
+Truth: the fixture models say what they do (os._exit(0) while imported, a
+segfault while run...), so the error row each must become is known; square.py
+is y = x * x (passes), buggy_custom_gradient.py has a wrong custom gradient
+(fails). Supervised workers are the command line's real path: the tests that
+need them run gradcli in a subprocess without GRADCLI_IN_PROCESS (conftest
+sets it for the in-process CliRunner tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.conftest import ROOT, fixture, gradcli as run_cli, sample
+
+SQUARE = sample("square.py")
+BUGGY = sample("buggy_custom_gradient.py")
+
+
+def real_gradcli(*args, timeout=300, **popen) -> subprocess.CompletedProcess:
+    """gradcli in a new interpreter, on the supervised path (no GRADCLI_IN_PROCESS)."""
+    env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "gradcli", *map(str, args)], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=timeout, **popen,
+    )
+
+
+def shown(done: subprocess.CompletedProcess) -> str:
+    return f"exit={done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+
+
+# --- a model that ends the process -------------------------------------------
+
+
+def test_batch_with_crashing_failing_and_passing_models_reports_every_model(tmp_path):
+    """One worker ends with os._exit(0) while importing, another segfaults while
+    running: both are error rows, the failing and passing models keep their
+    verdicts, JSON and JUnit list all four, exit 3 (--jobs 2: no BrokenProcessPool)."""
+    on_import, segfault, buggy, square = (
+        os.path.relpath(path, ROOT) for path in
+        (fixture("exit_on_import.py"), fixture("segfault_on_run.py"), BUGGY, SQUARE)
+    )  # run from ROOT: the report names them as given
+    junit = tmp_path / "report.xml"
+    done = real_gradcli("check", on_import, buggy, square, segfault, "--jobs", "2",
+                        "--json", "--junit-xml", junit)
+    assert done.returncode == 3, shown(done)
+    document = json.loads(done.stdout)
+    models = {m["name"]: m for m in document["result"]["models"]}
+    assert list(models) == [on_import, buggy, square, segfault], shown(done)
+    assert models[on_import]["error"] == f"{on_import}: the model ended the process (exit code 0)"
+    assert models[segfault]["error"] == f"{segfault}: the model ended the process (signal SIGSEGV)"
+    assert models[buggy]["error"] is None and not models[buggy]["ok"]
+    assert models[square]["ok"]
+    assert done.stderr.strip().splitlines() == [
+        f"Error: {on_import}: the model ended the process (exit code 0)",
+        f"Error: {segfault}: the model ended the process (signal SIGSEGV)",
+    ], shown(done)
+    cases = ET.parse(junit).getroot().iter("testcase")
+    classes = {case.get("classname") for case in cases}
+    assert {on_import, buggy, square, segfault} <= classes
+
+
+def test_single_model_that_exits_while_run_is_exit_3_with_a_message():
+    exits = os.path.relpath(fixture("exit_on_run.py"), ROOT)
+    done = real_gradcli("check", exits)
+    assert done.returncode == 3, shown(done)
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: {exits}: the model ended the process (exit code 7)"
+    ), shown(done)
+    assert "Traceback" not in done.stderr
+
+
+def test_sys_exit_while_run_is_an_error_row_in_process_too(run):
+    exits = os.path.relpath(fixture("sys_exit_on_run.py"))
+    with open(exits) as source:
+        line = next(n for n, text in enumerate(source, 1) if "sys.exit(0)" in text)
+    result = run("check", exits, SQUARE)
+    assert result.exit_code == 3, result
+    assert result.stderr.strip().splitlines() == [
+        f"Error: {exits}:{line}: forward pass raised SystemExit: 0"
+    ], result
+
+
+# --- model files loaded in isolation -----------------------------------------
+
+
+FIRST = fixture("isolation/first/model.py")
+SECOND = fixture("isolation/second/model.py")
+
+
+@pytest.mark.parametrize("order", [(FIRST, SECOND), (SECOND, FIRST)])
+def test_each_model_file_gets_its_own_helpers(run, order):
+    """Both folders hold a helpers.py; only the second's gradient is wrong. With
+    a shared import cache the second model would be checked with the first's
+    helpers and pass (or the first with the second's, and fail)."""
+    path_before, modules_before = list(sys.path), set(sys.modules)
+    result = run("check", *order, "--json")
+    assert result.exit_code == 1, result
+    ok = {m["name"]: m["ok"] for m in result.result["models"]}
+    assert ok == {os.path.relpath(FIRST): True, os.path.relpath(SECOND): False}, result
+    assert sys.path == path_before
+    assert "helpers" not in sys.modules
+    assert not {m for m in set(sys.modules) - modules_before if m.split(".")[0] == "helpers"}
+
+
+def test_a_module_of_the_same_name_loaded_elsewhere_is_set_aside_and_restored():
+    from gradcli.model.loading import import_model_file
+
+    elsewhere = type(sys)("helpers")
+    sys.modules["helpers"] = elsewhere
+    try:
+        module = import_model_file(SECOND)
+        assert module.helpers is not elsewhere
+        assert module.helpers.__file__ == fixture("isolation/second/helpers.py")
+        assert sys.modules["helpers"] is elsewhere
+    finally:
+        sys.modules.pop("helpers", None)
+
+
+# --- Ctrl-C --------------------------------------------------------------------
+
+
+def _group_members(group: int) -> list[int]:
+    """Live processes of a process group (zombies are gone for our purpose)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+def test_ctrl_c_during_a_parallel_batch_ends_everything_with_exit_130():
+    """SIGINT to the whole process group, as a terminal sends it, while both
+    workers are busy: exit 130 within seconds, one line, no worker traceback,
+    no process of the group left."""
+    slow = fixture("slow_model.py")
+    env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
+    env["PYTHONPATH"] = str(ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcli", "check", "--jobs", "2", slow, slow, slow],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    group = process.pid
+    try:
+        deadline = time.monotonic() + 60
+        while len(_group_members(group)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)  # the supervisor and its two workers
+        assert len(_group_members(group)) >= 3, "the workers never started"
+        time.sleep(1.0)  # let the workers reach the model's import
+        os.killpg(group, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            os.killpg(group, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 130, (stdout, stderr)
+    assert stderr.strip().splitlines() == ["Error: interrupted"], stderr
+    time.sleep(0.5)
+    assert _group_members(group) == []
