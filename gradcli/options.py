@@ -79,6 +79,8 @@ class Options:
             require(0 <= seed < SEED_LIMIT, "rng_seed", f"must be between 0 and 2**32 - 1, got {seed}")
         if hasattr(self, "wrt"):
             unique_names(self.wrt, "wrt")
+        if getattr(self, "max_memory", None) is not None:
+            require(self.max_memory > 0, "max_memory", f"must be a positive number of bytes, got {self.max_memory}")
         self.validate()
 
     def validate(self) -> None:
@@ -167,6 +169,7 @@ class CheckOptions(Options):
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair
+    max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
 
     def validate(self):
         one_of(self.mode, "mode", MODES)
@@ -205,6 +208,7 @@ class HessianOptions(Options):
     atol: float | None = None
     slice: bool = False  # compute the 1-D slice along the lowest eigenvector (for --plot)
     float64: bool = True
+    max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
 
     def validate(self):
         one_of(self.method, "method", METHODS)

@@ -137,6 +137,8 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         model.function, model.point, outputs, wrt=list(model.wrt),
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
     )
+    if mode == "full":
+        _require_full_memory(model, outputs, size, options.max_memory)
     checker = _FullCheck if mode == "full" else _FastCheck
     graph = ModelGraph(model)
     result.pairs = checker(model, outputs, fd, tol, options, graph).run()
@@ -156,6 +158,20 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.notes += notes
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _require_full_memory(model: Model, outputs, size: int, max_memory) -> None:
+    """A full check holds every analytic (output, input) block at once, and a
+    numeric block per input: stop first if they would not fit (``gradcli.memory``)."""
+    from gradcli.memory import dense_bytes, require_memory
+
+    rows = sum(int(np.size(model.outputs[o])) for o in outputs)
+    itemsize = np.dtype(model.dtype).itemsize
+    require_memory(
+        dense_bytes(rows * size, itemsize),
+        f"a full check's Jacobian blocks ({rows} x {size} {np.dtype(model.dtype)})",
+        "The fast mode ({@mode} fast) checks random projections and builds no Jacobian", max_memory,
+    )
 
 
 class _FullCheck:

@@ -6,8 +6,8 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    json_option, junit_option, model_argument, model_options, native_dtype_option,
-    tolerance_options,
+    json_option, junit_option, max_memory_option, model_argument, model_options,
+    native_dtype_option, tolerance_options,
 )
 
 
@@ -22,6 +22,7 @@ from gradcli.cli.options import (
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
 @click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
+@max_memory_option
 @json_option
 @junit_option("Also write a JUnit XML report (one testcase per model, input and output).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")

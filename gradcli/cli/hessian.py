@@ -6,8 +6,8 @@ import click
 
 from gradcli.cli.command import command
 from gradcli.cli.options import (
-    json_option, junit_option, model_argument, model_options, native_dtype_option, plot_option,
-    save_option, tolerance_options,
+    json_option, junit_option, max_memory_option, model_argument, model_options,
+    native_dtype_option, plot_option, save_option, tolerance_options,
 )
 
 
@@ -26,6 +26,7 @@ from gradcli.cli.options import (
 @click.option("--fd-check/--no-fd-check", default=True, show_default=True, help="Check the Hessian against finite differences of the gradient.")
 @tolerance_options("the finite-difference check")
 @native_dtype_option
+@max_memory_option
 @plot_option("Plot the spectrum and the slice along the lowest eigenvector (needs matplotlib: pip install 'gradcli[plot]').")
 @save_option("Save eigenvalues, Hessian (dense), point and witness as .npz.")
 @json_option

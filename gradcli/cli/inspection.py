@@ -11,7 +11,9 @@ from __future__ import annotations
 import click
 
 from gradcli.cli.command import command
-from gradcli.cli.options import json_option, model_argument, model_options, numeric_option, save_option
+from gradcli.cli.options import (
+    json_option, max_memory_option, model_argument, model_options, numeric_option, save_option,
+)
 
 
 def inspect_options(command):
@@ -69,7 +71,8 @@ def forward(as_json, save, **load_options):
 @inspect_options
 @click.option("--cotangent", "cotangents", multiple=True, metavar="OUTPUT=VALUE", help="Seed (grad_ys / output_gradients) for an output; outputs without one get zeros. Default: ones for every output.")
 @numeric_option
-def vjp(as_json, save, cotangents, numeric, **load_options):
+@max_memory_option
+def vjp(as_json, save, cotangents, numeric, max_memory, **load_options):
     """Vector-Jacobian product J^T c for each --wrt input, summed over outputs.
 
     With no --cotangent every output is seeded with ones: what
@@ -84,14 +87,15 @@ def vjp(as_json, save, cotangents, numeric, **load_options):
     from gradcli.model.values import parse_assignments
 
     seeds = parse_assignments(cotangents, "--cotangent")
-    return _analysis().vjp(load(**load_options), seeds, numeric=numeric)
+    return _analysis().vjp(load(**load_options), seeds, numeric=numeric, max_memory=max_memory)
 
 
 @command("gradcli.render.inspect_text:render_jvp")
 @inspect_options
 @click.option("--tangent", "tangents", multiple=True, metavar="INPUT=VALUE", help="Tangent (direction) of an input; inputs without one get zeros. At least one.")
 @numeric_option
-def jvp(as_json, save, tangents, numeric, **load_options):
+@max_memory_option
+def jvp(as_json, save, tangents, numeric, max_memory, **load_options):
     """Jacobian-vector product J t for every output (forward mode).
 
     \b
@@ -103,7 +107,7 @@ def jvp(as_json, save, tangents, numeric, **load_options):
     given = parse_assignments(tangents, "--tangent")
     if not given:
         raise click.UsageError("jvp needs at least one --tangent INPUT=VALUE")
-    return _analysis().jvp(load(**load_options), given, numeric=numeric)
+    return _analysis().jvp(load(**load_options), given, numeric=numeric, max_memory=max_memory)
 
 
 @command("gradcli.render.inspect_text:render_jacobian")
@@ -111,7 +115,8 @@ def jvp(as_json, save, tangents, numeric, **load_options):
 @click.option("--of", "of", multiple=True, metavar="OUTPUTS", help="Outputs to differentiate (comma-separated or repeated). Default: every floating output.")
 @click.option("--mode", type=click.Choice(["auto", "reverse", "forward"]), default="auto", show_default=True, help="auto: whichever needs fewer vectorised passes.")
 @numeric_option
-def jacobian(as_json, save, of, mode, numeric, **load_options):
+@max_memory_option
+def jacobian(as_json, save, of, mode, numeric, max_memory, **load_options):
     """Full Jacobian of each output with respect to each --wrt input.
 
     Rows are output elements, columns input elements, labelled by their
@@ -127,4 +132,6 @@ def jacobian(as_json, save, of, mode, numeric, **load_options):
     outputs = parse_names(of)
     if numeric and mode != "auto":
         raise click.UsageError("--mode chooses between analytic modes; it cannot be combined with --numeric")
-    return _analysis().jacobian(load(**load_options), outputs, numeric=numeric, mode=mode)
+    return _analysis().jacobian(
+        load(**load_options), outputs, numeric=numeric, mode=mode, max_memory=max_memory
+    )
