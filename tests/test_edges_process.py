@@ -177,3 +177,93 @@ def test_ctrl_c_during_a_parallel_batch_ends_everything_with_exit_130():
     assert stderr.strip().splitlines() == ["Error: interrupted"], stderr
     time.sleep(0.5)
     assert _group_members(group) == []
+
+
+# --- the memory guard ----------------------------------------------------------
+
+MEM_20K = fixture("mem_20k.py")
+#: Truth for mem_20k.py: a 20000 x 20000 float64 block is 3.2e9 bytes, and the
+#: rule counts it with its working copies (gradcli.memory.COPIES = 4): 12.8 GB.
+PREDICTED_20K = "12.8 GB"
+
+
+@pytest.mark.parametrize("args, what, cheaper", [
+    (["jacobian"], "the dense Jacobian (20000 x 20000 float64)",
+     "A vector-Jacobian or Jacobian-vector product (vjp, jvp) builds no Jacobian"),
+    (["jacobian", "--numeric"], "the numeric Jacobian (20000 x 20000 float64)",
+     "A vector-Jacobian or Jacobian-vector product (vjp, jvp) builds no Jacobian"),
+    (["vjp", "--numeric"], "the numeric Jacobian (20000 x 20000 float64)",
+     "The analytic VJP (without --numeric) builds no Jacobian"),
+    (["hessian", "--method", "dense"], "the dense Hessian (20000 x 20000 float64)",
+     "Lanczos (--method lanczos) needs only Hessian-vector products"),
+])
+def test_a_dense_block_beyond_the_limit_stops_with_exit_2(run, args, what, cheaper):
+    command, *rest = args
+    result = run(command, MEM_20K, *rest, "--max-memory", "1GB")
+    assert result.exit_code == 2, result
+    assert result.stderr.strip().splitlines() == [
+        f"Error: --max-memory is 1 GB (the limit set); {what} would need about "
+        f"{PREDICTED_20K}. {cheaper}, or raise --max-memory"
+    ], result
+
+
+def test_a_full_check_beyond_the_limit_is_an_error_row_with_exit_2(run):
+    result = run("check", MEM_20K, "--mode", "full", "--max-memory", "1GB", "--json")
+    assert result.exit_code == 2, result
+    [model] = result.json()["result"]["models"]
+    assert model["error"] == (
+        f"max_memory is 1 GB (the limit set); a full check's Jacobian blocks (20000 x 20000 "
+        f"float64) would need about {PREDICTED_20K}. The fast mode (mode fast) checks random "
+        "projections and builds no Jacobian, or raise max_memory"
+    )
+
+
+def test_the_default_limit_is_half_the_available_memory(run, monkeypatch):
+    import gradcli.memory
+
+    monkeypatch.setattr(gradcli.memory, "available_memory", lambda: 4 * 10**9)
+    result = run("hessian", MEM_20K, "--method", "dense")
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith(
+        "Error: --max-memory is 2 GB (50% of the 4 GB available); the dense Hessian"
+    ), result
+
+
+def test_the_prediction_is_the_block_times_its_copies(run):
+    """insp_large.py: a 100 x 100 float64 Jacobian, 80,000 bytes, 320,000 with
+    its copies: allowed under 330kB, refused under 310kB."""
+    large = fixture("insp_large.py")
+    assert run("jacobian", large, "--max-memory", "330kB").exit_code == 0
+    refused = run("jacobian", large, "--max-memory", "310kB")
+    assert refused.exit_code == 2 and "would need about 320 kB" in refused.stderr, refused
+
+
+@pytest.mark.parametrize("text, size", [
+    ("2GB", 2 * 10**9), ("512MB", 512 * 10**6), ("1.5GiB", 3 * 2**29), ("100", 100), ("10 kib", 10240),
+])
+def test_sizes_are_read_in_decimal_and_binary_units(text, size):
+    from gradcli.memory import parse_size
+
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["2XB", "-1GB", "0", "GB", ""])
+def test_a_bad_size_is_a_usage_error(run, text):
+    result = run("jacobian", SQUARE, "--max-memory", text)
+    assert result.exit_code == 2, result
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("Error: Invalid value for '--max-memory': "), result
+
+
+def test_largest_entries_by_partial_selection_match_a_stable_sort():
+    """top_indices against numpy's stable argsort, on arrays full of ties."""
+    import numpy as np
+
+    from gradcli.analyses.inspection import top_indices
+
+    rng = np.random.default_rng(0)
+    for size in (1, 5, 37, 1000):
+        for k in (1, 3, 10, size):
+            values = rng.integers(0, 4, size).astype(float)  # many ties
+            expected = np.argsort(-values, kind="stable")[:k]
+            assert top_indices(values, k).tolist() == expected.tolist()
