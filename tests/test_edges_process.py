@@ -148,25 +148,30 @@ def _group_members(group: int) -> list[int]:
     return members
 
 
-def test_ctrl_c_during_a_parallel_batch_ends_everything_with_exit_130():
-    """SIGINT to the whole process group, as a terminal sends it, while both
-    workers are busy: exit 130 within seconds, one line, no worker traceback,
-    no process of the group left."""
+@pytest.mark.parametrize("args, processes", [
+    (["check", "--jobs", "2", "{slow}", "{slow}", "{slow}"], 3),  # the supervisor and two workers
+    (["check", "{slow}"], 2),  # one supervised model
+    (["forward", "{slow}"], 1),  # a command that runs in gradcli's own process
+])
+def test_ctrl_c_ends_everything_with_exit_130(args, processes):
+    """SIGINT to the whole process group, as a terminal sends it, while the
+    model is being imported: exit 130 within seconds, one line, no worker
+    traceback, no process of the group left."""
     slow = fixture("slow_model.py")
     env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
     env["PYTHONPATH"] = str(ROOT)
     process = subprocess.Popen(
-        [sys.executable, "-m", "gradcli", "check", "--jobs", "2", slow, slow, slow],
+        [sys.executable, "-m", "gradcli", *(a.format(slow=slow) for a in args)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
     group = process.pid
     try:
         deadline = time.monotonic() + 60
-        while len(_group_members(group)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.2)  # the supervisor and its two workers
-        assert len(_group_members(group)) >= 3, "the workers never started"
-        time.sleep(1.0)  # let the workers reach the model's import
+        while len(_group_members(group)) < processes and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_group_members(group)) >= processes, "the workers never started"
+        time.sleep(2.0)  # into TensorFlow's import or the model's
         os.killpg(group, signal.SIGINT)
         stdout, stderr = process.communicate(timeout=15)
     finally:
