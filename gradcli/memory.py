@@ -93,6 +93,8 @@ def require_memory(predicted: int, what: str, cheaper: str, max_memory: int | No
     ``what``: the block, with its shape ("the dense Jacobian (20000 x 20000
     float64)"); ``cheaper``: the route that needs no such block.
     """
+    if max_memory is not None and (isinstance(max_memory, bool) or not isinstance(max_memory, int) or max_memory <= 0):
+        raise UsageError(f"must be a positive number of bytes, got {max_memory!r}", param="max_memory")
     limit, how = memory_limit(max_memory)
     if limit is None or predicted <= limit:
         return
