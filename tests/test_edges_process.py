@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import ROOT, fixture, gradcli as run_cli, sample
+from tests.conftest import ROOT, fixture, sample
 
 SQUARE = sample("square.py")
 BUGGY = sample("buggy_custom_gradient.py")
