@@ -223,6 +223,15 @@ def test_a_full_check_beyond_the_limit_is_an_error_row_with_exit_2(run):
     )
 
 
+def test_a_second_order_full_check_counts_its_two_hessians(run):
+    """At order 2 a full check also builds two 20000 x 20000 Hessians: three
+    blocks of 3.2e9 bytes, times 4 copies = 38.4 GB."""
+    result = run("check", MEM_20K, "--mode", "full", "--order", "2", "--max-memory", "1GB", "--json")
+    assert result.exit_code == 2, result
+    [model] = result.json()["result"]["models"]
+    assert "(20000 x 20000 float64) and Hessians (2 x 20000 x 20000) would need about 38.4 GB" in model["error"]
+
+
 def test_the_default_limit_is_half_the_available_memory(run, monkeypatch):
     import gradcli.memory
 

@@ -138,7 +138,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
     )
     if mode == "full":
-        _require_full_memory(model, outputs, size, options.max_memory)
+        _require_full_memory(model, outputs, size, options.order, options.max_memory)
     checker = _FullCheck if mode == "full" else _FastCheck
     graph = ModelGraph(model)
     result.pairs = checker(model, outputs, fd, tol, options, graph).run()
@@ -160,16 +160,22 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     return result
 
 
-def _require_full_memory(model: Model, outputs, size: int, max_memory) -> None:
+def _require_full_memory(model: Model, outputs, size: int, order: int, max_memory) -> None:
     """A full check holds every analytic (output, input) block at once, and a
-    numeric block per input: stop first if they would not fit (``gradcli.memory``)."""
+    numeric block per input; at order 2, two dense size x size Hessians (forward
+    and reverse, ``second_order._full``). Stop first if they would not fit
+    (``gradcli.memory``)."""
     from gradcli.memory import dense_bytes, require_memory
 
     rows = sum(int(np.size(model.outputs[o])) for o in outputs)
     itemsize = np.dtype(model.dtype).itemsize
+    dtype = np.dtype(model.dtype)
+    what = f"a full check's Jacobian blocks ({rows} x {size} {dtype})"
+    if order == 2:
+        what += f" and Hessians (2 x {size} x {size})"
     require_memory(
-        dense_bytes(rows * size, itemsize),
-        f"a full check's Jacobian blocks ({rows} x {size} {np.dtype(model.dtype)})",
+        dense_bytes(rows * size + (2 * size * size if order == 2 else 0), itemsize),
+        what,
         "The fast mode ({@mode} fast) checks random projections and builds no Jacobian", max_memory,
     )
 
