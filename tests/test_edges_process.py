@@ -82,6 +82,21 @@ def test_single_model_that_exits_while_run_is_exit_3_with_a_message():
     assert "Traceback" not in done.stderr
 
 
+@pytest.mark.parametrize("args", [["forward"], ["hessian"], ["logdet"]])
+def test_every_command_reports_a_model_that_ends_its_process(args):
+    """The one model of hessian, logdet and the inspect commands runs in a
+    supervised worker too (the four inspect commands share one call,
+    ``cli.inspection.inspect``); --json still gets its document."""
+    exits = os.path.relpath(fixture("exit_on_import.py"), ROOT)
+    command, *rest = args
+    done = real_gradcli(command, exits, *rest, "--json")
+    message = f"{exits}: the model ended the process (exit code 0)"
+    assert done.returncode == 3, shown(done)
+    assert done.stderr.strip().splitlines() == [f"Error: {message}"], shown(done)
+    document = json.loads(done.stdout)
+    assert (document["ok"], document["exit_code"], document["error"]) == (False, 3, message)
+
+
 def test_sys_exit_while_run_is_an_error_row_in_process_too(run):
     exits = os.path.relpath(fixture("sys_exit_on_run.py"))
     with open(exits) as source:

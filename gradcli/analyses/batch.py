@@ -36,9 +36,10 @@ import os
 import signal
 import sys
 import time
+import traceback
 from dataclasses import dataclass
 
-from gradcli.errors import EXIT_MODEL
+from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
 from gradcli.results import CheckResult, ModelResult
 
 #: Set to 1 to check model files in gradcli's own process (``--jobs 1`` only).
@@ -100,6 +101,33 @@ def _supervised(specs: list[str], options, fixed: tuple, jobs: int):
             outcome = ModelResult(name=name, path=name, error=f"{name}: {outcome.message}",
                                   error_code=EXIT_MODEL, seconds=outcome.seconds)
         yield outcome
+
+
+def run_isolated(target: str, name: str, *args):
+    """``target(*args)`` (``"module:function"``) for one model in a supervised
+    worker, as ``check`` does for each model file: the other commands' one
+    model. Its ``GradcliError`` is raised here; a worker that dies is a
+    ``ModelError`` naming ``name``. With ``GRADCLI_IN_PROCESS=1``, runs here."""
+    if not isolation_default():
+        return _resolve(target)(*args)
+    outcomes = supervise([(target, args)], 1)
+    try:
+        [(_, outcome)] = list(outcomes)
+    finally:
+        outcomes.close()
+    if isinstance(outcome, Raised):
+        raise outcome.error
+    if isinstance(outcome, WorkerLost):
+        raise ModelError(f"{name}: {outcome.message}")
+    return outcome
+
+
+@dataclass
+class Raised:
+    """A task that raised: its ``GradcliError`` (an unexpected exception
+    becomes one, as the command line reports it: "internal error: ...")."""
+
+    error: GradcliError
 
 
 @dataclass
@@ -212,10 +240,15 @@ class _sigint_ignored:
             signal.signal(signal.SIGINT, self.saved)
 
 
-def _serve(connection) -> None:
-    """A worker: run tasks from the supervisor until it closes the pipe."""
+def _resolve(target: str):
     import importlib
 
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _serve(connection) -> None:
+    """A worker: run tasks from the supervisor until it closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
     sys.stdout.flush()
     os.dup2(2, 1)  # model output (print, C code) goes to stderr, never into the report
@@ -224,9 +257,15 @@ def _serve(connection) -> None:
             index, target, args = connection.recv()
         except (EOFError, OSError):  # the supervisor is gone
             return
-        module, _, name = target.partition(":")
         started = time.perf_counter()
-        result = getattr(importlib.import_module(module), name)(*args)
+        try:
+            result = _resolve(target)(*args)
+        except GradcliError as exc:
+            result = Raised(exc)
+        except (Exception, GeneratorExit) as exc:
+            if debugging():
+                traceback.print_exc()
+            result = Raised(GradcliError(internal_error_message(exc)))
         sys.stdout.flush()
         try:
             connection.send((index, result))

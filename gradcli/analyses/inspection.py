@@ -508,6 +508,16 @@ def jacobian_block(output, input, values, output_shape, input_shape, error=None)
     return block
 
 
+def inspect_path(what: str, spec: str, load, args: tuple = (), keywords: dict | None = None):
+    """Load ``spec`` with ``load`` (``LoadOptions``) and run ``what`` (forward,
+    vjp, jvp or jacobian) on it with ``args`` and ``keywords``: the command
+    line's entry, run in a supervised worker (``gradcli.analyses.batch``)."""
+    from gradcli.model.loading import load_model
+
+    analysis = {"forward": forward, "vjp": vjp, "jvp": jvp, "jacobian": jacobian}[what]
+    return analysis(load_model(spec, **vars(load)), *args, **(keywords or {}))
+
+
 def _autodiff():
     """``gradcli.numerics.autodiff``, imported on first use (it imports TensorFlow)."""
     from gradcli.numerics import autodiff as module

@@ -50,6 +50,6 @@ def hessian(model, wrt, overrides, cotangents, as_json, save, junit_xml, **optio
         **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
         "cotangents": parse_assignments(cotangents, "--cotangent"),
     })
-    from gradcli.analyses.hessian import analyse_path  # imports TensorFlow
+    from gradcli.analyses.batch import run_isolated
 
-    return analyse_path(model, options)
+    return run_isolated("gradcli.analyses.hessian:analyse_path", model, model, options)

@@ -1,7 +1,8 @@
 """``gradcli forward``, ``vjp``, ``jvp`` and ``jacobian``: show derivatives as numbers.
 
-Each command parses its values (numpy only), loads the model (which imports
-TensorFlow), calls ``gradcli.analyses.inspection`` and returns the result; the
+Each command parses its values (numpy only), then loads the model and calls
+``gradcli.analyses.inspection`` in a supervised worker (which imports
+TensorFlow; ``gradcli.analyses.batch.run_isolated``) and returns the result; the
 command layer renders it and, with ``--save``, writes its arrays to an ``.npz``
 file whose keys the next call can read as ``@FILE.npz:KEY``.
 """
@@ -30,26 +31,25 @@ def inspect_options(command):
     return command
 
 
-def load(model, wrt, overrides, rng_seed, data):
-    """Parse the loading options (usage errors before TensorFlow), then load."""
+def inspect(what: str, load_options: dict, *args, **keywords):
+    """Parse the loading options (usage errors before TensorFlow), then load the
+    model and run the analysis ``what`` in a supervised worker, which imports
+    TensorFlow (``gradcli.analyses.batch.run_isolated``)."""
+    from gradcli.analyses.batch import run_isolated
     from gradcli.model.values import parse_assignments, parse_names
     from gradcli.options import LoadOptions
 
+    model = load_options["model"]
     options = LoadOptions(
-        wrt=parse_names(wrt), overrides=parse_assignments(overrides, "--set"),
-        rng_seed=rng_seed, data=parse_assignments(data, "--input"),
+        wrt=parse_names(load_options["wrt"]),
+        overrides=parse_assignments(load_options["overrides"], "--set"),
+        rng_seed=load_options["rng_seed"], data=parse_assignments(load_options["data"], "--input"),
     )
     if options.data and not model.endswith(".keras"):
         raise click.UsageError("--input gives the data of a .keras MODEL; to change a model file's inputs use --set")
-    from gradcli.model.loading import load_model  # imports TensorFlow
-
-    return load_model(model, **vars(options))
-
-
-def _analysis():
-    from gradcli.analyses import inspection
-
-    return inspection
+    return run_isolated(
+        "gradcli.analyses.inspection:inspect_path", model, what, model, options, args, keywords
+    )
 
 
 @command("gradcli.render.inspect_text:render_forward")
@@ -64,7 +64,7 @@ def forward(as_json, save, **load_options):
     Example:
       gradcli forward sample_models/two_by_two.py
     """
-    return _analysis().forward(load(**load_options))
+    return inspect("forward", load_options)
 
 
 @command("gradcli.render.inspect_text:render_vjp")
@@ -87,7 +87,7 @@ def vjp(as_json, save, cotangents, numeric, max_memory, **load_options):
     from gradcli.model.values import parse_assignments
 
     seeds = parse_assignments(cotangents, "--cotangent")
-    return _analysis().vjp(load(**load_options), seeds, numeric=numeric, max_memory=max_memory)
+    return inspect("vjp", load_options, seeds, numeric=numeric, max_memory=max_memory)
 
 
 @command("gradcli.render.inspect_text:render_jvp")
@@ -107,7 +107,7 @@ def jvp(as_json, save, tangents, numeric, max_memory, **load_options):
     given = parse_assignments(tangents, "--tangent")
     if not given:
         raise click.UsageError("jvp needs at least one --tangent INPUT=VALUE")
-    return _analysis().jvp(load(**load_options), given, numeric=numeric, max_memory=max_memory)
+    return inspect("jvp", load_options, given, numeric=numeric, max_memory=max_memory)
 
 
 @command("gradcli.render.inspect_text:render_jacobian")
@@ -132,6 +132,4 @@ def jacobian(as_json, save, of, mode, numeric, max_memory, **load_options):
     outputs = parse_names(of)
     if numeric and mode != "auto":
         raise click.UsageError("--mode chooses between analytic modes; it cannot be combined with --numeric")
-    return _analysis().jacobian(
-        load(**load_options), outputs, numeric=numeric, mode=mode, max_memory=max_memory
-    )
+    return inspect("jacobian", load_options, outputs, numeric=numeric, mode=mode, max_memory=max_memory)

@@ -31,6 +31,6 @@ def logdet(model, overrides, as_json, **options):
     from gradcli.options import LogdetOptions
 
     options = LogdetOptions(**options, overrides=parse_assignments(overrides, "--set"))
-    from gradcli.analyses.logdet import check_logdet_path  # imports TensorFlow
+    from gradcli.analyses.batch import run_isolated
 
-    return check_logdet_path(model, options)
+    return run_isolated("gradcli.analyses.logdet:check_logdet_path", model, model, options)
