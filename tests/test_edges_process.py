@@ -100,7 +100,7 @@ def test_every_command_reports_a_model_that_ends_its_process(args):
 def test_sys_exit_while_run_is_an_error_row_in_process_too(run):
     exits = os.path.relpath(fixture("sys_exit_on_run.py"))
     with open(exits) as source:
-        line = next(n for n, text in enumerate(source, 1) if "sys.exit(0)" in text)
+        line = next(n for n, text in enumerate(source, 1) if text.strip() == "sys.exit(0)")
     result = run("check", exits, SQUARE)
     assert result.exit_code == 3, result
     assert result.stderr.strip().splitlines() == [
@@ -197,6 +197,35 @@ def test_ctrl_c_ends_everything_with_exit_130(args, processes):
     assert stderr.strip().splitlines() == ["Error: interrupted"], stderr
     time.sleep(0.5)
     assert _group_members(group) == []
+
+
+def test_workers_end_when_the_supervisor_is_killed():
+    """SIGKILL leaves the supervisor no chance to clean up: its workers notice
+    (batch.WATCH_SECONDS) and end, mid-model, instead of running on as orphans."""
+    slow = fixture("slow_model.py")
+    env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
+    env["PYTHONPATH"] = str(ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcli", "check", "--jobs", "2", slow, slow],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    group = process.pid
+    try:
+        deadline = time.monotonic() + 60
+        while len(_group_members(group)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_group_members(group)) >= 3, "the workers never started"
+        time.sleep(2.0)
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 10
+        while _group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _group_members(group) == []
+    finally:
+        if _group_members(group):
+            os.killpg(group, signal.SIGKILL)
 
 
 # --- the memory guard ----------------------------------------------------------

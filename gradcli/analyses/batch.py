@@ -21,8 +21,8 @@ run at once (``--jobs N``); each handles models one after another.
 Ctrl-C: workers ignore SIGINT (the terminal sends it to the whole process
 group) so none prints a traceback; the supervisor, interrupted, ends every
 worker (SIGTERM, then SIGKILL after ``STOP_SECONDS``) before the interrupt
-reaches the command line (exit 130). A worker whose supervisor is gone reads
-end-of-file on its pipe and exits.
+reaches the command line (exit 130). A worker whose supervisor is gone (killed
+outright) notices within ``WATCH_SECONDS`` and exits, even mid-model.
 
 The Python API (``gradcli.check``) checks in its own process unless
 ``jobs > 1``: a library caller passes module objects and expects its own
@@ -47,6 +47,8 @@ IN_PROCESS_VARIABLE = "GRADCLI_IN_PROCESS"
 #: Seconds a worker gets to end after SIGTERM before it is killed: TensorFlow
 #: exits at once on SIGTERM, so this only bounds a worker stuck in C code.
 STOP_SECONDS = 2.0
+#: How often a worker checks that its supervisor is still alive.
+WATCH_SECONDS = 1.0
 
 
 def isolation_default() -> bool:
@@ -96,6 +98,8 @@ def _supervised(specs: list[str], options, fixed: tuple, jobs: int):
     """Each model's ``ModelResult``, in the order of ``specs``."""
     tasks = [("gradcli.analyses.check:check_spec", (spec, options, fixed)) for spec in specs]
     for index, outcome in supervise(tasks, jobs):
+        if isinstance(outcome, Raised):  # only under --debug: check_spec re-raises
+            raise outcome.error
         if isinstance(outcome, WorkerLost):
             name = specs[index]
             outcome = ModelResult(name=name, path=name, error=f"{name}: {outcome.message}",
@@ -247,9 +251,24 @@ def _resolve(target: str):
     return getattr(importlib.import_module(module), name)
 
 
+def _exit_with_supervisor(supervisor: int) -> None:
+    """End this worker, even in the middle of a model, once the supervisor is
+    gone (killed, or ended by SIGTERM without cleaning up): it is then
+    re-parented, and nobody would read its answer."""
+    import threading
+
+    def watch():
+        while os.getppid() == supervisor:
+            time.sleep(WATCH_SECONDS)
+        os._exit(EXIT_MODEL)
+
+    threading.Thread(target=watch, daemon=True, name="gradcli-supervisor-watch").start()
+
+
 def _serve(connection) -> None:
     """A worker: run tasks from the supervisor until it closes the pipe."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+    _exit_with_supervisor(os.getppid())
     sys.stdout.flush()
     os.dup2(2, 1)  # model output (print, C code) goes to stderr, never into the report
     while True:
