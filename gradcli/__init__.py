@@ -154,7 +154,7 @@ def logdet(model, *, inputs=None, **options):
     """A flow's declared ``log_det_jacobian`` against slogdet of its autodiff
     Jacobian (``gradcli logdet``). ``options`` are the fields of
     ``gradcli.options.LogdetOptions`` (``wrt``, ``output``, ``rtol``, ``atol``,
-    ``overrides``, ``rng_seed``). Returns a ``LogdetResult``.
+    ``overrides``, ``rng_seed``, ``max_memory``). Returns a ``LogdetResult``.
     """
     from gradcli.options import LogdetOptions
 

@@ -241,3 +241,4 @@ class LogdetOptions(Options):
     atol: float | None = None
     overrides: dict = field(default_factory=dict)
     rng_seed: int = 0
+    max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available

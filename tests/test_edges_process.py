@@ -256,6 +256,18 @@ def test_a_dense_block_beyond_the_limit_stops_with_exit_2(run, args, what, cheap
     ], result
 
 
+def test_logdet_counts_the_whole_batch_jacobian(run):
+    """realnvp_flow.py: 5 examples of R^4, so autodiff's Jacobian of the batch
+    is 20 x 20 float64, 3,200 bytes, 12,800 with its copies."""
+    result = run("logdet", sample("realnvp_flow.py"), "--max-memory", "10kB")
+    assert result.exit_code == 2, result
+    assert result.stderr.strip().splitlines() == [
+        "Error: --max-memory is 10 kB (the limit set); the Jacobian of the batch (20 x 20 float64) "
+        "would need about 12.8 kB. Fewer examples in the inputs make it smaller, or raise --max-memory"
+    ], result
+    assert run("logdet", sample("realnvp_flow.py"), "--max-memory", "13kB").exit_code == 0
+
+
 def test_a_full_check_beyond_the_limit_is_an_error_row_with_exit_2(run):
     result = run("check", MEM_20K, "--mode", "full", "--max-memory", "1GB", "--json")
     assert result.exit_code == 2, result
