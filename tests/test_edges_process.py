@@ -130,10 +130,11 @@ def test_each_model_file_gets_its_own_helpers(run, order):
     assert not {m for m in set(sys.modules) - modules_before if m.split(".")[0] == "helpers"}
 
 
-def test_a_module_of_the_same_name_loaded_elsewhere_is_set_aside_and_restored():
+def test_a_module_of_the_same_name_loaded_elsewhere_is_set_aside_and_restored(tmp_path):
     from gradcli.model.loading import import_model_file
 
-    elsewhere = type(sys)("helpers")
+    elsewhere = type(sys)("helpers")  # user code from another folder
+    elsewhere.__file__ = str(tmp_path / "helpers.py")
     sys.modules["helpers"] = elsewhere
     try:
         module = import_model_file(SECOND)
@@ -142,6 +143,20 @@ def test_a_module_of_the_same_name_loaded_elsewhere_is_set_aside_and_restored():
         assert sys.modules["helpers"] is elsewhere
     finally:
         sys.modules.pop("helpers", None)
+
+
+def test_a_standard_module_is_never_shadowed_by_a_model_folder(tmp_path):
+    """A ``json.py`` beside the model: as when Python runs a script, the
+    already-imported standard module stays what every library sees."""
+    from gradcli.model.loading import import_model_file
+
+    (tmp_path / "json.py").write_text("raise RuntimeError('the folder json.py was imported')\n")
+    (tmp_path / "model.py").write_text(
+        "import json\nSEEN = json\ninputs = {'x': [1.0]}\n\ndef model(x):\n    return x\n"
+    )
+    standard = sys.modules["json"]
+    module = import_model_file(str(tmp_path / "model.py"))
+    assert module.SEEN is standard and sys.modules["json"] is standard
 
 
 # --- Ctrl-C --------------------------------------------------------------------

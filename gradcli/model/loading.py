@@ -118,9 +118,12 @@ def import_model_file(path: str) -> ModuleType:
 def own_modules(folder: str):
     """Run an import with ``folder`` first on ``sys.path`` and its modules its own.
 
-    Before: a module already imported under a name that ``folder`` provides
+    Before: a module of user code (not the standard library or an installed
+    package) already imported under a name that ``folder`` provides
     (``helpers.py``, a package ``helpers/``) but loaded from elsewhere is set
-    aside, so the import finds the folder's. After: ``sys.path`` is restored,
+    aside, so the import finds the folder's. Standard and installed modules
+    stay, as when Python runs a script: a ``types.py`` beside the model must
+    not replace the one TensorFlow imports. After: ``sys.path`` is restored,
     the modules the import loaded from ``folder`` leave ``sys.modules`` (the
     model module keeps them through its globals), and those set aside return.
     Packages that were imported before (gradcli itself, when a model file sits
@@ -135,6 +138,7 @@ def own_modules(folder: str):
         name: sys.modules.pop(name)
         for name in list(sys.modules)
         if name.partition(".")[0] in local and not _comes_from(sys.modules[name], folder)
+        and not _installed(sys.modules[name])
     }
     before = set(sys.modules)
     sys.path.insert(0, folder)
@@ -163,6 +167,18 @@ def _local_names(folder: str) -> set[str]:
         elif entry.isidentifier() and os.path.isdir(os.path.join(folder, entry)):
             names.add(entry)
     return names
+
+
+def _installed(module) -> bool:
+    """Built in, or from the standard library or site-packages."""
+    import sysconfig
+
+    origin = getattr(module, "__file__", None)
+    if not isinstance(origin, str):
+        return True
+    roots = {os.path.abspath(p) for key, p in sysconfig.get_paths().items()
+             if key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(os.path.abspath(origin).startswith(root + os.sep) for root in roots)
 
 
 def _comes_from(module, folder: str) -> bool:
