@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -80,7 +81,7 @@ def main() -> None:
         print(f"tree {args.tree}, load {os.getloadavg()[0]:.1f}")
         for run in commands(tangent, args.dense):
             code, seconds, peak, line = measure(args.tree, run)
-            label = " ".join(a if not a.startswith("/") else Path(a).name for a in run)
+            label = " ".join(re.sub(r"/\S*/", "", a) for a in run)  # file names only
             print(f"  {label:40s} exit {code}  {seconds:6.1f} s  peak {peak:8.0f} MB  {line}")
 
 
