@@ -75,12 +75,13 @@ def forward(model, *, inputs=None, **load):
     return inspection.forward(_load(model, inputs, load, "forward"))
 
 
-def vjp(model, cotangents=None, *, inputs=None, numeric=False, **load):
+def vjp(model, cotangents=None, *, inputs=None, numeric=False, max_memory=None, **load):
     """J^T c for each differentiated input, summed over outputs (``gradcli vjp``).
 
     ``cotangents`` maps output names to seeds (``grad_ys``); outputs without one
     get zeros, and with none at all every output is seeded with ones. ``numeric``
-    uses finite differences only (models TensorFlow cannot differentiate).
+    uses finite differences only (models TensorFlow cannot differentiate);
+    ``max_memory`` (bytes) bounds its Jacobian (``gradcli.memory``).
     Returns a ``VjpResult``; ``.arrays()`` maps input names to gradients.
 
         >>> gradcli.vjp(lambda x: x * x, {"output": [2.0, 3.0]}, inputs={"x": [1.0, 2.0]}).arrays()["x"]
@@ -88,7 +89,9 @@ def vjp(model, cotangents=None, *, inputs=None, numeric=False, **load):
     """
     from gradcli.analyses import inspection
 
-    return inspection.vjp(_load(model, inputs, load, "vjp"), _arrays(cotangents), numeric=numeric)
+    return inspection.vjp(
+        _load(model, inputs, load, "vjp"), _arrays(cotangents), numeric=numeric, max_memory=max_memory
+    )
 
 
 def jvp(model, tangents, *, inputs=None, numeric=False, **load):
@@ -105,10 +108,12 @@ def jvp(model, tangents, *, inputs=None, numeric=False, **load):
     return inspection.jvp(_load(model, inputs, load, "jvp"), _arrays(tangents), numeric=numeric)
 
 
-def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", **load):
+def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", max_memory=None, **load):
     """The full Jacobian of each output (``of``: names, default every floating
     output) with respect to each differentiated input (``gradcli jacobian``).
-    ``mode`` is ``auto``, ``reverse`` or ``forward``. Returns a ``JacobianResult``;
+    ``mode`` is ``auto``, ``reverse`` or ``forward``; ``max_memory`` (bytes,
+    default half the available memory) bounds the blocks (``gradcli.memory``).
+    Returns a ``JacobianResult``;
     ``.arrays()`` is keyed ``OUTPUT/INPUT``.
 
         >>> gradcli.jacobian(lambda x: x * x, inputs={"x": [1.0, 2.0]}).arrays()["output/x"]
@@ -118,7 +123,7 @@ def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", **load)
     from gradcli.analyses import inspection
 
     model = _load(model, inputs, load, "jacobian")
-    return inspection.jacobian(model, _names(of), numeric=numeric, mode=mode)
+    return inspection.jacobian(model, _names(of), numeric=numeric, mode=mode, max_memory=max_memory)
 
 
 def hessian(model, *, inputs=None, **options):
@@ -150,7 +155,7 @@ def logdet(model, *, inputs=None, **options):
     """A flow's declared ``log_det_jacobian`` against slogdet of its autodiff
     Jacobian (``gradcli logdet``). ``options`` are the fields of
     ``gradcli.options.LogdetOptions`` (``wrt``, ``output``, ``rtol``, ``atol``,
-    ``overrides``, ``rng_seed``). Returns a ``LogdetResult``.
+    ``overrides``, ``rng_seed``, ``max_memory``). Returns a ``LogdetResult``.
     """
     from gradcli.options import LogdetOptions
 

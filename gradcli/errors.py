@@ -68,6 +68,9 @@ class UsageError(GradcliError):
         self.bad_value = bad_value
         super().__init__(self.message(lambda name: name))
 
+    def __reduce__(self):  # keyword arguments survive a worker's pipe
+        return _usage_error, (self.problem, self.param, self.bad_value)
+
     def message(self, spell) -> str:
         """The message with each parameter name spelled by ``spell(name)``."""
         if self.param is None:
@@ -79,3 +82,7 @@ class ModelError(GradcliError):
     """The model could not be loaded, run or checked (exit 3)."""
 
     exit_code = EXIT_MODEL
+
+
+def _usage_error(problem, param, bad_value) -> UsageError:
+    return UsageError(problem, param=param, bad_value=bad_value)

@@ -79,6 +79,8 @@ class Options:
             require(0 <= seed < SEED_LIMIT, "rng_seed", f"must be between 0 and 2**32 - 1, got {seed}")
         if hasattr(self, "wrt"):
             unique_names(self.wrt, "wrt")
+        if getattr(self, "max_memory", None) is not None:
+            require(self.max_memory > 0, "max_memory", f"must be a positive number of bytes, got {self.max_memory}")
         self.validate()
 
     def validate(self) -> None:
@@ -175,6 +177,7 @@ class CheckOptions(Options):
     special: bool = False
     fail_on: list[str] = field(default_factory=list)  # verdicts that fail (results.FAIL_ON_WORDS)
     keep_blocks: bool = False  # failing pairs keep a window of their Jacobian blocks (--plot)
+    max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
 
     def validate(self):
         from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
@@ -225,6 +228,7 @@ class HessianOptions(Options):
     atol: float | None = None
     slice: bool = False  # compute the 1-D slice along the lowest eigenvector (for --plot)
     float64: bool = True
+    max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
 
     def validate(self):
         one_of(self.method, "method", METHODS)
@@ -257,3 +261,4 @@ class LogdetOptions(Options):
     atol: float | None = None
     overrides: dict = field(default_factory=dict)
     rng_seed: int = 0
+    max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available

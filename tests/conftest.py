@@ -19,6 +19,9 @@ SAMPLES = ROOT / "sample_models"
 FIXTURES = Path(__file__).resolve().parent / "models"
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+# CliRunner checks run in this process: a worker per call would import TensorFlow
+# each time. tests/test_edges_process.py runs the supervised workers for real.
+os.environ.setdefault("GRADCLI_IN_PROCESS", "1")
 
 
 class Run:

@@ -1,40 +1,294 @@
-"""Check models in worker processes (``gradcli check --jobs N``).
+"""Check a batch of models, each model file in a supervised worker process.
 
-Each worker is a fresh interpreter (the ``spawn`` start method: forking a
-process that has started TensorFlow's thread pools is unsafe), so each pays
-TensorFlow's start-up (about 2 to 5 s) once and then checks the models it is
-handed. That only pays off when the models themselves take longer than the
-start-up and there are idle cores; ``bench/batch_speed.py`` measures it.
+A model file is arbitrary Python: it can end the interpreter (``os._exit``,
+a segfault in a C extension, the kernel's OOM killer) while it is imported or
+run. Checked in gradcli's own process, that ends the run with whatever exit
+code the model chose (``os._exit(0)`` reads as "all passed") and loses every
+other model's report. So the command line checks model files in worker
+processes and the supervisor here turns a worker's death into that model's
+error row (exit 3, "the model ended the process (exit code N)" or "(signal
+SIGSEGV)"), starts a fresh worker for the models left, and so always returns
+a ``CheckResult`` with every model, which the command layer writes as JSON and
+JUnit like any other.
+
+Workers are fresh interpreters (the ``spawn`` start method: forking a process
+that has started TensorFlow's thread pools is unsafe). The supervisor itself
+never imports TensorFlow, so isolating a single model costs one interpreter
+start-up on top of TensorFlow's import (which the worker pays instead of the
+main process): docs/isolation-and-memory.md has the numbers. ``jobs`` workers
+run at once (``--jobs N``); each handles models one after another.
+
+Ctrl-C: workers ignore SIGINT (the terminal sends it to the whole process
+group) so none prints a traceback; the supervisor, interrupted, ends every
+worker (SIGTERM, then SIGKILL after ``STOP_SECONDS``) before the interrupt
+reaches the command line (exit 130). A worker whose supervisor is gone (killed
+outright) notices within ``WATCH_SECONDS`` and exits, even mid-model.
+
+The Python API (``gradcli.check``) checks in its own process unless
+``jobs > 1``: a library caller passes module objects and expects its own
+process to run them. ``GRADCLI_IN_PROCESS=1`` does the same for the command
+line (the test suite uses it; dedicated tests run the real path).
 """
 
 from __future__ import annotations
 
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+
+from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
+from gradcli.results import CheckResult, ModelResult
+
+#: Set to 1 to check model files in gradcli's own process (``--jobs 1`` only).
+IN_PROCESS_VARIABLE = "GRADCLI_IN_PROCESS"
+#: Seconds a worker gets to end after SIGTERM before it is killed: TensorFlow
+#: exits at once on SIGTERM, so this only bounds a worker stuck in C code.
+STOP_SECONDS = 2.0
+#: How often a worker checks that its supervisor is still alive.
+WATCH_SECONDS = 1.0
 
 
-def check_in_processes(specs: list[str], options, fixed, jobs: int):
-    """Yield each model's ``ModelResult`` in the order of ``specs``.
+def isolation_default() -> bool:
+    """Whether the command line checks model files in worker processes."""
+    return os.environ.get(IN_PROCESS_VARIABLE, "") in ("", "0")
 
-    Closing the generator early (``--fail-fast``) cancels the models not yet
-    started and waits for the running ones.
+
+def check_batch(
+    specs: list, options, *, fixed=(), fail_fast: bool = False, jobs: int = 1,
+    progress=None, isolate: bool = False,
+) -> CheckResult:
+    """Load and check every model; a model that fails to load, raises or ends
+    its process becomes an error row (see ``gradcli.analyses.check.check_paths``).
+
+    ``isolate`` (or ``jobs > 1``) checks model files in supervised workers;
+    module objects are always checked in this process.
     """
-    from gradcli.analyses.check import check_spec
+    specs = list(specs)
+    if (isolate or jobs > 1) and all(isinstance(s, str) for s in specs):
+        outcomes = _supervised(specs, options, tuple(fixed), jobs)
+    else:
+        from gradcli.analyses.check import check_spec  # imports TensorFlow
 
-    pool = ProcessPoolExecutor(
-        max_workers=min(jobs, len(specs)),
-        mp_context=multiprocessing.get_context("spawn"),
-        initializer=_start_worker,
-    )
+        outcomes = (check_spec(spec, options, fixed) for spec in specs)
+    results = []
+    if progress is not None:
+        progress(0, len(specs), None)
     try:
-        futures = [pool.submit(check_spec, spec, options, tuple(fixed)) for spec in specs]
-        for future in futures:
-            yield future.result()
+        for result in outcomes:
+            results.append(result)
+            if progress is not None:
+                progress(len(results), len(specs), result.name)
+            if fail_fast and not result.ok:
+                break
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        close = getattr(outcomes, "close", None)
+        if close is not None:
+            close()  # ends the workers still running after --fail-fast or Ctrl-C
+    return CheckResult(models=results, skipped=[display(s) for s in specs[len(results):]])
 
 
-def _start_worker() -> None:
-    from gradcli.tf_import import import_tensorflow
+def display(spec) -> str:
+    return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
 
-    import_tensorflow()
+
+def _supervised(specs: list[str], options, fixed: tuple, jobs: int):
+    """Each model's ``ModelResult``, in the order of ``specs``."""
+    tasks = [("gradcli.analyses.check:check_spec", (spec, options, fixed)) for spec in specs]
+    for index, outcome in supervise(tasks, jobs):
+        if isinstance(outcome, Raised):  # only under --debug: check_spec re-raises
+            raise outcome.error
+        if isinstance(outcome, WorkerLost):
+            name = specs[index]
+            outcome = ModelResult(name=name, path=name, error=f"{name}: {outcome.message}",
+                                  error_code=EXIT_MODEL, seconds=outcome.seconds)
+        yield outcome
+
+
+def run_isolated(target: str, name: str, *args):
+    """``target(*args)`` (``"module:function"``) for one model in a supervised
+    worker, as ``check`` does for each model file: the other commands' one
+    model. Its ``GradcliError`` is raised here; a worker that dies is a
+    ``ModelError`` naming ``name``. With ``GRADCLI_IN_PROCESS=1``, runs here."""
+    if not isolation_default():
+        return _resolve(target)(*args)
+    outcomes = supervise([(target, args)], 1)
+    try:
+        [(_, outcome)] = list(outcomes)
+    finally:
+        outcomes.close()
+    if isinstance(outcome, Raised):
+        raise outcome.error
+    if isinstance(outcome, WorkerLost):
+        raise ModelError(f"{name}: {outcome.message}")
+    return outcome
+
+
+@dataclass
+class Raised:
+    """A task that raised: its ``GradcliError`` (an unexpected exception
+    becomes one, as the command line reports it: "internal error: ...")."""
+
+    error: GradcliError
+
+
+@dataclass
+class WorkerLost:
+    """A task whose worker ended before answering (or could not send its answer)."""
+
+    message: str  # "the model ended the process (exit code 0)", "... (signal SIGSEGV)"
+    seconds: float
+
+
+def death_message(exit_code: int | None) -> str:
+    """How a worker ended, told as what the model did to it."""
+    if exit_code is not None and exit_code < 0:
+        try:
+            how = f"signal {signal.Signals(-exit_code).name}"
+        except ValueError:
+            how = f"signal {-exit_code}"
+    else:
+        how = f"exit code {exit_code}"
+    return f"the model ended the process ({how})"
+
+
+def supervise(tasks: list[tuple[str, tuple]], jobs: int):
+    """Run ``tasks`` (``("module:function", args)``) in up to ``jobs`` workers.
+
+    Yields ``(index, result)`` in the order of ``tasks``; ``result`` is the
+    function's return value, or a ``WorkerLost`` when the worker died first
+    (a new worker takes the next task). Closing the generator ends the workers.
+    """
+    import multiprocessing
+    from multiprocessing.connection import wait
+
+    context = multiprocessing.get_context("spawn")
+    pending = list(range(len(tasks)))[::-1]  # next task at the end
+    running: dict = {}  # worker -> (task index, start time)
+    idle: list = []
+    done: dict = {}
+    next_out = 0
+    try:
+        while next_out < len(tasks):
+            while pending and len(running) < jobs:
+                worker = idle.pop() if idle else _Worker(context)
+                index = pending.pop()
+                worker.connection.send((index, *tasks[index]))
+                running[worker] = (index, time.perf_counter())
+            ready = wait([w.connection for w in running] + [w.process.sentinel for w in running])
+            for worker in list(running):
+                if worker.connection not in ready and worker.process.sentinel not in ready:
+                    continue
+                index, started = running.pop(worker)
+                reply = worker.receive()
+                if reply is None:  # died: its pipe is closed with no answer
+                    worker.process.join(STOP_SECONDS)
+                    done[index] = WorkerLost(death_message(worker.process.exitcode),
+                                             time.perf_counter() - started)
+                    worker.stop()
+                else:
+                    done[index] = reply
+                    idle.append(worker)
+            while next_out in done:
+                yield next_out, done.pop(next_out)
+                next_out += 1
+    finally:
+        for worker in [*running, *idle]:
+            worker.stop()
+
+
+class _Worker:
+    """One worker process and the supervisor's end of its pipe."""
+
+    def __init__(self, context):
+        self.connection, child_end = context.Pipe()
+        self.process = context.Process(target=_serve, args=(child_end,), daemon=True)
+        with _sigint_ignored():  # the child inherits SIG_IGN until it installs its own
+            self.process.start()
+        child_end.close()
+
+    def receive(self):
+        """The worker's answer, or None if it died without one."""
+        try:
+            if self.connection.poll():
+                _, result = self.connection.recv()
+                return result
+        except (EOFError, OSError):
+            pass
+        return None
+
+    def stop(self) -> None:
+        self.connection.close()
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(STOP_SECONDS)
+            if self.process.is_alive():
+                self.process.kill()
+        self.process.join(STOP_SECONDS)
+
+
+class _sigint_ignored:
+    """SIGINT ignored while a worker starts, so the new interpreter inherits it
+    ignored and cannot be interrupted before ``_serve`` runs (a traceback)."""
+
+    def __enter__(self):
+        try:
+            self.saved = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        except ValueError:  # not the main thread: signals are not ours to change
+            self.saved = None
+
+    def __exit__(self, *exc):
+        if self.saved is not None:
+            signal.signal(signal.SIGINT, self.saved)
+
+
+def _resolve(target: str):
+    import importlib
+
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def _exit_with_supervisor(supervisor: int) -> None:
+    """End this worker, even in the middle of a model, once the supervisor is
+    gone (killed, or ended by SIGTERM without cleaning up): it is then
+    re-parented, and nobody would read its answer."""
+    import threading
+
+    def watch():
+        while os.getppid() == supervisor:
+            time.sleep(WATCH_SECONDS)
+        os._exit(EXIT_MODEL)
+
+    threading.Thread(target=watch, daemon=True, name="gradcli-supervisor-watch").start()
+
+
+def _serve(connection) -> None:
+    """A worker: run tasks from the supervisor until it closes the pipe."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+    _exit_with_supervisor(os.getppid())
+    sys.stdout.flush()
+    os.dup2(2, 1)  # model output (print, C code) goes to stderr, never into the report
+    while True:
+        try:
+            index, target, args = connection.recv()
+        except (EOFError, OSError):  # the supervisor is gone
+            return
+        started = time.perf_counter()
+        try:
+            result = _resolve(target)(*args)
+        except GradcliError as exc:
+            result = Raised(exc)
+        except (Exception, GeneratorExit) as exc:
+            if debugging():
+                traceback.print_exc()
+            result = Raised(GradcliError(internal_error_message(exc)))
+        sys.stdout.flush()
+        try:
+            connection.send((index, result))
+        except Exception as exc:  # an answer that cannot be pickled: still one answer
+            from gradcli.errors import internal_error_message
+
+            connection.send((index, WorkerLost(internal_error_message(exc), time.perf_counter() - started)))

@@ -64,32 +64,14 @@ def check_paths(
     keywords): a model file's ``check`` dict does not override them.
     ``fail_fast`` stops at the first model that is not ok; the rest are listed
     in ``CheckResult.skipped``. ``jobs > 1`` checks models in that many worker
-    processes (``gradcli.analyses.batch``); results keep the order of ``specs``.
+    processes (``gradcli.analyses.batch``: a model that ends its worker becomes
+    an error row); results keep the order of ``specs``.
     ``progress(done, total, label)``, if given, is called before the first
     model and after each one (``label``: the model finished, or ``None``).
     """
-    specs = list(specs)
-    if jobs > 1 and len(specs) > 1 and all(isinstance(s, str) for s in specs):
-        from gradcli.analyses.batch import check_in_processes
+    from gradcli.analyses.batch import check_batch
 
-        outcomes = check_in_processes(specs, options, fixed, jobs)
-    else:
-        outcomes = (check_spec(spec, options, fixed) for spec in specs)
-    results = []
-    if progress is not None:
-        progress(0, len(specs), None)
-    try:
-        for result in outcomes:
-            results.append(result)
-            if progress is not None:
-                progress(len(results), len(specs), result.name)
-            if fail_fast and not result.ok:
-                break
-    finally:
-        close = getattr(outcomes, "close", None)
-        if close is not None:
-            close()  # stops worker processes still running after --fail-fast
-    return CheckResult(models=results, skipped=[_display(s) for s in specs[len(results):]])
+    return check_batch(specs, options, fixed=fixed, fail_fast=fail_fast, jobs=jobs, progress=progress)
 
 
 def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
@@ -112,6 +94,12 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     except GradcliError as exc:
         name = _display(spec)
         result = ModelResult(name=name, path=name, error=str(exc), error_code=exc.exit_code)
+    except SystemExit as exc:  # sys.exit() while run: the run goes on, the model is an error
+        from gradcli.analyses.batch import death_message
+
+        name = _display(spec)
+        result = ModelResult(name=name, path=name, error=f"{name}: {death_message(exc.code)}",
+                             error_code=EXIT_MODEL)
     except (Exception, GeneratorExit) as exc:  # one model's surprise never loses the batch
         if debugging():
             raise
@@ -162,6 +150,8 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         precision=dtype,
         center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
     )
+    if mode == "full":
+        _require_full_memory(model, outputs, size, options.order, options.max_memory)
     checker = _FullCheck if mode == "full" else _FastCheck
     try:
         result.pairs = checker(model, outputs, fd, tol, options, graph).run()
@@ -235,6 +225,26 @@ def _in_autodiff(exc: BaseException) -> bool:
     return any(
         os.path.basename(f.filename) in ("autodiff.py", "backprop.py", "forwardprop.py")
         for f in traceback.extract_tb(exc.__traceback__)
+    )
+
+
+def _require_full_memory(model: Model, outputs, size: int, order: int, max_memory) -> None:
+    """A full check holds every analytic (output, input) block at once, and a
+    numeric block per input; at order 2, two dense size x size Hessians (forward
+    and reverse, ``second_order._full``). Stop first if they would not fit
+    (``gradcli.memory``)."""
+    from gradcli.memory import dense_bytes, require_memory
+
+    rows = sum(int(np.size(model.outputs[o])) for o in outputs)
+    itemsize = np.dtype(model.dtype).itemsize
+    dtype = np.dtype(model.dtype)
+    what = f"a full check's Jacobian blocks ({rows} x {size} {dtype})"
+    if order == 2:
+        what += f" and Hessians (2 x {size} x {size})"
+    require_memory(
+        dense_bytes(rows * size + (2 * size * size if order == 2 else 0), itemsize),
+        what,
+        "The fast mode ({@mode} fast) checks random projections and builds no Jacobian", max_memory,
     )
 
 

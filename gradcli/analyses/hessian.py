@@ -301,6 +301,13 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
     gradient = objective.gradient(theta)
     result_kw = {}
     if method == "dense":
+        from gradcli.memory import dense_bytes, require_memory
+
+        require_memory(
+            dense_bytes(n * n, np.dtype(objective.dtype).itemsize),
+            f"the dense Hessian ({n} x {n} {np.dtype(objective.dtype)})",
+            "Lanczos ({@method} lanczos) needs only Hessian-vector products", options.max_memory,
+        )
         H = objective.dense_hessian(theta)
         _require_finite(H, model, "the Hessian")
         spectrum, vectors, asymmetry = dense_spectrum(H, options.zero_tol)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.errors import GradcliError, ModelError, UsageError
+from gradcli.memory import dense_bytes, require_memory
 from gradcli.model.loading import Model, is_floating
 from gradcli.model.values import check_unknown, fit_to_shape
 from gradcli.results.inspection import (
@@ -163,7 +164,9 @@ def forward(model: Model) -> ForwardResult:
 # --- vjp --------------------------------------------------------------------
 
 
-def vjp(model: Model, cotangents: dict | None = None, *, numeric: bool = False) -> VjpResult:
+def vjp(
+    model: Model, cotangents: dict | None = None, *, numeric: bool = False, max_memory: int | None = None,
+) -> VjpResult:
     """J^T c for each input in ``model.wrt``, summed over outputs.
 
     No cotangents: every floating output is seeded with ones, which is what
@@ -175,6 +178,13 @@ def vjp(model: Model, cotangents: dict | None = None, *, numeric: bool = False) 
     notes = list(model.notes) + _skipped_note(model) + notes
     evaluations = 0
     if numeric:
+        # Finite differences along every axis of an input hold a column per element.
+        widest = max((n for n in model.wrt), key=lambda n: np.size(model.point[n]), default=None)
+        if widest is not None:
+            _require_jacobian_memory(
+                model, outputs, [widest], max_memory,
+                "The analytic VJP (without {@numeric}) builds no Jacobian", "numeric Jacobian",
+            )
         fd = _finite_differences(model, outputs)
         grads, errors = {}, {}
         for name in model.wrt:
@@ -287,8 +297,12 @@ def weight_norms(model: Model, grads: dict) -> list[WeightNorm]:
 # --- jvp --------------------------------------------------------------------
 
 
-def jvp(model: Model, tangents: dict, *, numeric: bool = False) -> JvpResult:
-    """J t for every output; inputs without a tangent get zeros."""
+def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int | None = None) -> JvpResult:
+    """J t for every output; inputs without a tangent get zeros.
+
+    Numeric or analytic, J t is one direction: no block grows with the input
+    size, so ``max_memory`` has nothing to refuse (accepted for symmetry).
+    """
     if not tangents:
         raise UsageError("jvp needs at least one --tangent INPUT=VALUE")
     check_unknown(tangents, model.point, "input for --tangent")
@@ -359,7 +373,8 @@ def _unreached_note(model: Model, tangents: dict, values: dict) -> list[str]:
 
 
 def jacobian(
-    model: Model, of: list[str] | None = None, *, numeric: bool = False, mode: str = "auto"
+    model: Model, of: list[str] | None = None, *, numeric: bool = False, mode: str = "auto",
+    max_memory: int | None = None,
 ) -> JacobianResult:
     """Full Jacobian blocks d output / d input for ``of`` (default: every floating
     output) and ``model.wrt``.
@@ -379,6 +394,11 @@ def jacobian(
     out_size = sum(int(np.size(model.outputs[o])) for o in outputs)
     in_size = sum(int(np.size(model.point[n])) for n in model.wrt)
     notes = list(model.notes) + ([] if of else _skipped_note(model))
+    _require_jacobian_memory(
+        model, outputs, model.wrt, max_memory,
+        "A vector-Jacobian or Jacobian-vector product (vjp, jvp) builds no Jacobian",
+        "numeric Jacobian" if numeric else "dense Jacobian",
+    )
     errors = {}
     if numeric:
         fd = _finite_differences(model, outputs)
@@ -436,6 +456,34 @@ def jacobian(
     )
 
 
+def _require_jacobian_memory(model: Model, outputs, inputs, max_memory, cheaper: str, what: str) -> None:
+    """Stop before building Jacobian blocks of ``outputs`` by ``inputs`` that
+    would not fit (``gradcli.memory``: the blocks and their working copies)."""
+    rows = sum(int(np.size(model.outputs[o])) for o in outputs)
+    columns = sum(int(np.size(model.point[n])) for n in inputs)
+    itemsize = np.dtype(model.dtype).itemsize
+    require_memory(
+        dense_bytes(rows * columns, itemsize),
+        f"the {what} ({rows} x {columns} {np.dtype(model.dtype)})", cheaper, max_memory,
+    )
+
+
+def top_indices(magnitudes: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the ``k`` largest entries, largest first (ties: lower index
+    first), by partial selection: O(n) and no n-element sort."""
+    k = min(k, magnitudes.size)
+    if k == 0:
+        return np.zeros(0, dtype=np.intp)
+    candidates = np.argpartition(-magnitudes, k - 1)[:k]
+    # Entries equal to the k-th largest may be cut arbitrarily by argpartition:
+    # take all of them and keep the lowest indices, as a stable sort would.
+    threshold = magnitudes[candidates].min()
+    candidates = np.union1d(np.flatnonzero(magnitudes > threshold),
+                            np.flatnonzero(magnitudes == threshold)[:k])
+    order = np.lexsort((candidates, -magnitudes[candidates]))
+    return candidates[order][:k]
+
+
 def jacobian_block(output, input, values, output_shape, input_shape, error=None) -> JacobianBlock:
     block = JacobianBlock(output, input, list(output_shape), list(input_shape), None, error=error)
     if values is None:
@@ -446,7 +494,7 @@ def jacobian_block(output, input, values, output_shape, input_shape, error=None)
     block.frobenius_norm = float(np.linalg.norm(flat))
     block.max_abs = float(flat.max(initial=0.0))
     block.nonzero = int(np.count_nonzero(flat))
-    top = np.argsort(-flat, kind="stable")[: min(LARGEST, block.nonzero)]
+    top = top_indices(flat, min(LARGEST, block.nonzero))
     rows, cols = block.rows, block.columns
     for i in top:
         r, c = divmod(int(i), cols) if cols else (int(i), 0)
@@ -458,6 +506,16 @@ def jacobian_block(output, input, values, output_shape, input_shape, error=None)
             )
         )
     return block
+
+
+def inspect_path(what: str, spec: str, load, args: tuple = (), keywords: dict | None = None):
+    """Load ``spec`` with ``load`` (``LoadOptions``) and run ``what`` (forward,
+    vjp, jvp or jacobian) on it with ``args`` and ``keywords``: the command
+    line's entry, run in a supervised worker (``gradcli.analyses.batch``)."""
+    from gradcli.model.loading import load_model
+
+    analysis = {"forward": forward, "vjp": vjp, "jvp": jvp, "jacobian": jacobian}[what]
+    return analysis(load_model(spec, **vars(load)), *args, **(keywords or {}))
 
 
 def _autodiff():

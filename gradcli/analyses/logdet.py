@@ -49,10 +49,12 @@ def check_logdet_path(spec: str, options: LogdetOptions) -> LogdetResult:
         spec, wrt=[options.wrt] if options.wrt else None, overrides=options.overrides,
         rng_seed=options.rng_seed,
     )
-    return check_logdet(model, options.output, rtol=options.rtol, atol=options.atol)
+    return check_logdet(
+        model, options.output, rtol=options.rtol, atol=options.atol, max_memory=options.max_memory
+    )
 
 
-def check_logdet(model: Model, output: str | None, rtol=None, atol=None) -> LogdetResult:
+def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_memory=None) -> LogdetResult:
     if len(model.wrt) != 1:
         raise UsageError(
             f"{model.name}: logdet needs one input to differentiate, got "
@@ -80,6 +82,12 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None) -> Logd
     batched = x.ndim == 2
     batch, n = (x.shape if batched else (1, x.shape[0]))
     declared = _declared(model, find_log_det(model), batch, batched)
+    from gradcli.memory import dense_bytes, require_memory
+
+    require_memory(  # the whole batch's Jacobian: it grows with batch**2
+        dense_bytes((batch * n) ** 2), f"the Jacobian of the batch ({batch * n} x {batch * n} float64)",
+        "Fewer examples in the inputs make it smaller", max_memory,
+    )
     block = autodiff.jacobians(model.function, model.point, [name], [output]).blocks[(output, name)]
     if block is None:
         raise ModelError(f"{model.name}: TensorFlow returns no gradient of {output} for {name}")

@@ -6,8 +6,8 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    Shard, format_option, input_option, json_option, junit_option, model_argument, model_options,
-    native_dtype_option, plot_option, summary_option, tolerance_options,
+    Shard, format_option, input_option, json_option, junit_option, max_memory_option, model_argument,
+    model_options, native_dtype_option, plot_option, summary_option, tolerance_options,
 )
 
 
@@ -30,6 +30,7 @@ from gradcli.cli.options import (
 @click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True, help="Also check at N seeded random points around the given one; the worst is shown as --set values.")
 @click.option("--radius", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True, help="Sweep points move each element by up to R * max(1, |x|).")
 @click.option("--special", is_flag=True, help="Also check at special points: zeros, ties, repeated values, clipping boundaries found in the graph.")
+@max_memory_option
 @json_option
 @format_option("github")
 @junit_option("Also write a JUnit XML report (one testcase per model, input and output).")
@@ -67,13 +68,15 @@ def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, 
         **options, "wrt": wrt, "overrides": overrides, "data": data, "fail_on": fail_on,
         "keep_blocks": bool(plot),
     })
-    from gradcli.analyses.check import check_paths  # imports TensorFlow
+    from gradcli.analyses.batch import check_batch, isolation_default
     from gradcli.render.progress import progress_callback
 
+    # Model files run in supervised workers (TensorFlow is imported there, not
+    # here), so one that ends its process is an error row, not a lost report.
     with progress_callback(enabled=not (as_json or quiet), total=len(specs)) as progress:
-        return check_paths(
+        return check_batch(
             specs, options, fixed=option_fields(given_params()), fail_fast=fail_fast,
-            jobs=jobs, progress=progress,
+            jobs=jobs, progress=progress, isolate=isolation_default(),
         )
 
 

@@ -6,8 +6,8 @@ import click
 
 from gradcli.cli.command import command
 from gradcli.cli.options import (
-    json_option, junit_option, model_argument, model_options, native_dtype_option, plot_option,
-    save_option, tolerance_options,
+    json_option, junit_option, max_memory_option, model_argument, model_options,
+    native_dtype_option, plot_option, save_option, tolerance_options,
 )
 
 
@@ -26,6 +26,7 @@ from gradcli.cli.options import (
 @click.option("--fd-check/--no-fd-check", default=True, show_default=True, help="Check the Hessian against finite differences of the gradient.")
 @tolerance_options("the finite-difference check")
 @native_dtype_option
+@max_memory_option
 @plot_option("Plot the spectrum and the slice along the lowest eigenvector (needs matplotlib: pip install 'gradcli[plot]').")
 @save_option("Save eigenvalues, Hessian (dense), point and witness as .npz.")
 @json_option
@@ -49,8 +50,9 @@ def hessian(model, wrt, overrides, cotangents, as_json, save, junit_xml, **optio
         **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
         "cotangents": parse_assignments(cotangents, "--cotangent"),
     })
-    from gradcli.analyses.hessian import analyse_path  # imports TensorFlow
+    from gradcli.analyses.batch import run_isolated
     from gradcli.render.progress import progress_callback
 
-    with progress_callback(enabled=not as_json, total=1):  # Lanczos, sampling: on a terminal
-        return analyse_path(model, options)
+    # Lanczos and sampling report stages on a terminal (when the model runs in-process)
+    with progress_callback(enabled=not as_json, total=1):
+        return run_isolated("gradcli.analyses.hessian:analyse_path", model, model, options)

@@ -1,7 +1,8 @@
 """``gradcli forward``, ``vjp``, ``jvp`` and ``jacobian``: show derivatives as numbers.
 
-Each command parses its values (numpy only), loads the model (which imports
-TensorFlow), calls ``gradcli.analyses.inspection`` and returns the result; the
+Each command parses its values (numpy only), then loads the model and calls
+``gradcli.analyses.inspection`` in a supervised worker (which imports
+TensorFlow; ``gradcli.analyses.batch.run_isolated``) and returns the result; the
 command layer renders it and, with ``--save``, writes its arrays to an ``.npz``
 file whose keys the next call can read as ``@FILE.npz:KEY``.
 """
@@ -12,8 +13,8 @@ import click
 
 from gradcli.cli.command import command
 from gradcli.cli.options import (
-    input_option, json_option, model_argument, model_options, native_dtype_option, numeric_option,
-    plot_option, save_option,
+    input_option, json_option, max_memory_option, model_argument, model_options,
+    native_dtype_option, numeric_option, plot_option, save_option,
 )
 
 
@@ -33,27 +34,26 @@ def inspect_options(command):
     return command
 
 
-def load(model, wrt, overrides, rng_seed, data, native_dtype):
-    """Parse the loading options (usage errors before TensorFlow), then load.
-
-    ``--native-dtype`` keeps a float32 network in float32, so its gradients
-    (and a Keras model's per-weight gradient norms) are the ones training sees."""
+def inspect(what: str, load_options: dict, *args, **keywords):
+    """Parse the loading options (usage errors before TensorFlow), then load the
+    model and run the analysis ``what`` in a supervised worker, which imports
+    TensorFlow (``gradcli.analyses.batch.run_isolated``). ``--native-dtype``
+    keeps a float32 network in float32, so its gradients (and a Keras model's
+    per-weight gradient norms) are the ones training sees."""
+    from gradcli.analyses.batch import run_isolated
     from gradcli.model.values import parse_assignments, parse_names
     from gradcli.options import LoadOptions
 
+    model = load_options["model"]
     options = LoadOptions(
-        wrt=parse_names(wrt), overrides=parse_assignments(overrides, "--set"),
-        rng_seed=rng_seed, float64=not native_dtype, data=parse_assignments(data, "--input"),
+        wrt=parse_names(load_options["wrt"]),
+        overrides=parse_assignments(load_options["overrides"], "--set"),
+        rng_seed=load_options["rng_seed"], data=parse_assignments(load_options["data"], "--input"),
+        float64=not load_options["native_dtype"],
     )
-    from gradcli.model.loading import load_model  # imports TensorFlow
-
-    return load_model(model, **vars(options))
-
-
-def _analysis():
-    from gradcli.analyses import inspection
-
-    return inspection
+    return run_isolated(
+        "gradcli.analyses.inspection:inspect_path", model, what, model, options, args, keywords
+    )
 
 
 @command("gradcli.render.inspect_text:render_forward")
@@ -68,14 +68,15 @@ def forward(as_json, save, **load_options):
     Example:
       gradcli forward sample_models/two_by_two.py
     """
-    return _analysis().forward(load(**load_options))
+    return inspect("forward", load_options)
 
 
 @command("gradcli.render.inspect_text:render_vjp")
 @inspect_options
 @click.option("--cotangent", "cotangents", multiple=True, metavar="OUTPUT=VALUE", help="Seed (grad_ys / output_gradients) for an output; outputs without one get zeros. Default: ones for every output.")
 @numeric_option
-def vjp(as_json, save, cotangents, numeric, **load_options):
+@max_memory_option
+def vjp(as_json, save, cotangents, numeric, max_memory, **load_options):
     """Vector-Jacobian product J^T c for each --wrt input, summed over outputs.
 
     With no --cotangent every output is seeded with ones: what
@@ -90,14 +91,15 @@ def vjp(as_json, save, cotangents, numeric, **load_options):
     from gradcli.model.values import parse_assignments
 
     seeds = parse_assignments(cotangents, "--cotangent")
-    return _analysis().vjp(load(**load_options), seeds, numeric=numeric)
+    return inspect("vjp", load_options, seeds, numeric=numeric, max_memory=max_memory)
 
 
 @command("gradcli.render.inspect_text:render_jvp")
 @inspect_options
 @click.option("--tangent", "tangents", multiple=True, metavar="INPUT=VALUE", help="Tangent (direction) of an input; inputs without one get zeros. At least one.")
 @numeric_option
-def jvp(as_json, save, tangents, numeric, **load_options):
+@max_memory_option
+def jvp(as_json, save, tangents, numeric, max_memory, **load_options):
     """Jacobian-vector product J t for every output (forward mode).
 
     \b
@@ -109,7 +111,7 @@ def jvp(as_json, save, tangents, numeric, **load_options):
     given = parse_assignments(tangents, "--tangent")
     if not given:
         raise click.UsageError("jvp needs at least one --tangent INPUT=VALUE")
-    return _analysis().jvp(load(**load_options), given, numeric=numeric)
+    return inspect("jvp", load_options, given, numeric=numeric, max_memory=max_memory)
 
 
 @command("gradcli.render.inspect_text:render_jacobian")
@@ -117,8 +119,9 @@ def jvp(as_json, save, tangents, numeric, **load_options):
 @click.option("--of", "of", multiple=True, metavar="OUTPUTS", help="Outputs to differentiate (comma-separated or repeated). Default: every floating output.")
 @click.option("--mode", type=click.Choice(["auto", "reverse", "forward"]), default="auto", show_default=True, help="auto: whichever needs fewer vectorised passes.")
 @numeric_option
+@max_memory_option
 @plot_option("Draw each block as a heat map (needs matplotlib): for Jacobians too large to print.")
-def jacobian(as_json, save, of, mode, numeric, plot, **load_options):
+def jacobian(as_json, save, of, mode, numeric, max_memory, plot, **load_options):
     """Full Jacobian of each output with respect to each --wrt input.
 
     Rows are output elements, columns input elements, labelled by their
@@ -134,4 +137,4 @@ def jacobian(as_json, save, of, mode, numeric, plot, **load_options):
     outputs = parse_names(of)
     if numeric and mode != "auto":
         raise click.UsageError("--mode chooses between analytic modes; it cannot be combined with --numeric")
-    return _analysis().jacobian(load(**load_options), outputs, numeric=numeric, mode=mode)
+    return inspect("jacobian", load_options, outputs, numeric=numeric, mode=mode, max_memory=max_memory)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from gradcli.cli.command import command
-from gradcli.cli.options import json_option, model_argument, tolerance_options
+from gradcli.cli.options import json_option, max_memory_option, model_argument, tolerance_options
 
 
 @command("gradcli.render.text:render_logdet")
@@ -15,6 +15,7 @@ from gradcli.cli.options import json_option, model_argument, tolerance_options
 @click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key.")
 @click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for random inputs and weights; 0 to 2**32-1.")
 @tolerance_options("the comparison")
+@max_memory_option
 @json_option
 def logdet(model, overrides, as_json, **options):
     """Compare a flow's log_det_jacobian with slogdet of its autodiff Jacobian.
@@ -31,6 +32,6 @@ def logdet(model, overrides, as_json, **options):
     from gradcli.options import LogdetOptions
 
     options = LogdetOptions(**options, overrides=parse_assignments(overrides, "--set"))
-    from gradcli.analyses.logdet import check_logdet_path  # imports TensorFlow
+    from gradcli.analyses.batch import run_isolated
 
-    return check_logdet_path(model, options)
+    return run_isolated("gradcli.analyses.logdet:check_logdet_path", model, model, options)

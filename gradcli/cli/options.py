@@ -129,5 +129,24 @@ def plot_option(help: str):
     return click.option("--plot", type=OutputPath(".png", needs="matplotlib"), metavar="FILE.png", default=None, help=help)
 
 
+class MemorySize(click.ParamType):
+    """A size such as ``2GB`` or ``512MiB`` (``gradcli.memory.parse_size``), in bytes."""
+
+    name = "size"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        from gradcli.memory import parse_size
+
+        try:
+            return parse_size(value)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+max_memory_option = click.option("--max-memory", type=MemorySize(), default=None, metavar="SIZE", help="Stop before a dense Jacobian, Hessian or numeric block predicted to need more memory (e.g. 2GB, 512MiB) [default: half the available memory].")
+
+
 def numeric_option(command):
     return click.option("--numeric", is_flag=True, help="Finite differences only, for models TensorFlow cannot differentiate (e.g. numpy code).")(command)

@@ -27,6 +27,7 @@ alike.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -86,7 +87,14 @@ def split_spec(spec: str) -> tuple[str, str | None]:
 
 
 def import_model_file(path: str) -> ModuleType:
-    """Import ``path`` as a fresh module; errors name the file and line."""
+    """Import ``path`` as a fresh module, in isolation; errors name the file and line.
+
+    The file is imported as scripts are run: its folder first on ``sys.path``,
+    so it can import its neighbours (``import helpers``). Those are its own
+    modules (``own_modules``): a batch with two folders that each hold a
+    ``helpers.py`` gives each model file its own, and ``sys.path`` and
+    ``sys.modules`` are as before once the import is done.
+    """
     if not os.path.isfile(path):
         raise UsageError(f"no such model file: {path}")
     path = os.path.abspath(path)
@@ -96,25 +104,96 @@ def import_model_file(path: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ModelError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
-    folder = os.path.dirname(path)
-    sys.path.insert(0, folder)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        sys.modules.pop(module_name, None)
-        raise ModelError(
-            f"{relative_path(exc.filename or path)}:{exc.lineno}: syntax error: {exc.msg}"
-        ) from None
-    except (Exception, SystemExit) as exc:
-        sys.modules.pop(module_name, None)
-        raise ModelError(
-            f"{where_raised(exc, path)}: {type(exc).__name__} while importing the model file: {exc}"
-        ) from None
-    finally:
-        if sys.path and sys.path[0] == folder:
-            sys.path.pop(0)
+    with own_modules(os.path.dirname(path)):
+        sys.modules[module_name] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            sys.modules.pop(module_name, None)
+            raise ModelError(
+                f"{relative_path(exc.filename or path)}:{exc.lineno}: syntax error: {exc.msg}"
+            ) from None
+        except (Exception, SystemExit) as exc:
+            sys.modules.pop(module_name, None)
+            raise ModelError(
+                f"{where_raised(exc, path)}: {type(exc).__name__} while importing the model file: {exc}"
+            ) from None
     return module
+
+
+@contextlib.contextmanager
+def own_modules(folder: str):
+    """Run an import with ``folder`` first on ``sys.path`` and its modules its own.
+
+    Before: a module of user code (not the standard library or an installed
+    package) already imported under a name that ``folder`` provides
+    (``helpers.py``, a package ``helpers/``) but loaded from elsewhere is set
+    aside, so the import finds the folder's. Standard and installed modules
+    stay, as when Python runs a script: a ``types.py`` beside the model must
+    not replace the one TensorFlow imports. After: ``sys.path`` is restored,
+    the modules the import loaded from ``folder`` leave ``sys.modules`` (the
+    model module keeps them through its globals), and those set aside return.
+    Packages that were imported before (gradcli itself, when a model file sits
+    in its source tree) are shared, not reloaded: two copies of a package
+    would make two of each class. A module imported later, while the model
+    runs, is not covered: model files import at the top.
+    """
+    folder = os.path.abspath(folder)
+    saved_path = list(sys.path)
+    local = _local_names(folder)
+    set_aside = {
+        name: sys.modules.pop(name)
+        for name in list(sys.modules)
+        if name.partition(".")[0] in local and not _comes_from(sys.modules[name], folder)
+        and not _installed(sys.modules[name])
+    }
+    before = set(sys.modules)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        sys.path[:] = saved_path
+        shared = {name.partition(".")[0] for name in before}
+        for name in set(sys.modules) - before:
+            if name.partition(".")[0] not in shared and _comes_from(sys.modules[name], folder):
+                del sys.modules[name]
+        sys.modules.update(set_aside)
+
+
+def _local_names(folder: str) -> set[str]:
+    """Top-level module names a folder provides (``helpers.py``, ``pkg/``)."""
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return set()
+    names = set()
+    for entry in entries:
+        stem, suffix = os.path.splitext(entry)
+        if suffix in (".py", ".pyc", ".so", ".pyd"):  # foo.cpython-311-x86_64-linux-gnu.so
+            names.add(stem.partition(".")[0])
+        elif entry.isidentifier() and os.path.isdir(os.path.join(folder, entry)):
+            names.add(entry)
+    return names
+
+
+def _installed(module) -> bool:
+    """Built in, or from the standard library or site-packages."""
+    import sysconfig
+
+    origin = getattr(module, "__file__", None)
+    if not isinstance(origin, str):
+        return True
+    roots = {os.path.abspath(p) for key, p in sysconfig.get_paths().items()
+             if key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    return any(os.path.abspath(origin).startswith(root + os.sep) for root in roots)
+
+
+def _comes_from(module, folder: str) -> bool:
+    """Whether ``module`` (or a package's search path) lies in ``folder``."""
+    places = [getattr(module, "__file__", None), *(getattr(module, "__path__", None) or [])]
+    return any(
+        isinstance(p, str) and os.path.abspath(p).startswith(folder + os.sep) for p in places
+    )
 
 
 def where_raised(exc: BaseException, path: str) -> str:

@@ -1,0 +1,354 @@
+"""Process-level edges: a model that ends its process, model files that share
+module names, Ctrl-C, and the memory guard.
+
+Truth: the fixture models say what they do (os._exit(0) while imported, a
+segfault while run...), so the error row each must become is known; square.py
+is y = x * x (passes), buggy_custom_gradient.py has a wrong custom gradient
+(fails). Supervised workers are the command line's real path: the tests that
+need them run gradcli in a subprocess without GRADCLI_IN_PROCESS (conftest
+sets it for the in-process CliRunner tests).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from tests.conftest import ROOT, fixture, sample
+
+SQUARE = sample("square.py")
+BUGGY = sample("buggy_custom_gradient.py")
+
+
+def real_gradcli(*args, timeout=300, **popen) -> subprocess.CompletedProcess:
+    """gradcli in a new interpreter, on the supervised path (no GRADCLI_IN_PROCESS)."""
+    env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
+    env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "gradcli", *map(str, args)], cwd=ROOT, env=env,
+        capture_output=True, text=True, timeout=timeout, **popen,
+    )
+
+
+def shown(done: subprocess.CompletedProcess) -> str:
+    return f"exit={done.returncode}\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+
+
+# --- a model that ends the process -------------------------------------------
+
+
+def test_batch_with_crashing_failing_and_passing_models_reports_every_model(tmp_path):
+    """One worker ends with os._exit(0) while importing, another segfaults while
+    running: both are error rows, the failing and passing models keep their
+    verdicts, JSON and JUnit list all four, exit 3 (--jobs 2: no BrokenProcessPool)."""
+    on_import, segfault, buggy, square = (
+        os.path.relpath(path, ROOT) for path in
+        (fixture("exit_on_import.py"), fixture("segfault_on_run.py"), BUGGY, SQUARE)
+    )  # run from ROOT: the report names them as given
+    junit = tmp_path / "report.xml"
+    done = real_gradcli("check", on_import, buggy, square, segfault, "--jobs", "2",
+                        "--json", "--junit-xml", junit)
+    assert done.returncode == 3, shown(done)
+    document = json.loads(done.stdout)
+    models = {m["name"]: m for m in document["result"]["models"]}
+    assert list(models) == [on_import, buggy, square, segfault], shown(done)
+    assert models[on_import]["error"] == f"{on_import}: the model ended the process (exit code 0)"
+    assert models[segfault]["error"] == f"{segfault}: the model ended the process (signal SIGSEGV)"
+    assert models[buggy]["error"] is None and not models[buggy]["ok"]
+    assert models[square]["ok"]
+    assert done.stderr.strip().splitlines() == [
+        f"Error: {on_import}: the model ended the process (exit code 0)",
+        f"Error: {segfault}: the model ended the process (signal SIGSEGV)",
+    ], shown(done)
+    cases = ET.parse(junit).getroot().iter("testcase")
+    classes = {case.get("classname") for case in cases}
+    assert {on_import, buggy, square, segfault} <= classes
+
+
+def test_single_model_that_exits_while_run_is_exit_3_with_a_message():
+    exits = os.path.relpath(fixture("exit_on_run.py"), ROOT)
+    done = real_gradcli("check", exits)
+    assert done.returncode == 3, shown(done)
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"Error: {exits}: the model ended the process (exit code 7)"
+    ), shown(done)
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("args", [["forward"], ["hessian"], ["logdet"]])
+def test_every_command_reports_a_model_that_ends_its_process(args):
+    """The one model of hessian, logdet and the inspect commands runs in a
+    supervised worker too (the four inspect commands share one call,
+    ``cli.inspection.inspect``); --json still gets its document."""
+    exits = os.path.relpath(fixture("exit_on_import.py"), ROOT)
+    command, *rest = args
+    done = real_gradcli(command, exits, *rest, "--json")
+    message = f"{exits}: the model ended the process (exit code 0)"
+    assert done.returncode == 3, shown(done)
+    assert done.stderr.strip().splitlines() == [f"Error: {message}"], shown(done)
+    document = json.loads(done.stdout)
+    assert (document["ok"], document["exit_code"], document["error"]) == (False, 3, message)
+
+
+def test_sys_exit_while_run_is_an_error_row_in_process_too(run):
+    exits = os.path.relpath(fixture("sys_exit_on_run.py"))
+    with open(exits) as source:
+        line = next(n for n, text in enumerate(source, 1) if text.strip() == "sys.exit(0)")
+    result = run("check", exits, SQUARE)
+    assert result.exit_code == 3, result
+    assert result.stderr.strip().splitlines() == [
+        f"Error: {exits}:{line}: forward pass raised SystemExit: 0"
+    ], result
+
+
+# --- model files loaded in isolation -----------------------------------------
+
+
+FIRST = fixture("isolation/first/model.py")
+SECOND = fixture("isolation/second/model.py")
+
+
+@pytest.mark.parametrize("order", [(FIRST, SECOND), (SECOND, FIRST)])
+def test_each_model_file_gets_its_own_helpers(run, order):
+    """Both folders hold a helpers.py; only the second's gradient is wrong. With
+    a shared import cache the second model would be checked with the first's
+    helpers and pass (or the first with the second's, and fail)."""
+    path_before, modules_before = list(sys.path), set(sys.modules)
+    result = run("check", *order, "--json")
+    assert result.exit_code == 1, result
+    ok = {m["name"]: m["ok"] for m in result.result["models"]}
+    assert ok == {os.path.relpath(FIRST): True, os.path.relpath(SECOND): False}, result
+    assert sys.path == path_before
+    assert "helpers" not in sys.modules
+    assert not {m for m in set(sys.modules) - modules_before if m.split(".")[0] == "helpers"}
+
+
+def test_a_module_of_the_same_name_loaded_elsewhere_is_set_aside_and_restored(tmp_path):
+    from gradcli.model.loading import import_model_file
+
+    elsewhere = type(sys)("helpers")  # user code from another folder
+    elsewhere.__file__ = str(tmp_path / "helpers.py")
+    sys.modules["helpers"] = elsewhere
+    try:
+        module = import_model_file(SECOND)
+        assert module.helpers is not elsewhere
+        assert module.helpers.__file__ == fixture("isolation/second/helpers.py")
+        assert sys.modules["helpers"] is elsewhere
+    finally:
+        sys.modules.pop("helpers", None)
+
+
+def test_a_standard_module_is_never_shadowed_by_a_model_folder(tmp_path):
+    """A ``json.py`` beside the model: as when Python runs a script, the
+    already-imported standard module stays what every library sees."""
+    from gradcli.model.loading import import_model_file
+
+    (tmp_path / "json.py").write_text("raise RuntimeError('the folder json.py was imported')\n")
+    (tmp_path / "model.py").write_text(
+        "import json\nSEEN = json\ninputs = {'x': [1.0]}\n\ndef model(x):\n    return x\n"
+    )
+    standard = sys.modules["json"]
+    module = import_model_file(str(tmp_path / "model.py"))
+    assert module.SEEN is standard and sys.modules["json"] is standard
+
+
+# --- Ctrl-C --------------------------------------------------------------------
+
+
+def _group_members(group: int) -> list[int]:
+    """Live processes of a process group (zombies are gone for our purpose)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == group and fields[0] != "Z":
+            members.append(int(entry))
+    return members
+
+
+@pytest.mark.parametrize("args, processes", [
+    (["check", "--jobs", "2", "{slow}", "{slow}", "{slow}"], 3),  # the supervisor and two workers
+    (["check", "{slow}"], 2),  # one supervised model
+    (["forward", "{slow}"], 1),  # a command that runs in gradcli's own process
+])
+def test_ctrl_c_ends_everything_with_exit_130(args, processes):
+    """SIGINT to the whole process group, as a terminal sends it, while the
+    model is being imported: exit 130 within seconds, one line, no worker
+    traceback, no process of the group left."""
+    slow = fixture("slow_model.py")
+    env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
+    env["PYTHONPATH"] = str(ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcli", *(a.format(slow=slow) for a in args)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )
+    group = process.pid
+    try:
+        deadline = time.monotonic() + 60
+        while len(_group_members(group)) < processes and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_group_members(group)) >= processes, "the workers never started"
+        time.sleep(2.0)  # into TensorFlow's import or the model's
+        os.killpg(group, signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=15)
+    finally:
+        if process.poll() is None:
+            os.killpg(group, signal.SIGKILL)
+            process.wait()
+    assert process.returncode == 130, (stdout, stderr)
+    assert stderr.strip().splitlines() == ["Error: interrupted"], stderr
+    time.sleep(0.5)
+    assert _group_members(group) == []
+
+
+def test_workers_end_when_the_supervisor_is_killed():
+    """SIGKILL leaves the supervisor no chance to clean up: its workers notice
+    (batch.WATCH_SECONDS) and end, mid-model, instead of running on as orphans."""
+    slow = fixture("slow_model.py")
+    env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
+    env["PYTHONPATH"] = str(ROOT)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gradcli", "check", "--jobs", "2", slow, slow],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    group = process.pid
+    try:
+        deadline = time.monotonic() + 60
+        while len(_group_members(group)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(_group_members(group)) >= 3, "the workers never started"
+        time.sleep(2.0)
+        process.kill()
+        process.wait()
+        deadline = time.monotonic() + 10
+        while _group_members(group) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _group_members(group) == []
+    finally:
+        if _group_members(group):
+            os.killpg(group, signal.SIGKILL)
+
+
+# --- the memory guard ----------------------------------------------------------
+
+MEM_20K = fixture("mem_20k.py")
+#: Truth for mem_20k.py: a 20000 x 20000 float64 block is 3.2e9 bytes, and the
+#: rule counts it with its working copies (gradcli.memory.COPIES = 4): 12.8 GB.
+PREDICTED_20K = "12.8 GB"
+
+
+@pytest.mark.parametrize("args, what, cheaper", [
+    (["jacobian"], "the dense Jacobian (20000 x 20000 float64)",
+     "A vector-Jacobian or Jacobian-vector product (vjp, jvp) builds no Jacobian"),
+    (["jacobian", "--numeric"], "the numeric Jacobian (20000 x 20000 float64)",
+     "A vector-Jacobian or Jacobian-vector product (vjp, jvp) builds no Jacobian"),
+    (["vjp", "--numeric"], "the numeric Jacobian (20000 x 20000 float64)",
+     "The analytic VJP (without --numeric) builds no Jacobian"),
+    (["hessian", "--method", "dense"], "the dense Hessian (20000 x 20000 float64)",
+     "Lanczos (--method lanczos) needs only Hessian-vector products"),
+])
+def test_a_dense_block_beyond_the_limit_stops_with_exit_2(run, args, what, cheaper):
+    command, *rest = args
+    result = run(command, MEM_20K, *rest, "--max-memory", "1GB")
+    assert result.exit_code == 2, result
+    assert result.stderr.strip().splitlines() == [
+        f"Error: --max-memory is 1 GB (the limit set); {what} would need about "
+        f"{PREDICTED_20K}. {cheaper}, or raise --max-memory"
+    ], result
+
+
+def test_logdet_counts_the_whole_batch_jacobian(run):
+    """realnvp_flow.py: 5 examples of R^4, so autodiff's Jacobian of the batch
+    is 20 x 20 float64, 3,200 bytes, 12,800 with its copies."""
+    result = run("logdet", sample("realnvp_flow.py"), "--max-memory", "10kB")
+    assert result.exit_code == 2, result
+    assert result.stderr.strip().splitlines() == [
+        "Error: --max-memory is 10 kB (the limit set); the Jacobian of the batch (20 x 20 float64) "
+        "would need about 12.8 kB. Fewer examples in the inputs make it smaller, or raise --max-memory"
+    ], result
+    assert run("logdet", sample("realnvp_flow.py"), "--max-memory", "13kB").exit_code == 0
+
+
+def test_a_full_check_beyond_the_limit_is_an_error_row_with_exit_2(run):
+    result = run("check", MEM_20K, "--mode", "full", "--max-memory", "1GB", "--json")
+    assert result.exit_code == 2, result
+    [model] = result.json()["result"]["models"]
+    assert model["error"] == (
+        f"max_memory is 1 GB (the limit set); a full check's Jacobian blocks (20000 x 20000 "
+        f"float64) would need about {PREDICTED_20K}. The fast mode (mode fast) checks random "
+        "projections and builds no Jacobian, or raise max_memory"
+    )
+
+
+def test_a_second_order_full_check_counts_its_two_hessians(run):
+    """At order 2 a full check also builds two 20000 x 20000 Hessians: three
+    blocks of 3.2e9 bytes, times 4 copies = 38.4 GB."""
+    result = run("check", MEM_20K, "--mode", "full", "--order", "2", "--max-memory", "1GB", "--json")
+    assert result.exit_code == 2, result
+    [model] = result.json()["result"]["models"]
+    assert "(20000 x 20000 float64) and Hessians (2 x 20000 x 20000) would need about 38.4 GB" in model["error"]
+
+
+def test_the_default_limit_is_half_the_available_memory(run, monkeypatch):
+    import gradcli.memory
+
+    monkeypatch.setattr(gradcli.memory, "available_memory", lambda: 4 * 10**9)
+    result = run("hessian", MEM_20K, "--method", "dense")
+    assert result.exit_code == 2, result
+    assert result.stderr.startswith(
+        "Error: --max-memory is 2 GB (50% of the 4 GB available); the dense Hessian"
+    ), result
+
+
+def test_the_prediction_is_the_block_times_its_copies(run):
+    """insp_large.py: a 100 x 100 float64 Jacobian, 80,000 bytes, 320,000 with
+    its copies: allowed under 330kB, refused under 310kB."""
+    large = fixture("insp_large.py")
+    assert run("jacobian", large, "--max-memory", "330kB").exit_code == 0
+    refused = run("jacobian", large, "--max-memory", "310kB")
+    assert refused.exit_code == 2 and "would need about 320 kB" in refused.stderr, refused
+
+
+@pytest.mark.parametrize("text, size", [
+    ("2GB", 2 * 10**9), ("512MB", 512 * 10**6), ("1.5GiB", 3 * 2**29), ("100", 100), ("10 kib", 10240),
+])
+def test_sizes_are_read_in_decimal_and_binary_units(text, size):
+    from gradcli.memory import parse_size
+
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["2XB", "-1GB", "0", "GB", ""])
+def test_a_bad_size_is_a_usage_error(run, text):
+    result = run("jacobian", SQUARE, "--max-memory", text)
+    assert result.exit_code == 2, result
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("Error: Invalid value for '--max-memory': "), result
+
+
+def test_largest_entries_by_partial_selection_match_a_stable_sort():
+    """top_indices against numpy's stable argsort, on arrays full of ties."""
+    import numpy as np
+
+    from gradcli.analyses.inspection import top_indices
+
+    rng = np.random.default_rng(0)
+    for size in (1, 5, 37, 1000):
+        for k in (1, 3, 10, size):
+            values = rng.integers(0, 4, size).astype(float)  # many ties
+            expected = np.argsort(-values, kind="stable")[:k]
+            assert top_indices(values, k).tolist() == expected.tolist()
