@@ -267,7 +267,7 @@ def test_a_dense_block_beyond_the_limit_stops_with_exit_2(run, args, what, cheap
     assert result.exit_code == 2, result
     assert result.stderr.strip().splitlines() == [
         f"Error: --max-memory is 1 GB (the limit set); {what} would need about "
-        f"{PREDICTED_20K}. {cheaper}, or raise --max-memory"
+        f"{PREDICTED_20K}. {cheaper}, or raise --max-memory (see 'gradcli {command} --help')"
     ], result
 
 
@@ -279,6 +279,7 @@ def test_logdet_counts_the_whole_batch_jacobian(run):
     assert result.stderr.strip().splitlines() == [
         "Error: --max-memory is 10 kB (the limit set); the Jacobian of the batch (20 x 20 float64) "
         "would need about 12.8 kB. Fewer examples in the inputs make it smaller, or raise --max-memory"
+        " (see 'gradcli logdet --help')"
     ], result
     assert run("logdet", sample("realnvp_flow.py"), "--max-memory", "13kB").exit_code == 0
 
