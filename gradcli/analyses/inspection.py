@@ -22,7 +22,7 @@ import numpy as np
 from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.memory import dense_bytes, require_memory
 from gradcli.model.loading import Model, is_floating
-from gradcli.model.values import check_unknown, fit_to_shape
+from gradcli.model.values import check_unknown, fit_value
 from gradcli.results.inspection import (
     ForwardResult, JacobianBlock, JacobianEntry, JacobianResult, JvpResult, NamedArray, Summary,
     VjpResult, WeightNorm,
@@ -247,10 +247,7 @@ def _seeds(model: Model, cotangents: dict, outputs: list[str]) -> tuple[dict, li
     for o in outputs:
         y = model.outputs[o]
         if o in cotangents:
-            value = np.asarray(cotangents[o])
-            if not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):
-                raise UsageError(f"--cotangent {o} is not numeric")
-            seeds[o] = fit_to_shape(value, y.shape, f"--cotangent {o}").astype(y.dtype)
+            seeds[o] = fit_value(cotangents[o], y, f"--cotangent {o}")
         elif cotangents:
             seeds[o] = np.zeros(y.shape, y.dtype)
         else:
@@ -314,7 +311,7 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int 
                 f"--tangent {name}: input {name!r} is {x.dtype}; only floating-point "
                 "inputs can carry a tangent"
             )
-        fitted[name] = fit_to_shape(value, x.shape, f"--tangent {name}").astype(x.dtype)
+        fitted[name] = fit_value(value, x, f"--tangent {name}")
     notes = list(model.notes)
     untouched = [n for n, v in model.point.items() if is_floating(v) and n not in fitted]
     if untouched:

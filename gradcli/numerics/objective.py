@@ -48,10 +48,10 @@ def choose_cotangents(
                 )
             if name not in floating:
                 raise UsageError(f"--cotangent: output {name!r} is not floating-point")
-            from gradcli.model.values import fit_to_shape
+            from gradcli.model.values import fit_value
 
-            shape = model.outputs[name].shape
-            result[name] = fit_to_shape(value, shape, f"--cotangent {name}").astype(model.dtype)
+            like = np.zeros(model.outputs[name].shape, model.dtype)
+            result[name] = fit_value(value, like, f"--cotangent {name}")
         return result, "f = " + " + ".join(f"<c_{o}, {o}> (c from --cotangent)" for o in result)
     if not floating:
         raise ModelError(f"{model.name}: no floating-point output to differentiate")
