@@ -66,7 +66,12 @@ NUMERIC = (
 # --- helpers ----------------------------------------------------------------
 
 
-def summarize(values: np.ndarray) -> Summary:
+def summarize(values: np.ndarray) -> Summary | None:
+    """Statistics of real (or boolean) values; None for complex numbers and
+    strings, which have no min or max (and a cast to float would drop the
+    imaginary part): those are shown by their leading entries instead."""
+    if np.asarray(values).dtype.kind not in "biuf":
+        return None
     flat = np.asarray(values, dtype=np.float64).reshape(-1)
     if flat.size == 0:
         return Summary(0, 0.0, 0.0, 0.0, 0.0, [])
@@ -84,9 +89,8 @@ def named(name: str, values, source: str = "", error: float | None = None, shape
     if values is None:
         return NamedArray(name, list(shape), str(dtype), None, None, source, error)
     values = np.asarray(values)
-    return NamedArray(
-        name, list(values.shape), str(values.dtype), values, summarize(values), source, error
-    )
+    dtype = "string" if values.dtype.kind in "OSU" else str(values.dtype)  # tf.string -> bytes objects
+    return NamedArray(name, list(values.shape), dtype, values, summarize(values), source, error)
 
 
 def floating_outputs(model: Model) -> list[str]:
