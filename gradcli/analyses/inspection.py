@@ -21,7 +21,7 @@ import numpy as np
 
 from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.memory import dense_bytes, require_memory
-from gradcli.model.loading import Model, is_floating
+from gradcli.model.loading import Model, differentiable, is_floating
 from gradcli.model.values import check_unknown, fit_value
 from gradcli.results.inspection import (
     ForwardResult, JacobianBlock, JacobianEntry, JacobianResult, JvpResult, NamedArray, Summary,
@@ -94,21 +94,21 @@ def named(name: str, values, source: str = "", error: float | None = None, shape
 
 
 def floating_outputs(model: Model) -> list[str]:
-    return [o for o, v in model.outputs.items() if is_floating(v)]
+    return [o for o, v in model.outputs.items() if differentiable(v)]
 
 
 def _need_floating_outputs(model: Model) -> list[str]:
     outputs = floating_outputs(model)
     if not outputs:
-        raise ModelError(f"{model.name}: no floating-point output to differentiate")
+        raise ModelError(f"{model.name}: no floating-point output with elements to differentiate")
     return outputs
 
 
 def _skipped_note(model: Model) -> list[str]:
-    skipped = [o for o, v in model.outputs.items() if not is_floating(v)]
+    skipped = [o for o, v in model.outputs.items() if not differentiable(v)]
     if not skipped:
         return []
-    return [f"outputs {', '.join(skipped)} are not floating-point: not differentiated"]
+    return [f"outputs {', '.join(skipped)} are not floating-point or have no elements: not differentiated"]
 
 
 def _analytic(model: Model, what: str, compute):
@@ -389,7 +389,10 @@ def jacobian(
     check_unknown(outputs, model.outputs, "output for --of")
     for o in outputs:
         if o not in floating:
-            raise UsageError(f"--of {o}: output {o!r} is {model.outputs[o].dtype}, not floating-point")
+            raise UsageError(
+                f"--of {o}: output {o!r} ({model.outputs[o].dtype}, shape "
+                f"{list(model.outputs[o].shape)}) is not floating-point or has no elements"
+            )
     if mode not in ("auto", "reverse", "forward"):
         raise UsageError(f"--mode must be auto, reverse or forward, got {mode!r}")
     out_size = sum(int(np.size(model.outputs[o])) for o in outputs)

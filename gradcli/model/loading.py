@@ -466,6 +466,13 @@ def is_floating(array: np.ndarray) -> bool:
     return np.issubdtype(np.asarray(array).dtype, np.floating)
 
 
+def differentiable(array: np.ndarray) -> bool:
+    """Floating with at least one element: an output the checks differentiate.
+    An empty output has no derivative to compare, and a check of it would pass
+    without having compared anything."""
+    return is_floating(array) and np.size(array) > 0
+
+
 def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
     if cli_wrt:
         names, source, error = list(cli_wrt), "--wrt", UsageError
@@ -475,11 +482,18 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
         names = [n for n, v in model.point.items() if is_floating(v)]
         if model.kind != "function":  # Keras, SavedModel: the trainable weights
             names = list(model.weights)
+        empty = [n for n in names if np.size(model.point[n]) == 0]
+        names = [n for n in names if n not in empty]
         if not names:
-            described = ", ".join(f"{n} ({v.dtype})" for n, v in model.point.items())
-            raise ModelError(
-                f"{model.name}: nothing floating to differentiate (inputs: {described or 'none'})"
+            described = ", ".join(
+                f"{n} ({v.dtype}, shape {list(v.shape)})" for n, v in model.point.items()
             )
+            raise ModelError(
+                f"{model.name}: nothing to differentiate: no floating input with elements "
+                f"(inputs: {described or 'none'})"
+            )
+        if empty:
+            model.notes.append(f"{', '.join(empty)}: no elements (shape [0]), not differentiated")
         return names
     for name in names:
         if name not in model.point:
@@ -490,6 +504,11 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
             raise error(
                 f"{source}: input {name!r} is {model.point[name].dtype}; only "
                 "floating-point inputs can be differentiated"
+            )
+        if np.size(model.point[name]) == 0:
+            raise error(
+                f"{source}: input {name!r} has no elements (shape "
+                f"{list(np.shape(model.point[name]))}): nothing to differentiate"
             )
     return names
 
@@ -606,8 +625,6 @@ def normalize_outputs(result, site: str = "the model") -> dict:
     SparseTensor or RaggedTensor, an object TensorFlow cannot convert) is a
     ModelError at ``site``, the ``file:line`` of the function that returned it.
     """
-    tf = import_tensorflow()
-
     if result is None:
         raise ModelError(
             f"{site}: the model returned None; return a tensor, a tuple of tensors or a dict "
