@@ -171,16 +171,32 @@ def _reverse(function, values, wrt, outputs):
             continue
         sources = [values[n] for n in connected]
         seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
-        rows = tf.vectorized_map(
-            lambda c, y=y, sources=sources: tape.gradient(
+
+        def row(c, y=y, sources=sources):
+            return tape.gradient(
                 y, sources, output_gradients=c,
                 unconnected_gradients=tf.UnconnectedGradients.ZERO,
-            ),
-            seeds,
-        )
+            )
+
+        try:
+            rows = tf.vectorized_map(row, seeds)
+        except Exception:  # noqa: BLE001 - TensorFlow raises many types here
+            rows = _rows_one_by_one(function, values, connected, o, seeds)
         for n, j in zip(connected, rows):
             blocks[(o, n)] = np.asarray(j).reshape(tuple(y.shape) + tuple(values[n].shape))
     return blocks, passes
+
+
+def _rows_one_by_one(function, values, wrt, output, seeds) -> list[np.ndarray]:
+    """The rows of ``_reverse``, one eager VJP per output element, each on a
+    fresh tape: for gradients that cannot run in the vectorised graph or twice
+    on one tape (a ``tf.py_function``'s gradient calls back into Python once
+    per recorded call). A real failure raises again here."""
+    rows = []
+    for c in seeds:
+        grads = vjp(function, values, wrt, {output: c})
+        rows.append([np.zeros(np.shape(values[n])) if grads[n] is None else grads[n] for n in wrt])
+    return [np.stack(column) for column in zip(*rows)]
 
 
 def _forward(function, values, wrt, outputs):
