@@ -34,6 +34,7 @@ from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_m
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, differentiable, load_model
+from gradcli.analyses.reach import require_gradient
 from gradcli.results import MISMATCH, BlockWindow, CheckResult, ModelResult, PairResult
 
 #: auto switches to fast above this many differentiated elements: a full check
@@ -144,6 +145,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.notes.append(f"outputs {', '.join(skipped)} are not floating-point or have no elements: not checked")
     if not outputs:
         raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
+    require_gradient(model, outputs)
     fd = FiniteDifferences(
         model.function, model.point, outputs, wrt=list(model.wrt),
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.analyses.reach import require_gradient
 from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.memory import dense_bytes, require_memory
 from gradcli.model.loading import Model, differentiable, is_floating
@@ -125,16 +126,15 @@ def _analytic(model: Model, what: str, compute):
         ) from None
 
 
-def _disconnected_note(model: Model, names: list[str], everything: bool) -> list[str]:
+def _disconnected_note(names: list[str]) -> list[str]:
+    """Some inputs do not reach the outputs (if none did, ``require_gradient``
+    would have stopped the analysis)."""
     if not names:
         return []
-    note = (
+    return [
         f"TensorFlow returns no gradient (None) for {', '.join(names)}: "
         "it does not reach the outputs (shown as disconnected, not zero)"
-    )
-    if everything:
-        note += "; if the model computes outside TensorFlow (e.g. numpy), use --numeric"
-    return [note]
+    ]
 
 
 def _finite_differences(model: Model, outputs: list[str]):
@@ -204,13 +204,14 @@ def vjp(
         evaluations = fd.evaluations
         notes += _eager_note(fd)
     else:
+        require_gradient(model, outputs, numeric_option=True)
         grads = _analytic(
             model, "vector-Jacobian product",
             lambda: _autodiff().vjp(model.function, model.point, model.wrt, seeds),
         )
         errors = {}
         missing = [n for n in model.wrt if grads[n] is None]
-        notes += _disconnected_note(model, missing, everything=len(missing) == len(model.wrt))
+        notes += _disconnected_note(missing)
     gradients = [
         named(
             n, grads[n], error=errors.get(n),
@@ -334,11 +335,11 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int 
         evaluations = fd.evaluations
         notes += _eager_note(fd)
     else:
+        require_gradient(model, floating_outputs(model), list(fitted), numeric_option=True)
         values = _analytic(
             model, "Jacobian-vector product",
             lambda: _autodiff().jvp(model.function, model.point, fitted),
         )
-        notes += _unreached_note(model, fitted, values)
     return JvpResult(
         model=model.name,
         dtype=str(model.dtype),
@@ -348,26 +349,6 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int 
         notes=notes,
         evaluations=evaluations,
     )
-
-
-def _unreached_note(model: Model, tangents: dict, values: dict) -> list[str]:
-    """Forward mode reports an output it cannot reach as zero; when every JVP is
-    zero for a nonzero tangent, one reverse pass tells "no path" from "zero"."""
-    if any(np.any(v) for v in values.values()) or not any(np.any(t) for t in tangents.values()):
-        return []
-    outputs = floating_outputs(model)
-    seeds = {o: np.ones_like(model.outputs[o]) for o in outputs}
-    grads = _analytic(
-        model, "vector-Jacobian product",
-        lambda: _autodiff().vjp(model.function, model.point, list(tangents), seeds),
-    )
-    if outputs and all(g is None for g in grads.values()):
-        return [
-            "TensorFlow's derivatives do not reach any output from "
-            f"{', '.join(tangents)} (shown as zero); if the model computes outside "
-            "TensorFlow (e.g. numpy), use --numeric"
-        ]
-    return []
 
 
 # --- jacobian ---------------------------------------------------------------
@@ -422,6 +403,7 @@ def jacobian(
         )
         notes += _eager_note(fd)
     else:
+        require_gradient(model, outputs, numeric_option=True)
         jac = _analytic(
             model, "Jacobian",
             lambda: _autodiff().jacobians(model.function, model.point, model.wrt, outputs, mode),
@@ -442,7 +424,7 @@ def jacobian(
             )
         missing = [f"{n} -> {o}" for (o, n), b in raw.items() if b is None]
         if missing:
-            notes += _disconnected_note(model, missing, everything=len(missing) == len(raw))
+            notes += _disconnected_note(missing)
     blocks = [
         jacobian_block(o, n, raw[(o, n)], model.outputs[o].shape, model.point[n].shape, errors.get((o, n)))
         for o in outputs

@@ -20,6 +20,7 @@ from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.loading import Model, load_model, normalize_outputs, run_model, where_raised
 from gradcli.options import LogdetOptions
+from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
 from gradcli.results.logdet import LogdetExample, LogdetResult
 from gradcli.tf_import import import_tensorflow
@@ -81,6 +82,7 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
         )
     batched = x.ndim == 2
     batch, n = (x.shape if batched else (1, x.shape[0]))
+    require_gradient(model, [output], [name])
     declared = _declared(model, find_log_det(model), batch, batched)
     from gradcli.memory import dense_bytes, require_memory
 
