@@ -145,7 +145,7 @@ def fit_value(value: np.ndarray, like: np.ndarray, what: str) -> np.ndarray:
     input or output it stands for, converted only where no information is lost:
 
     * a floating target takes integers and floats, never booleans (``true`` is
-      not the number 1.0);
+      not the number 1.0), rounded to its precision but never overflowing to inf;
     * an integer target takes integers, and floats only when they are whole
       numbers (``n=1.5`` on an integer input would otherwise become a silently
       differentiated float), within the target dtype's range;
@@ -157,6 +157,11 @@ def fit_value(value: np.ndarray, like: np.ndarray, what: str) -> np.ndarray:
     expected = f"({target} expected)"
     if target.kind == "f" and given.kind == "b":
         raise UsageError(f"{what}: booleans are not numbers {expected}")
+    if target.kind == "f":
+        wide = value.astype(np.float64)
+        huge = wide[np.isfinite(wide) & (np.abs(wide) > np.finfo(target).max)]
+        if huge.size:
+            raise UsageError(f"{what}: {huge.flat[0]:g} overflows {target} {expected}")
     if target.kind in "iu":
         if given.kind == "b":
             raise UsageError(f"{what}: booleans are not integers {expected}")
@@ -165,7 +170,8 @@ def fit_value(value: np.ndarray, like: np.ndarray, what: str) -> np.ndarray:
         if fractional.size:
             raise UsageError(f"{what}: {fractional.flat[0]:g} is not a whole number {expected}")
         info = np.iinfo(target)
-        outside = value[(value < info.min) | (value > info.max)]
+        with np.errstate(over="ignore", invalid="ignore"):  # comparing across dtypes
+            outside = value[(value < info.min) | (value > info.max)]
         if outside.size:
             raise UsageError(
                 f"{what}: {outside.flat[0]:g} is outside [{info.min}, {info.max}] {expected}"
