@@ -87,6 +87,11 @@ def test_values_that_are_not_real_numbers_are_usage_errors(value_files, value, m
     assert run.stdout == ""
 
 
+def test_a_value_that_overflows_a_float32_input_is_refused_not_made_inf():
+    run = gradcli("forward", fixture("edge_float32_input.py"), "--set", "x=[1, 1e300]")
+    assert error_line(run, 2) == "--set x: 1e+300 overflows float32 (float32 expected)"
+
+
 @pytest.mark.parametrize(
     "assignment, message",
     [

@@ -28,11 +28,11 @@ from hypothesis.extra import numpy as hnp  # noqa: E402
 
 from gradcli.errors import UsageError  # noqa: E402
 from gradcli.model.values import fit_value, parse_value  # noqa: E402
-from tests.conftest import fixture, gradcli, sample  # noqa: E402
+from tests.conftest import fixture, gradcli  # noqa: E402
 
 FAST = settings(max_examples=300, deadline=None, derandomize=True)
-CLI = settings(
-    max_examples=30, deadline=None, derandomize=True,
+_CLI = dict(
+    deadline=None, derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 
@@ -123,12 +123,16 @@ def test_fitting_a_value_to_an_input_never_loses_information(value, target):
         assert np.all(error <= info.eps * np.abs(widened[finite]) + info.smallest_subnormal)
 
 
-@CLI
-@given(value_texts)
+numbers = st.floats(-1e3, 1e3, allow_nan=False)
+
+
+@settings(max_examples=15, **_CLI)
+@given(st.one_of(value_texts, numbers.map(json.dumps), st.lists(numbers, min_size=2, max_size=2).map(json.dumps)))
 def test_any_value_on_the_command_line_keeps_the_invariants(text):
     # edge_int_and_float.py: y = x * n * flag with n = 2, flag = true, x of shape [2]
     run = gradcli("forward", fixture("edge_int_and_float.py"), "--set", f"x={text}", "--json")
     assert_clean(run, json_output=True)
+    hypothesis.event(f"exit {run.exit_code}")
     assert run.exit_code in (0, 2, 3), run
     if run.exit_code == 0:
         x = np.broadcast_to(np.asarray(json.loads(text), dtype=np.float64), (2,))
@@ -142,7 +146,7 @@ def test_any_value_on_the_command_line_keeps_the_invariants(text):
 OPTION_POOL = {
     "check": [["--mode", "full"], ["--mode", "fast"], ["--mode", "bogus"], ["--rtol", "1e-7"],
               ["--rtol", "-1"], ["--atol", "nan"], ["--probes", "0"], ["--probes", "2"],
-              ["--order", "2"], ["--taylor"], ["--wrt", "x"], ["--wrt", "x,x"], ["--wrt", "nope"],
+              ["--taylor"], ["--wrt", "x"], ["--wrt", "x,x"], ["--wrt", "nope"],
               ["--rng-seed", "-1"], ["--rng-seed", "7"], ["--native-dtype"], ["--set", "x=[0.1, 0.2, 0.3]"],
               ["--set", "x=true"], ["--allow-surrogate"], ["--fail-fast"], ["-q"]],
     "vjp": [["--cotangent", "output=[1, 2, 3]"], ["--cotangent", "output=[1, 2]"], ["--numeric"],
@@ -150,8 +154,9 @@ OPTION_POOL = {
     "jacobian": [["--numeric"], ["--mode", "forward"], ["--mode", "reverse"], ["--of", "output"],
                  ["--of", "nope"], ["--set", "x=[1, 2]"]],
     "jvp": [["--tangent", "x=[1, 0, 0]"], ["--tangent", "x=1"], ["--numeric"], ["--tangent", "y=1"]],
-    "hessian": [["--method", "dense"], ["--method", "lanczos"], ["--expect", "convex"],
-                ["--no-fd-check"], ["--top", "0"], ["--samples", "2"], ["--radius", "0.1"]],
+    # (slow ones left out: --method lanczos, --samples; test_hessian.py covers them)
+    "hessian": [["--expect", "convex"], ["--no-fd-check"], ["--top", "0"], ["--radius", "0.1"],
+                ["--method", "bogus"]],
 }
 option_runs = st.sampled_from(sorted(OPTION_POOL)).flatmap(
     lambda command: st.tuples(
@@ -162,13 +167,14 @@ option_runs = st.sampled_from(sorted(OPTION_POOL)).flatmap(
 )
 
 
-@CLI
+@settings(max_examples=20, **_CLI)
 @given(option_runs)
 def test_option_combinations_keep_the_invariants_and_never_pass_a_wrong_gradient(case):
     command, options, as_json = case
     arguments = list(itertools.chain.from_iterable(options)) + (["--json"] if as_json else [])
     run = gradcli(command, fixture("off_by_1e5.py"), *arguments)
     assert_clean(run, as_json)
+    hypothesis.event(f"{command} exit {run.exit_code}")
     if command == "check":
         # exp(x) with a gradient off by 1e-5 relative: no valid option here may pass it
         assert run.exit_code != 0, run
@@ -218,10 +224,24 @@ SHAPES = [(), (1,), (3,), (2, 2), (0,)]
 #: two orders above float64's rtol (1e-6): a check must fail it.
 SCALES = [1.0, 1.0001, 0.5, -1.0]
 
-model_cases = st.builds(
-    lambda output, dtype, shape, scale, seed: (output, dtype, shape, scale, seed),
-    st.sampled_from(sorted(OUTPUTS)), st.sampled_from(sorted(DTYPES)), st.sampled_from(SHAPES),
-    st.sampled_from(SCALES), st.integers(0, 2**16),
+def _cases(outputs, dtypes, shapes):
+    return st.tuples(
+        st.sampled_from(sorted(outputs)), st.sampled_from(sorted(dtypes)), st.sampled_from(shapes),
+        st.sampled_from(SCALES), st.integers(0, 2**16),
+    )
+
+
+_GOOD_OUTPUTS = [o for o, ok in OUTPUTS.items() if ok]
+_GOOD_DTYPES = [d for d, ok in DTYPES.items() if ok]
+_GOOD_SHAPES = [s for s in SHAPES if math.prod(s)]
+#: Half the cases can be checked (pass or fail by their scale); the other half
+#: have exactly one thing wrong: the output, the input's dtype or an empty input.
+model_cases = st.one_of(
+    _cases(_GOOD_OUTPUTS, _GOOD_DTYPES, _GOOD_SHAPES),
+    _cases(_GOOD_OUTPUTS, _GOOD_DTYPES, _GOOD_SHAPES),
+    _cases([o for o in OUTPUTS if o not in _GOOD_OUTPUTS], _GOOD_DTYPES, _GOOD_SHAPES),
+    _cases(_GOOD_OUTPUTS, [d for d in DTYPES if d not in _GOOD_DTYPES], _GOOD_SHAPES),
+    _cases(_GOOD_OUTPUTS, _GOOD_DTYPES, [s for s in SHAPES if not math.prod(s)]),
 )
 
 
@@ -233,7 +253,7 @@ def model_folder(tmp_path_factory):
 _counter = itertools.count()
 
 
-@CLI
+@settings(max_examples=30, **_CLI)
 @given(model_cases)
 def test_generated_model_files_get_the_exit_code_their_construction_implies(model_folder, case):
     output, dtype, shape, scale, seed = case
@@ -248,4 +268,5 @@ def test_generated_model_files_get_the_exit_code_their_construction_implies(mode
     assert_clean(run, json_output=True)
     checkable = OUTPUTS[output] and DTYPES[dtype] and size > 0
     expected = (0 if scale == 1.0 else 1) if checkable else 3
+    hypothesis.event(f"expected exit {expected}")
     assert run.exit_code == expected, (case, run)
