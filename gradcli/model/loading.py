@@ -661,10 +661,8 @@ def _dense_tensor(value, name: str, site: str):
         )
     try:
         return tf.convert_to_tensor(value)
-    except (TypeError, ValueError) as exc:
-        raise ModelError(
-            f"{site}: output {name!r} is a {kind}, not a tensor ({_first_line(exc)})"
-        ) from None
+    except (TypeError, ValueError):
+        raise ModelError(f"{site}: output {name!r} is a {kind}, not a tensor") from None
 
 
 def _plain_function(target: Callable, site: str) -> Callable[[dict], dict]:
