@@ -229,8 +229,8 @@ def test_a_string_output_is_shown_by_forward_and_skipped_by_check():
 def test_an_input_with_no_elements_is_nothing_to_differentiate(command):
     run = gradcli(command, fixture("edge_empty_input.py"))
     assert error_line(run, 3) == (
-        "tests/models/edge_empty_input.py: nothing to differentiate: no floating input with "
-        "elements (inputs: x (float64, shape [0]))"
+        "tests/models/edge_empty_input.py: nothing to differentiate: every floating input has "
+        "no elements (x shape [0])"
     )
 
 

@@ -482,15 +482,17 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
         names = [n for n, v in model.point.items() if is_floating(v)]
         if model.kind != "function":  # Keras, SavedModel: the trainable weights
             names = list(model.weights)
+        if not names:
+            described = ", ".join(f"{n} ({v.dtype})" for n, v in model.point.items())
+            raise ModelError(
+                f"{model.name}: nothing floating to differentiate (inputs: {described or 'none'})"
+            )
         empty = [n for n in names if np.size(model.point[n]) == 0]
         names = [n for n in names if n not in empty]
         if not names:
-            described = ", ".join(
-                f"{n} ({v.dtype}, shape {list(v.shape)})" for n, v in model.point.items()
-            )
+            shapes = ", ".join(f"{n} shape {list(np.shape(model.point[n]))}" for n in empty)
             raise ModelError(
-                f"{model.name}: nothing to differentiate: no floating input with elements "
-                f"(inputs: {described or 'none'})"
+                f"{model.name}: nothing to differentiate: every floating input has no elements ({shapes})"
             )
         if empty:
             model.notes.append(f"{', '.join(empty)}: no elements (shape [0]), not differentiated")
