@@ -342,3 +342,12 @@ def test_logdet_with_a_non_finite_declared_value_never_passes():
     assert examples[0]["declared"] == "inf" and examples[1]["declared"] == "nan"
     assert all(not e["ok"] for e in examples.values())
     np.testing.assert_allclose([e["logabsdet"] for e in examples.values()], 2 * np.log(2.0), rtol=1e-14)
+
+
+def test_logdet_jacobian_returning_none_is_named_at_its_definition():
+    name = "edge_logdet_returns_none.py"
+    run = gradcli("logdet", fixture(name))
+    assert error_line(run, 3) == (
+        f"{where(name, 'def log_det_jacobian')}: log_det_jacobian returned None; return a tensor, "
+        "a tuple of tensors or a dict of name -> tensor"
+    )

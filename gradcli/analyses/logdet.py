@@ -18,7 +18,9 @@ import numpy as np
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
-from gradcli.model.loading import Model, load_model, normalize_outputs, run_model, where_raised
+from gradcli.model.loading import (
+    Model, definition_site, load_model, normalize_outputs, run_model, where_raised,
+)
 from gradcli.options import LogdetOptions
 from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
@@ -153,12 +155,22 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
     try:
         tensors = {k: tf.convert_to_tensor(v) for k, v in model.point.items()}
         value = fn(**tensors)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error
         raise ModelError(
             f"{where_raised(exc, model.path)}: log_det_jacobian raised "
             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         ) from None
-    value = np.asarray(normalize_outputs(value).get("output", value), dtype=np.float64)
+    site = definition_site(model.module, model.path, "log_det_jacobian")
+    outputs = normalize_outputs(value, site, what="log_det_jacobian")
+    value = np.asarray(next(iter(outputs.values())))
+    if len(outputs) != 1 or value.dtype.kind not in "iuf":
+        raise ModelError(
+            f"{site}: log_det_jacobian must return one tensor of real numbers, one per example "
+            f"(got {len(outputs)} outputs, {value.dtype})"
+        )
+    value = value.astype(np.float64)
     if value.size != batch:
         raise ModelError(
             f"{relative_path(model.path)}: log_det_jacobian returned shape {list(value.shape)}, "

@@ -620,7 +620,7 @@ def _check_finite_outputs(model: Model) -> None:
     require_finite(model.name, "output", model.outputs, " at the given point")
 
 
-def normalize_outputs(result, site: str = "the model") -> dict:
+def normalize_outputs(result, site: str = "the model", what: str = "the model") -> dict:
     """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys.
 
     Anything that is not one dense tensor per output (None, a nested dict, a
@@ -629,7 +629,7 @@ def normalize_outputs(result, site: str = "the model") -> dict:
     """
     if result is None:
         raise ModelError(
-            f"{site}: the model returned None; return a tensor, a tuple of tensors or a dict "
+            f"{site}: {what} returned None; return a tensor, a tuple of tensors or a dict "
             "of name -> tensor"
         )
     if isinstance(result, dict):
@@ -639,7 +639,7 @@ def normalize_outputs(result, site: str = "the model") -> dict:
     else:
         items = {"output": result}
     if not items:
-        raise ModelError(f"{site}: the model returned an empty {type(result).__name__}: no outputs")
+        raise ModelError(f"{site}: {what} returned an empty {type(result).__name__}: no outputs")
     return {k: _dense_tensor(v, k, site) for k, v in items.items()}
 
 
