@@ -140,6 +140,7 @@ def test_tangents_and_cotangents_follow_the_same_rules(command, message):
         ("edge_input_strings.py", "def inputs", "input 'label' is a string array (<U1), not numbers"),
         ("edge_input_dates.py", "inputs =", "input 'when' is a datetime64[D] array (dates or durations), not numbers"),
         ("edge_input_object.py", "inputs =", "input 'extra' is not numeric (object)"),
+        ("edge_input_tf_strings.py", "inputs =", "input 's' is a string array (string), not numbers"),
     ],
 )
 def test_model_file_inputs_that_are_not_real_numbers_are_model_errors_at_their_line(name, text, message):

@@ -65,8 +65,10 @@ def require_numeric(array: np.ndarray, what: str, error=UsageError) -> np.ndarra
         )
     elif kind in "mM":
         problem = f"is a {array.dtype} array (dates or durations), not numbers"
-    elif kind in "USa":
-        problem = f"is a string array ({array.dtype}), not numbers"
+    elif kind in "USa" or (
+        kind == "O" and array.size and all(isinstance(v, (str, bytes)) for v in array.flat)
+    ):  # an object array of bytes is what a tf.string tensor's .numpy() gives
+        problem = f"is a string array ({'string' if kind == 'O' else array.dtype}), not numbers"
     else:
         problem = f"is not numeric ({array.dtype})"
     raise error(f"{what} {problem}")
