@@ -262,6 +262,10 @@ def test_a_py_function_model_is_checked_and_its_jacobian_is_exact():
     assert run.exit_code == 0, run
     (block,) = run.result["blocks"]
     np.testing.assert_allclose(block["values"], np.diag(3 * x**2), rtol=1e-15)
+    assert (
+        "TensorFlow could not vectorise this gradient (e.g. a tf.py_function): the Jacobian "
+        "rows were computed one eager VJP at a time"
+    ) in run.result["notes"]
 
 
 def test_generator_exit_from_the_model_is_a_model_error_at_its_line():
