@@ -277,6 +277,23 @@ def test_generator_exit_from_the_model_is_a_model_error_at_its_line():
         )
 
 
+@pytest.mark.parametrize(
+    "command",
+    [["check"], ["vjp"], ["jvp", "--tangent", "x=1"], ["jacobian"], ["hessian", "--cotangent", "output=[1, 1]"]],
+)
+@pytest.mark.parametrize(
+    "name, text, raised",
+    [
+        ("edge_late_exit.py", "        sys.exit(0)", "SystemExit: 0"),
+        ("edge_late_base_exception.py", "raise Abandon", "Abandon: third call"),
+    ],
+)
+def test_a_model_that_exits_or_raises_a_base_exception_mid_analysis_is_exit_3(command, name, text, raised):
+    """A late sys.exit(0) used to end the run with exit 0 and no report."""
+    run = gradcli(command[0], fixture(name), *command[1:])
+    assert error_line(run, 3) == f"{where(name, text)}: forward pass raised {raised}"
+
+
 def test_a_base_exception_while_importing_is_a_model_error_at_its_line():
     name = "edge_base_exception.py"
     run = gradcli("check", fixture(name), "--json")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.errors import ModelError
+from gradcli.errors import GradcliError, ModelError
 from gradcli.model.loading import Model
 
 
@@ -33,6 +33,8 @@ def require_gradient(
     seeds = {o: np.ones(np.shape(model.outputs[o]), model.outputs[o].dtype) for o in outputs}
     try:
         grads = autodiff.vjp(model.function, model.point, wrt, seeds)
+    except GradcliError:
+        raise
     except Exception:  # noqa: BLE001 - the analysis itself reports why TensorFlow fails
         return
     if any(g is not None for g in grads.values()):

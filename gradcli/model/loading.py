@@ -322,7 +322,7 @@ def load_model(
         model = Model(
             name=display,
             path=path,
-            function=_plain_function(target, site),
+            function=_plain_function(target, site, path),
             point=raw_inputs,
             wrt=[],
             native_dtypes={},
@@ -667,9 +667,27 @@ def _dense_tensor(value, name: str, site: str):
         raise ModelError(f"{site}: output {name!r} is a {kind}, not a tensor") from None
 
 
-def _plain_function(target: Callable, site: str) -> Callable[[dict], dict]:
+def _plain_function(target: Callable, site: str, path: str) -> Callable[[dict], dict]:
+    """The model file's callable as a function of a dict of tensors.
+
+    An exception that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``,
+    the user's own ``BaseException``) becomes a ModelError wherever the model is
+    called, in the forward pass or deep in an analysis: left alone, a late
+    ``sys.exit(0)`` would end the run with exit 0 and no report. Ctrl-C stays
+    Ctrl-C; ordinary exceptions keep their meaning for the callers (a model that
+    cannot be traced falls back to eager calls)."""
+
     def function(values: dict) -> dict:
-        return normalize_outputs(target(**values), site)
+        try:
+            result = target(**values)
+        except (Exception, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            raise ModelError(
+                f"{where_raised(exc, path)}: forward pass raised "
+                f"{type(exc).__name__}: {_first_line(exc)}"
+            ) from None
+        return normalize_outputs(result, site)
 
     return function
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from gradcli.numerics import autodiff
 from gradcli.results.hessian import Block
-from gradcli.errors import ModelError, UsageError
+from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.model.loading import Model, differentiable, where_raised
 from gradcli.tf_import import import_tensorflow
 
@@ -208,6 +208,8 @@ class Objective:
                 self.eager = True
         try:
             return fn(*tensors)
+        except GradcliError:  # already says where (the model's own error)
+            raise
         except Exception as exc:
             raise ModelError(
                 f"{where_raised(exc, self.model.path)}: differentiating the model raised "
