@@ -286,6 +286,7 @@ def test_generator_exit_from_the_model_is_a_model_error_at_its_line():
     [
         ("edge_late_exit.py", "        sys.exit(0)", "SystemExit: 0"),
         ("edge_late_base_exception.py", "raise Abandon", "Abandon: third call"),
+        ("edge_weights_late_exit.py", "        sys.exit(0)", "SystemExit: 0"),
     ],
 )
 def test_a_model_that_exits_or_raises_a_base_exception_mid_analysis_is_exit_3(command, name, text, raised):

@@ -227,10 +227,9 @@ def definition_site(module: ModuleType, path: str, name: str) -> str:
     """``file:line`` where the model file defines ``name``: a function's (or a
     callable object's class's) ``def`` line, else the last top-level statement
     that assigns it; the file alone when neither can be found."""
-    obj = getattr(module, name, None)
-    code = getattr(obj, "__code__", None) or getattr(getattr(type(obj), "__call__", None), "__code__", None)
-    if code is not None and os.path.isfile(code.co_filename) and not _is_keras(obj):
-        return f"{relative_path(code.co_filename)}:{code.co_firstlineno}"
+    site = code_site(getattr(module, name, None))
+    if site is not None:
+        return site
     try:
         import ast
 
@@ -243,6 +242,16 @@ def definition_site(module: ModuleType, path: str, name: str) -> str:
         if name in _assigned_names(node)
     ]
     return f"{relative_path(path)}:{lines[-1]}" if lines else relative_path(path)
+
+
+def code_site(obj) -> str | None:
+    """``file:line`` of the ``def`` of a function (or of a callable object's
+    ``__call__``), or None for objects without Python source (Keras models,
+    builtins, partials)."""
+    code = getattr(obj, "__code__", None) or getattr(getattr(type(obj), "__call__", None), "__code__", None)
+    if code is not None and os.path.isfile(code.co_filename) and not _is_keras(obj):
+        return f"{relative_path(code.co_filename)}:{code.co_firstlineno}"
+    return None
 
 
 def _assigned_names(node) -> set[str]:
@@ -667,8 +676,9 @@ def _dense_tensor(value, name: str, site: str):
         raise ModelError(f"{site}: output {name!r} is a {kind}, not a tensor") from None
 
 
-def _plain_function(target: Callable, site: str, path: str) -> Callable[[dict], dict]:
-    """The model file's callable as a function of a dict of tensors.
+def call_model(target: Callable, values: dict, site: str, path: str) -> dict:
+    """The model file's callable on a dict of tensors, outputs named and
+    checked (``normalize_outputs``, errors at ``site``).
 
     An exception that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``,
     the user's own ``BaseException``) becomes a ModelError wherever the model is
@@ -676,18 +686,20 @@ def _plain_function(target: Callable, site: str, path: str) -> Callable[[dict], 
     ``sys.exit(0)`` would end the run with exit 0 and no report. Ctrl-C stays
     Ctrl-C; ordinary exceptions keep their meaning for the callers (a model that
     cannot be traced falls back to eager calls)."""
+    try:
+        result = target(**values)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        raise ModelError(
+            f"{where_raised(exc, path)}: forward pass raised {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    return normalize_outputs(result, site)
 
+
+def _plain_function(target: Callable, site: str, path: str) -> Callable[[dict], dict]:
     def function(values: dict) -> dict:
-        try:
-            result = target(**values)
-        except (Exception, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            raise ModelError(
-                f"{where_raised(exc, path)}: forward pass raised "
-                f"{type(exc).__name__}: {_first_line(exc)}"
-            ) from None
-        return normalize_outputs(result, site)
+        return call_model(target, values, site, path)
 
     return function
 
