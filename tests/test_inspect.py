@@ -295,12 +295,16 @@ def test_numeric_vjp_and_jvp_of_numpy_model():
     np.testing.assert_allclose(named(doc, "outputs", "output"), BLACKBOX_J[:, 0], rtol=1e-8)
 
 
-def test_numpy_model_without_numeric_says_disconnected():
-    doc = ok("vjp", BLACKBOX, "--json").result
-    assert gradient(doc, "x") is None
-    assert any("use --numeric" in n for n in doc["notes"])
-    out = ok("jvp", BLACKBOX, "--tangent", "x=[1, 0]").stdout
-    assert "use --numeric" in out
+@pytest.mark.parametrize("command", [["vjp"], ["jvp", "--tangent", "x=[1, 0]"], ["jacobian"]])
+def test_numpy_model_without_numeric_is_a_model_error_pointing_at_numeric(command):
+    """No gradient at all is exit 3, never zeros or Nones that look like an answer."""
+    run = gradcli(command[0], BLACKBOX, *command[1:])
+    assert run.exit_code == 3 and run.stdout == "", run
+    assert run.stderr.strip() == (
+        "Error: tests/models/insp_numpy_blackbox.py: TensorFlow sees no gradient: no output (output) "
+        "depends on x through TensorFlow operations (computed in numpy or another library, "
+        "or cut by tf.stop_gradient or an integer cast?); use --numeric for finite differences only"
+    ), run
 
 
 def test_numeric_agrees_with_analytic_on_a_tf_model():

@@ -33,7 +33,8 @@ from gradcli.verdicts.culprit import ModelGraph
 from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_message
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
-from gradcli.model.loading import Model, is_floating, load_model
+from gradcli.model.loading import Model, differentiable, load_model
+from gradcli.analyses.reach import require_gradient
 from gradcli.results import MISMATCH, BlockWindow, CheckResult, ModelResult, PairResult
 
 #: auto switches to fast above this many differentiated elements: a full check
@@ -127,7 +128,7 @@ def _display(spec) -> str:
 
 def check_model(model: Model, options: CheckOptions) -> ModelResult:
     started = time.perf_counter()
-    outputs = [o for o, v in model.outputs.items() if is_floating(v)]
+    outputs = [o for o, v in model.outputs.items() if differentiable(v)]
     graph = ModelGraph(model)
     dtype, precision_note = _compute_precision(model, graph)
     tol = compare.tolerance(dtype, options.rtol, options.atol)
@@ -141,9 +142,10 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     )
     skipped = [o for o in model.outputs if o not in outputs]
     if skipped:
-        result.notes.append(f"outputs {', '.join(skipped)} are not floating-point: not checked")
+        result.notes.append(f"outputs {', '.join(skipped)} are not floating-point or have no elements: not checked")
     if not outputs:
-        raise GradcliError(f"{model.name}: no floating-point output to differentiate")
+        raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
+    require_gradient(model, outputs)
     fd = FiniteDifferences(
         model.function, model.point, outputs, wrt=list(model.wrt),
         joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,

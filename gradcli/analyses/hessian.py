@@ -44,6 +44,7 @@ DENSE_LIMIT = 2000
 #: Dense Hessians use forward-over-reverse; check --order 2 compares both.
 ITERATIVE_HVP = "reverse"
 from gradcli.model.loading import Model, load_model
+from gradcli.analyses.reach import require_gradient
 from gradcli.numerics.objective import Objective, choose_cotangents
 from gradcli.results.hessian import (
     CONCAVE_VERDICTS, CONVEX_VERDICTS, INDEFINITE, NEGATIVE_DEFINITE, NEGATIVE_SEMIDEFINITE,
@@ -289,6 +290,7 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
     started = time.perf_counter()
     rng = np.random.default_rng(options.rng_seed)
     cotangents, description = choose_cotangents(model, options.cotangents)
+    require_gradient(model, list(cotangents))
     objective = Objective(model, cotangents)
     n = objective.n
     if n == 0:

@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.analyses.reach import require_gradient
 from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.memory import dense_bytes, require_memory
-from gradcli.model.loading import Model, is_floating
-from gradcli.model.values import check_unknown, fit_to_shape
+from gradcli.model.loading import Model, differentiable, is_floating
+from gradcli.model.values import check_unknown, fit_value
 from gradcli.results.inspection import (
     ForwardResult, JacobianBlock, JacobianEntry, JacobianResult, JvpResult, NamedArray, Summary,
     VjpResult, WeightNorm,
@@ -66,7 +67,12 @@ NUMERIC = (
 # --- helpers ----------------------------------------------------------------
 
 
-def summarize(values: np.ndarray) -> Summary:
+def summarize(values: np.ndarray) -> Summary | None:
+    """Statistics of real (or boolean) values; None for complex numbers and
+    strings, which have no min or max (and a cast to float would drop the
+    imaginary part): those are shown by their leading entries instead."""
+    if np.asarray(values).dtype.kind not in "biuf":
+        return None
     flat = np.asarray(values, dtype=np.float64).reshape(-1)
     if flat.size == 0:
         return Summary(0, 0.0, 0.0, 0.0, 0.0, [])
@@ -84,27 +90,26 @@ def named(name: str, values, source: str = "", error: float | None = None, shape
     if values is None:
         return NamedArray(name, list(shape), str(dtype), None, None, source, error)
     values = np.asarray(values)
-    return NamedArray(
-        name, list(values.shape), str(values.dtype), values, summarize(values), source, error
-    )
+    dtype = "string" if values.dtype.kind in "OSU" else str(values.dtype)  # tf.string -> bytes objects
+    return NamedArray(name, list(values.shape), dtype, values, summarize(values), source, error)
 
 
 def floating_outputs(model: Model) -> list[str]:
-    return [o for o, v in model.outputs.items() if is_floating(v)]
+    return [o for o, v in model.outputs.items() if differentiable(v)]
 
 
 def _need_floating_outputs(model: Model) -> list[str]:
     outputs = floating_outputs(model)
     if not outputs:
-        raise ModelError(f"{model.name}: no floating-point output to differentiate")
+        raise ModelError(f"{model.name}: no floating-point output with elements to differentiate")
     return outputs
 
 
 def _skipped_note(model: Model) -> list[str]:
-    skipped = [o for o, v in model.outputs.items() if not is_floating(v)]
+    skipped = [o for o, v in model.outputs.items() if not differentiable(v)]
     if not skipped:
         return []
-    return [f"outputs {', '.join(skipped)} are not floating-point: not differentiated"]
+    return [f"outputs {', '.join(skipped)} are not floating-point or have no elements: not differentiated"]
 
 
 def _analytic(model: Model, what: str, compute):
@@ -121,16 +126,15 @@ def _analytic(model: Model, what: str, compute):
         ) from None
 
 
-def _disconnected_note(model: Model, names: list[str], everything: bool) -> list[str]:
+def _disconnected_note(names: list[str]) -> list[str]:
+    """Some inputs do not reach the outputs (if none did, ``require_gradient``
+    would have stopped the analysis)."""
     if not names:
         return []
-    note = (
+    return [
         f"TensorFlow returns no gradient (None) for {', '.join(names)}: "
         "it does not reach the outputs (shown as disconnected, not zero)"
-    )
-    if everything:
-        note += "; if the model computes outside TensorFlow (e.g. numpy), use --numeric"
-    return [note]
+    ]
 
 
 def _finite_differences(model: Model, outputs: list[str]):
@@ -200,13 +204,14 @@ def vjp(
         evaluations = fd.evaluations
         notes += _eager_note(fd)
     else:
+        require_gradient(model, outputs, numeric_option=True)
         grads = _analytic(
             model, "vector-Jacobian product",
             lambda: _autodiff().vjp(model.function, model.point, model.wrt, seeds),
         )
         errors = {}
         missing = [n for n in model.wrt if grads[n] is None]
-        notes += _disconnected_note(model, missing, everything=len(missing) == len(model.wrt))
+        notes += _disconnected_note(missing)
     gradients = [
         named(
             n, grads[n], error=errors.get(n),
@@ -247,10 +252,7 @@ def _seeds(model: Model, cotangents: dict, outputs: list[str]) -> tuple[dict, li
     for o in outputs:
         y = model.outputs[o]
         if o in cotangents:
-            value = np.asarray(cotangents[o])
-            if not (np.issubdtype(value.dtype, np.number) or value.dtype == bool):
-                raise UsageError(f"--cotangent {o} is not numeric")
-            seeds[o] = fit_to_shape(value, y.shape, f"--cotangent {o}").astype(y.dtype)
+            seeds[o] = fit_value(cotangents[o], y, f"--cotangent {o}")
         elif cotangents:
             seeds[o] = np.zeros(y.shape, y.dtype)
         else:
@@ -314,7 +316,7 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int 
                 f"--tangent {name}: input {name!r} is {x.dtype}; only floating-point "
                 "inputs can carry a tangent"
             )
-        fitted[name] = fit_to_shape(value, x.shape, f"--tangent {name}").astype(x.dtype)
+        fitted[name] = fit_value(value, x, f"--tangent {name}")
     notes = list(model.notes)
     untouched = [n for n, v in model.point.items() if is_floating(v) and n not in fitted]
     if untouched:
@@ -333,11 +335,11 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int 
         evaluations = fd.evaluations
         notes += _eager_note(fd)
     else:
+        require_gradient(model, floating_outputs(model), list(fitted), numeric_option=True)
         values = _analytic(
             model, "Jacobian-vector product",
             lambda: _autodiff().jvp(model.function, model.point, fitted),
         )
-        notes += _unreached_note(model, fitted, values)
     return JvpResult(
         model=model.name,
         dtype=str(model.dtype),
@@ -347,26 +349,6 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int 
         notes=notes,
         evaluations=evaluations,
     )
-
-
-def _unreached_note(model: Model, tangents: dict, values: dict) -> list[str]:
-    """Forward mode reports an output it cannot reach as zero; when every JVP is
-    zero for a nonzero tangent, one reverse pass tells "no path" from "zero"."""
-    if any(np.any(v) for v in values.values()) or not any(np.any(t) for t in tangents.values()):
-        return []
-    outputs = floating_outputs(model)
-    seeds = {o: np.ones_like(model.outputs[o]) for o in outputs}
-    grads = _analytic(
-        model, "vector-Jacobian product",
-        lambda: _autodiff().vjp(model.function, model.point, list(tangents), seeds),
-    )
-    if outputs and all(g is None for g in grads.values()):
-        return [
-            "TensorFlow's derivatives do not reach any output from "
-            f"{', '.join(tangents)} (shown as zero); if the model computes outside "
-            "TensorFlow (e.g. numpy), use --numeric"
-        ]
-    return []
 
 
 # --- jacobian ---------------------------------------------------------------
@@ -388,7 +370,10 @@ def jacobian(
     check_unknown(outputs, model.outputs, "output for --of")
     for o in outputs:
         if o not in floating:
-            raise UsageError(f"--of {o}: output {o!r} is {model.outputs[o].dtype}, not floating-point")
+            raise UsageError(
+                f"--of {o}: output {o!r} ({model.outputs[o].dtype}, shape "
+                f"{list(model.outputs[o].shape)}) is not floating-point or has no elements"
+            )
     if mode not in ("auto", "reverse", "forward"):
         raise UsageError(f"--mode must be auto, reverse or forward, got {mode!r}")
     out_size = sum(int(np.size(model.outputs[o])) for o in outputs)
@@ -418,6 +403,7 @@ def jacobian(
         )
         notes += _eager_note(fd)
     else:
+        require_gradient(model, outputs, numeric_option=True)
         jac = _analytic(
             model, "Jacobian",
             lambda: _autodiff().jacobians(model.function, model.point, model.wrt, outputs, mode),
@@ -438,7 +424,7 @@ def jacobian(
             )
         missing = [f"{n} -> {o}" for (o, n), b in raw.items() if b is None]
         if missing:
-            notes += _disconnected_note(model, missing, everything=len(missing) == len(raw))
+            notes += _disconnected_note(missing)
     blocks = [
         jacobian_block(o, n, raw[(o, n)], model.outputs[o].shape, model.point[n].shape, errors.get((o, n)))
         for o in outputs

@@ -18,8 +18,11 @@ import numpy as np
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
-from gradcli.model.loading import Model, load_model, normalize_outputs, run_model, where_raised
+from gradcli.model.loading import (
+    Model, definition_site, load_model, normalize_outputs, run_model, where_raised,
+)
 from gradcli.options import LogdetOptions
+from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
 from gradcli.results.logdet import LogdetExample, LogdetResult
 from gradcli.tf_import import import_tensorflow
@@ -81,6 +84,7 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
         )
     batched = x.ndim == 2
     batch, n = (x.shape if batched else (1, x.shape[0]))
+    require_gradient(model, [output], [name])
     declared = _declared(model, find_log_det(model), batch, batched)
     from gradcli.memory import dense_bytes, require_memory
 
@@ -109,9 +113,11 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
     )
     errors = np.abs(declared - logabsdet)
     allowed = tol.atol + tol.rtol * np.maximum(np.abs(declared), np.abs(logabsdet))
-    same_infinity = np.isinf(declared) & (declared == logabsdet)
-    errors = np.where(same_infinity, 0.0, errors)
-    ok = errors <= allowed
+    # A non-finite value on either side never passes: against log|det J| = -inf
+    # (a singular Jacobian) the allowed error is itself infinite, and -inf = -inf
+    # says nothing about whether the flow is right (it is not invertible there).
+    finite = np.isfinite(declared) & np.isfinite(logabsdet)
+    ok = finite & (errors <= allowed)
     examples = [
         LogdetExample(
             index=b, declared=float(declared[b]), logabsdet=float(logabsdet[b]),
@@ -128,8 +134,18 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
         result.notes.append(
             f"det J < 0 at examples {', '.join(map(str, negative[:10]))}: log|det J| compared"
         )
-    if any(e.sign == 0 for e in examples):
-        result.notes.append("the Jacobian is singular at some examples (log|det J| = -inf)")
+    singular = [e.index for e in examples if e.sign == 0]
+    if singular:
+        result.notes.append(
+            f"the Jacobian is singular at examples {', '.join(map(str, singular[:10]))} "
+            "(log|det J| = -inf): those examples fail, whatever is declared"
+        )
+    undeclared = [e.index for e in examples if not np.isfinite(e.declared)]
+    if undeclared:
+        result.notes.append(
+            f"log_det_jacobian is not finite at examples {', '.join(map(str, undeclared[:10]))}: "
+            "those examples fail"
+        )
     return result
 
 
@@ -139,12 +155,22 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
     try:
         tensors = {k: tf.convert_to_tensor(v) for k, v in model.point.items()}
         value = fn(**tensors)
-    except Exception as exc:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error
         raise ModelError(
             f"{where_raised(exc, model.path)}: log_det_jacobian raised "
             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
         ) from None
-    value = np.asarray(normalize_outputs(value).get("output", value), dtype=np.float64)
+    site = definition_site(model.module, model.path, "log_det_jacobian")
+    outputs = normalize_outputs(value, site, what="log_det_jacobian")
+    value = np.asarray(next(iter(outputs.values())))
+    if len(outputs) != 1 or value.dtype.kind not in "iuf":
+        raise ModelError(
+            f"{site}: log_det_jacobian must return one tensor of real numbers, one per example "
+            f"(got {len(outputs)} outputs, {value.dtype})"
+        )
+    value = value.astype(np.float64)
     if value.size != batch:
         raise ModelError(
             f"{relative_path(model.path)}: log_det_jacobian returned shape {list(value.shape)}, "

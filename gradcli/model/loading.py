@@ -39,9 +39,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from gradcli.errors import ModelError, UsageError
+from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.model.paths import relative_path
-from gradcli.model.values import check_unknown, fit_to_shape
+from gradcli.model.values import check_unknown, fit_value, require_numeric
 from gradcli.options import LoadOptions
 from gradcli.tf_import import import_tensorflow
 
@@ -113,7 +113,10 @@ def import_model_file(path: str) -> ModuleType:
             raise ModelError(
                 f"{relative_path(exc.filename or path)}:{exc.lineno}: syntax error: {exc.msg}"
             ) from None
-        except (Exception, SystemExit) as exc:
+        except KeyboardInterrupt:
+            sys.modules.pop(module_name, None)
+            raise
+        except BaseException as exc:  # SystemExit, GeneratorExit, the user's own BaseException
             sys.modules.pop(module_name, None)
             raise ModelError(
                 f"{where_raised(exc, path)}: {type(exc).__name__} while importing the model file: {exc}"
@@ -197,14 +200,69 @@ def _comes_from(module, folder: str) -> bool:
 
 
 def where_raised(exc: BaseException, path: str) -> str:
-    """``file:line`` of the deepest frame of ``exc`` inside ``path`` (else the deepest frame)."""
+    """``file:line`` of the deepest frame of ``exc`` inside ``path``, else in
+    the user's own code (a helper module beside it), else ``path`` alone: an
+    error location never names gradcli's, TensorFlow's or Python's files."""
     frames = traceback.extract_tb(exc.__traceback__)
     path = os.path.abspath(path)
     inside = [f for f in frames if os.path.abspath(f.filename) == path]
-    frame = (inside or frames or [None])[-1]
+    frame = (inside or [f for f in frames if _is_user_file(f.filename)] or [None])[-1]
     if frame is None:
         return relative_path(path)
     return f"{relative_path(frame.filename)}:{frame.lineno}"
+
+
+def _is_user_file(filename: str) -> bool:
+    import sysconfig
+
+    filename = os.path.abspath(filename)
+    if not os.path.isfile(filename):  # <string>, frozen modules, TensorFlow's generated code
+        return False
+    system = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    system.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # gradcli itself
+    return not any(filename.startswith(os.path.join(folder, "")) for folder in system if folder)
+
+
+def definition_site(module: ModuleType, path: str, name: str) -> str:
+    """``file:line`` where the model file defines ``name``: a function's (or a
+    callable object's class's) ``def`` line, else the last top-level statement
+    that assigns it; the file alone when neither can be found."""
+    site = code_site(getattr(module, name, None))
+    if site is not None:
+        return site
+    try:
+        import ast
+
+        with open(path, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return relative_path(path)
+    lines = [
+        node.lineno for node in tree.body
+        if name in _assigned_names(node)
+    ]
+    return f"{relative_path(path)}:{lines[-1]}" if lines else relative_path(path)
+
+
+def code_site(obj) -> str | None:
+    """``file:line`` of the ``def`` of a function (or of a callable object's
+    ``__call__``), or None for objects without Python source (Keras models,
+    builtins, partials)."""
+    code = getattr(obj, "__code__", None) or getattr(getattr(type(obj), "__call__", None), "__code__", None)
+    if code is not None and os.path.isfile(code.co_filename) and not _is_keras(obj):
+        return f"{relative_path(code.co_filename)}:{code.co_firstlineno}"
+    return None
+
+
+def _assigned_names(node) -> set[str]:
+    import ast
+
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else (
+        [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) else []
+    )
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
 
 
 def load_model(
@@ -268,10 +326,12 @@ def load_model(
 
         model = keras_file_model(target, module, raw_inputs, display, path, float64)
     elif callable(target):
+        site = definition_site(module, path, name)
+        _check_parameters(target, raw_inputs, site, definition_site(module, path, "inputs"))
         model = Model(
             name=display,
             path=path,
-            function=_plain_function(target),
+            function=_plain_function(target, site, path),
             point=raw_inputs,
             wrt=[],
             native_dtypes={},
@@ -334,42 +394,92 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
                 "callable taking a numpy Generator)"
             )
         return {}
+    site = definition_site(module, path, "inputs")
     if callable(raw) and not isinstance(raw, dict):
+        if not _takes_one_argument(raw):
+            raise ModelError(
+                f"{site}: `inputs` must take one argument, a numpy.random.Generator "
+                "(def inputs(rng): ...)"
+            )
         try:
             raw = raw(np.random.default_rng(rng_seed))
-        except Exception as exc:
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
             raise ModelError(
-                f"{where_raised(exc, path)}: {type(exc).__name__} in `inputs`: {exc}"
+                f"{where_raised(exc, path)}: {type(exc).__name__} in `inputs`: {_first_line(exc)}"
             ) from None
     if not isinstance(raw, dict):
-        raise ModelError(f"{relative_path(path)}: `inputs` must be a dict or return one")
-    return {str(k): _to_array(v, k, path) for k, v in raw.items()}
+        raise ModelError(f"{site}: `inputs` must be a dict or return one, not {type(raw).__name__}")
+    return {str(k): _to_array(v, k, site) for k, v in raw.items()}
 
 
-def _to_array(value: Any, name: str, path: str) -> np.ndarray:
+def _takes_one_argument(function) -> bool:
+    import inspect
+
+    try:
+        inspect.signature(function).bind(None)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): let the call decide
+        return True
+    return True
+
+
+def _to_array(value: Any, name: str, site: str) -> np.ndarray:
+    """A model file's input as an array: real numbers or booleans only
+    (``values.require_numeric``), as for values given on the command line."""
     if hasattr(value, "numpy"):
         value = value.numpy()
     try:
         array = np.asarray(value)
     except ValueError:
-        raise ModelError(f"{relative_path(path)}: input {name!r} is a ragged array") from None
-    if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
-        raise ModelError(f"{relative_path(path)}: input {name!r} is not numeric ({array.dtype})")
-    return array
+        raise ModelError(f"{site}: input {name!r} is a ragged array") from None
+    return require_numeric(array, f"{site}: input {name!r}", ModelError)
+
+
+def _check_parameters(target: Callable, names, site: str, inputs_site: str) -> None:
+    """Every input must be a parameter of the model function, and every
+    parameter without a default must have an input: said before the first call,
+    at the user's lines (a TypeError from the call would name gradcli's)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    takes = ", ".join(sorted(named)) or "no named parameters"
+    if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+        for name in names:
+            if name not in named:
+                raise ModelError(
+                    f"{inputs_site}: `inputs` gives {name!r}, which the model function "
+                    f"({site}) does not take (it takes: {takes})"
+                )
+    for p in parameters:
+        if p.name in named and p.default is p.empty and p.name not in names:
+            raise ModelError(
+                f"{site}: the model function needs {p.name!r}, which `inputs` "
+                f"({inputs_site}) does not give (it gives: {', '.join(names) or 'nothing'})"
+            )
 
 
 def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
     check_unknown(overrides, model.point, "input for --set")
     for name, value in overrides.items():
-        current = model.point[name]
-        value = fit_to_shape(value, current.shape, f"--set {name}")
-        if np.issubdtype(current.dtype, np.floating):
-            value = value.astype(current.dtype)
-        model.point[name] = value
+        model.point[name] = fit_value(value, model.point[name], f"--set {name}")
 
 
 def is_floating(array: np.ndarray) -> bool:
     return np.issubdtype(np.asarray(array).dtype, np.floating)
+
+
+def differentiable(array: np.ndarray) -> bool:
+    """Floating with at least one element: an output the checks differentiate.
+    An empty output has no derivative to compare, and a check of it would pass
+    without having compared anything."""
+    return is_floating(array) and np.size(array) > 0
 
 
 def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
@@ -386,6 +496,15 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
             raise ModelError(
                 f"{model.name}: nothing floating to differentiate (inputs: {described or 'none'})"
             )
+        empty = [n for n in names if np.size(model.point[n]) == 0]
+        names = [n for n in names if n not in empty]
+        if not names:
+            shapes = ", ".join(f"{n} shape {list(np.shape(model.point[n]))}" for n in empty)
+            raise ModelError(
+                f"{model.name}: nothing to differentiate: every floating input has no elements ({shapes})"
+            )
+        if empty:
+            model.notes.append(f"{', '.join(empty)}: no elements (shape [0]), not differentiated")
         return names
     for name in names:
         if name not in model.point:
@@ -396,6 +515,11 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
             raise error(
                 f"{source}: input {name!r} is {model.point[name].dtype}; only "
                 "floating-point inputs can be differentiated"
+            )
+        if np.size(model.point[name]) == 0:
+            raise error(
+                f"{source}: input {name!r} has no elements (shape "
+                f"{list(np.shape(model.point[name]))}): nothing to differentiate"
             )
     return names
 
@@ -487,7 +611,9 @@ def run_model(model: Model, values: dict) -> dict:
     try:
         tensors = {n: tf.convert_to_tensor(v) for n, v in values.items()}
         return model.function(tensors)
-    except (Exception, SystemExit) as exc:
+    except (GradcliError, KeyboardInterrupt):  # a GradcliError already says where
+        raise
+    except BaseException as exc:  # SystemExit, GeneratorExit, the user's own BaseException
         raise ModelError(
             f"{where_raised(exc, model.path)}: forward pass raised "
             f"{type(exc).__name__}: {_first_line(exc)}"
@@ -503,22 +629,77 @@ def _check_finite_outputs(model: Model) -> None:
     require_finite(model.name, "output", model.outputs, " at the given point")
 
 
-def normalize_outputs(result) -> dict:
-    """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys."""
-    tf = import_tensorflow()
+def normalize_outputs(result, site: str = "the model", what: str = "the model") -> dict:
+    """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys.
 
+    Anything that is not one dense tensor per output (None, a nested dict, a
+    SparseTensor or RaggedTensor, an object TensorFlow cannot convert) is a
+    ModelError at ``site``, the ``file:line`` of the function that returned it.
+    """
+    if result is None:
+        raise ModelError(
+            f"{site}: {what} returned None; return a tensor, a tuple of tensors or a dict "
+            "of name -> tensor"
+        )
     if isinstance(result, dict):
         items = {str(k): v for k, v in result.items()}
     elif isinstance(result, (tuple, list)):
         items = {str(i): v for i, v in enumerate(result)}
     else:
         items = {"output": result}
-    return {k: tf.convert_to_tensor(v) for k, v in items.items()}
+    if not items:
+        raise ModelError(f"{site}: {what} returned an empty {type(result).__name__}: no outputs")
+    return {k: _dense_tensor(v, k, site) for k, v in items.items()}
 
 
-def _plain_function(target: Callable) -> Callable[[dict], dict]:
+#: Output types that are not one dense tensor, and what to return instead.
+_NOT_DENSE = {
+    "SparseTensor": "return tf.sparse.to_dense(...) instead",
+    "RaggedTensor": "return its .to_tensor() instead",
+}
+
+
+def _dense_tensor(value, name: str, site: str):
+    tf = import_tensorflow()
+
+    kind = type(value).__name__
+    if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):
+        raise ModelError(f"{site}: output {name!r} is a tf.{kind}; {_NOT_DENSE[kind]}")
+    if isinstance(value, dict) or value is None:
+        raise ModelError(
+            f"{site}: output {name!r} is {'None' if value is None else 'a nested dict'}; "
+            "each output must be one tensor (return a flat dict of name -> tensor)"
+        )
+    try:
+        return tf.convert_to_tensor(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{site}: output {name!r} is a {kind}, not a tensor") from None
+
+
+def call_model(target: Callable, values: dict, site: str, path: str) -> dict:
+    """The model file's callable on a dict of tensors, outputs named and
+    checked (``normalize_outputs``, errors at ``site``).
+
+    An exception that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``,
+    the user's own ``BaseException``) becomes a ModelError wherever the model is
+    called, in the forward pass or deep in an analysis: left alone, a late
+    ``sys.exit(0)`` would end the run with exit 0 and no report. Ctrl-C stays
+    Ctrl-C; ordinary exceptions keep their meaning for the callers (a model that
+    cannot be traced falls back to eager calls)."""
+    try:
+        result = target(**values)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        raise ModelError(
+            f"{where_raised(exc, path)}: forward pass raised {type(exc).__name__}: {_first_line(exc)}"
+        ) from None
+    return normalize_outputs(result, site)
+
+
+def _plain_function(target: Callable, site: str, path: str) -> Callable[[dict], dict]:
     def function(values: dict) -> dict:
-        return normalize_outputs(target(**values))
+        return call_model(target, values, site, path)
 
     return function
 

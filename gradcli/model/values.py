@@ -19,7 +19,7 @@ from gradcli.errors import UsageError
 def parse_value(text: str, what: str = "VALUE") -> np.ndarray:
     """Return the array a VALUE stands for; ``what`` names it in errors."""
     if text.startswith("@"):
-        return _load_file_value(text[1:], what)
+        return require_numeric(_load_file_value(text[1:], what), what, UsageError)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -30,11 +30,48 @@ def parse_value(text: str, what: str = "VALUE") -> np.ndarray:
         array = np.asarray(data)
     except ValueError:  # ragged nesting
         raise UsageError(f"{what}: {text!r} is a ragged array") from None
+    if array.dtype != bool and _has_boolean(data):
+        # np.asarray([1.5, true]) would quietly read true as 1.0
+        raise UsageError(f"{what}: {text!r} mixes booleans and numbers")
     if array.dtype == object or not (
         np.issubdtype(array.dtype, np.number) or array.dtype == bool
     ):
         raise UsageError(f"{what}: {text!r} is not numeric")
     return array
+
+
+def _has_boolean(data) -> bool:
+    if isinstance(data, list):
+        return any(_has_boolean(item) for item in data)
+    return isinstance(data, bool)
+
+
+def require_numeric(array: np.ndarray, what: str, error=UsageError) -> np.ndarray:
+    """``array`` if its dtype is a real number or boolean dtype; else ``error``
+    (``UsageError`` for values given to gradcli, ``ModelError`` for a model
+    file's ``inputs``) in one line saying what it is instead.
+
+    Complex values are refused rather than cast: casting drops the imaginary
+    part silently, and the checks differentiate real inputs only (a complex
+    input can be passed as two real ones, its real and imaginary parts).
+    """
+    kind = array.dtype.kind
+    if kind in "biuf":
+        return array
+    if kind == "c":
+        problem = (
+            f"is complex ({array.dtype}); gradcli differentiates real inputs only: "
+            "pass the real and imaginary parts as two real inputs"
+        )
+    elif kind in "mM":
+        problem = f"is a {array.dtype} array (dates or durations), not numbers"
+    elif kind in "USa" or (
+        kind == "O" and array.size and all(isinstance(v, (str, bytes)) for v in array.flat)
+    ):  # an object array of bytes is what a tf.string tensor's .numpy() gives
+        problem = f"is a string array ({'string' if kind == 'O' else array.dtype}), not numbers"
+    else:
+        problem = f"is not numeric ({array.dtype})"
+    raise error(f"{what} {problem}")
 
 
 def _load_file_value(spec: str, what: str) -> np.ndarray:
@@ -103,6 +140,49 @@ def fit_to_shape(value: np.ndarray, shape: tuple, what: str) -> np.ndarray:
     raise UsageError(
         f"{what} has shape {list(value.shape)}, expected {list(shape)} (or a scalar)"
     )
+
+
+def fit_value(value: np.ndarray, like: np.ndarray, what: str) -> np.ndarray:
+    """``value`` with the shape (``fit_to_shape``) and dtype of ``like``, the
+    input or output it stands for, converted only where no information is lost:
+
+    * a floating target takes integers and floats, never booleans (``true`` is
+      not the number 1.0), rounded to its precision but never overflowing to inf;
+    * an integer target takes integers, and floats only when they are whole
+      numbers (``n=1.5`` on an integer input would otherwise become a silently
+      differentiated float), within the target dtype's range;
+    * a boolean target takes booleans only.
+    """
+    value = fit_to_shape(require_numeric(np.asarray(value), what), np.shape(like), what)
+    target = np.asarray(like).dtype
+    given = value.dtype
+    expected = f"({target} expected)"
+    if target.kind == "f" and given.kind == "b":
+        raise UsageError(f"{what}: booleans are not numbers {expected}")
+    if target.kind == "f":
+        wide = value.astype(np.float64)
+        # NaN and inf pass through: a non-finite point is the model check's to
+        # refuse (exit 3, naming the element; loading.require_finite)
+        huge = wide[np.isfinite(wide) & (np.abs(wide) > np.finfo(target).max)]
+        if huge.size:
+            raise UsageError(f"{what}: {huge.flat[0]:g} overflows {target} {expected}")
+    if target.kind in "iu":
+        if given.kind == "b":
+            raise UsageError(f"{what}: booleans are not integers {expected}")
+        whole = np.mod(value, 1) == 0 if given.kind == "f" else np.ones(value.shape, bool)
+        fractional = value[~whole]
+        if fractional.size:
+            raise UsageError(f"{what}: {fractional.flat[0]:g} is not a whole number {expected}")
+        info = np.iinfo(target)
+        with np.errstate(over="ignore", invalid="ignore"):  # comparing across dtypes
+            outside = value[(value < info.min) | (value > info.max)]
+        if outside.size:
+            raise UsageError(
+                f"{what}: {outside.flat[0]:g} is outside [{info.min}, {info.max}] {expected}"
+            )
+    if target.kind == "b" and given.kind != "b":
+        raise UsageError(f"{what}: give true or false {expected}")
+    return value.astype(target)
 
 
 def check_unknown(names, known, what: str) -> None:

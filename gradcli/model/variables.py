@@ -172,11 +172,12 @@ def find_weights(module: ModuleType) -> _Weights:
     return weights
 
 
-def call(target, values: dict) -> dict:
-    """The user's function on named tensors, outputs named (``normalize_outputs``)."""
-    from gradcli.model.loading import normalize_outputs
+def call(target, values: dict, path: str = "") -> dict:
+    """The user's function on named tensors, outputs named and checked, errors
+    located in ``path`` (``loading.call_model``)."""
+    from gradcli.model.loading import call_model, code_site
 
-    return normalize_outputs(target(**values))
+    return call_model(target, values, code_site(target) or "the model", path)
 
 
 def expose_weights(model, module: ModuleType, target) -> None:
@@ -195,7 +196,7 @@ def expose_weights(model, module: ModuleType, target) -> None:
 
     def function(values: dict) -> dict:
         with weights.substituted(values):
-            return call(plain, {n: values[n] for n in data_names})
+            return call(plain, {n: values[n] for n in data_names}, model.path)
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.keras.items()}
     point.update({n: np.asarray(v.numpy()) for n, (_, _, v) in weights.slots.items()})
@@ -217,7 +218,9 @@ def _build(model, target, data) -> None:
 
     tf = import_tensorflow()
     try:
-        call(target, {n: tf.convert_to_tensor(v) for n, v in data.items()})
+        call(target, {n: tf.convert_to_tensor(v) for n, v in data.items()}, model.path)
+    except ModelError:  # already located (call_model)
+        raise
     except Exception as exc:
         lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
         if lines and lines[0] == "in user code:":  # a tf.function's error ends with the cause
@@ -241,7 +244,7 @@ def _verify_reached(model, weights: _Weights, target, data) -> None:
     variables = list(weights.keras.values()) + [v for _, _, v in weights.slots.values()]
     try:
         with tf.GradientTape() as tape:
-            direct = total(call(target, {n: tensors[n] for n in data}))
+            direct = total(call(target, {n: tensors[n] for n in data}, model.path))
         reached_directly = tape.gradient(direct, variables)
         with tf.GradientTape() as tape:
             tape.watch([tensors[n] for n in weights.names])

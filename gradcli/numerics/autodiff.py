@@ -101,7 +101,7 @@ def jacobians(
             blocks = _forward(function, values, wrt, outputs)
             if _agrees_with_reverse(function, point, wrt, outputs, blocks):
                 return Jacobians(blocks=blocks, mode=mode, passes=in_size)
-            blocks, passes = _reverse(function, values, wrt, outputs)
+            blocks, passes, _ = _reverse(function, values, wrt, outputs)
             return Jacobians(
                 blocks=blocks, mode="reverse", passes=passes,
                 note="forward mode disagrees with reverse mode here (TensorFlow's forward "
@@ -109,11 +109,17 @@ def jacobians(
                 "gradient function): shown is reverse mode, "
                 "what backpropagation computes",
             )
+    note = ""
     if mode == "reverse":
-        blocks, passes = _reverse(function, values, wrt, outputs)
+        blocks, passes, vectorised = _reverse(function, values, wrt, outputs)
+        if not vectorised:
+            note = (
+                "TensorFlow could not vectorise this gradient (e.g. a tf.py_function): the "
+                "Jacobian rows were computed one eager VJP at a time"
+            )
     else:
         blocks, passes = _forward(function, values, wrt, outputs), in_size
-    return Jacobians(blocks=blocks, mode=mode, passes=passes)
+    return Jacobians(blocks=blocks, mode=mode, passes=passes, note=note)
 
 
 def _agrees_with_reverse(function, point, wrt, outputs, blocks, rtol=1e-8) -> bool:
@@ -145,12 +151,14 @@ def _reverse(function, values, wrt, outputs):
     """One VJP per output element, all in one ``tf.vectorized_map`` over the unit
     cotangents (about twice as fast as ``tape.jacobian``, whose pfor also
     vectorises its gather of each target element). One plain VJP per output
-    first tells which inputs it reaches, so disconnected blocks stay None."""
+    first tells which inputs it reaches, so disconnected blocks stay None.
+    Returns ``(blocks, passes, vectorised)``; ``vectorised`` is False when some
+    rows had to come from ``_rows_one_by_one``."""
     with tf.GradientTape(persistent=True) as tape:
         for n in wrt:
             tape.watch(values[n])
         result = function(values)
-    blocks, passes = {}, 0
+    blocks, passes, vectorised = {}, 0, True
     for o in outputs:
         y = result[o]
         size = int(np.prod(y.shape, dtype=np.int64))
@@ -171,16 +179,32 @@ def _reverse(function, values, wrt, outputs):
             continue
         sources = [values[n] for n in connected]
         seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
-        rows = tf.vectorized_map(
-            lambda c, y=y, sources=sources: tape.gradient(
+
+        def row(c, y=y, sources=sources):
+            return tape.gradient(
                 y, sources, output_gradients=c,
                 unconnected_gradients=tf.UnconnectedGradients.ZERO,
-            ),
-            seeds,
-        )
+            )
+
+        try:
+            rows = tf.vectorized_map(row, seeds)
+        except Exception:  # noqa: BLE001 - TensorFlow raises many types here
+            rows, vectorised = _rows_one_by_one(function, values, connected, o, seeds), False
         for n, j in zip(connected, rows):
             blocks[(o, n)] = np.asarray(j).reshape(tuple(y.shape) + tuple(values[n].shape))
-    return blocks, passes
+    return blocks, passes, vectorised
+
+
+def _rows_one_by_one(function, values, wrt, output, seeds) -> list[np.ndarray]:
+    """The rows of ``_reverse``, one eager VJP per output element, each on a
+    fresh tape: for gradients that cannot run in the vectorised graph or twice
+    on one tape (a ``tf.py_function``'s gradient calls back into Python once
+    per recorded call). A real failure raises again here."""
+    rows = []
+    for c in seeds:
+        grads = vjp(function, values, wrt, {output: c})
+        rows.append([np.zeros(np.shape(values[n])) if grads[n] is None else grads[n] for n in wrt])
+    return [np.stack(column) for column in zip(*rows)]
 
 
 def _forward(function, values, wrt, outputs):

@@ -17,8 +17,8 @@ import numpy as np
 
 from gradcli.numerics import autodiff
 from gradcli.results.hessian import Block
-from gradcli.errors import ModelError, UsageError
-from gradcli.model.loading import Model, is_floating, where_raised
+from gradcli.errors import GradcliError, ModelError, UsageError
+from gradcli.model.loading import Model, differentiable, where_raised
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
@@ -38,7 +38,7 @@ def choose_cotangents(
     by errors that cancel in a plain sum). Several floating outputs and no
     choice is a usage error: summing unrelated outputs is rarely meant.
     """
-    floating = [o for o, v in model.outputs.items() if is_floating(v)]
+    floating = [o for o, v in model.outputs.items() if differentiable(v)]
     if given:
         result = {}
         for name, value in given.items():
@@ -47,14 +47,14 @@ def choose_cotangents(
                     f"--cotangent: unknown output {name!r} (known: {', '.join(model.outputs)})"
                 )
             if name not in floating:
-                raise UsageError(f"--cotangent: output {name!r} is not floating-point")
-            from gradcli.model.values import fit_to_shape
+                raise UsageError(f"--cotangent: output {name!r} is not floating-point or has no elements")
+            from gradcli.model.values import fit_value
 
-            shape = model.outputs[name].shape
-            result[name] = fit_to_shape(value, shape, f"--cotangent {name}").astype(model.dtype)
+            like = np.zeros(model.outputs[name].shape, model.dtype)
+            result[name] = fit_value(value, like, f"--cotangent {name}")
         return result, "f = " + " + ".join(f"<c_{o}, {o}> (c from --cotangent)" for o in result)
     if not floating:
-        raise ModelError(f"{model.name}: no floating-point output to differentiate")
+        raise ModelError(f"{model.name}: no floating-point output with elements to differentiate")
     if len(floating) > 1:
         raise UsageError(
             f"{model.name} has several outputs ({', '.join(floating)}); pick one with "
@@ -208,6 +208,8 @@ class Objective:
                 self.eager = True
         try:
             return fn(*tensors)
+        except GradcliError:  # already says where (the model's own error)
+            raise
         except Exception as exc:
             raise ModelError(
                 f"{where_raised(exc, self.model.path)}: differentiating the model raised "

@@ -30,6 +30,8 @@ from gradcli.render.text import fmt, label
 
 #: Arrays with at most this many entries are printed whole.
 PRINT_LIMIT = 32
+#: Complex or string arrays beyond PRINT_LIMIT show this many leading entries.
+FIRST_SHOWN = 8
 #: Jacobian blocks up to this many rows (output elements) and columns (input
 #: elements) are drawn as tables; larger ones are summarised.
 TABLE_ROWS = 24
@@ -58,6 +60,12 @@ def describe(array: NamedArray) -> Text:
         return Text("None: TensorFlow returns no gradient (disconnected)", style="yellow")
     if array.values.size <= PRINT_LIMIT:
         text = Text(array_text(array.values))
+    elif array.summary is None:  # complex numbers or strings: no min/max/mean
+        first = array.values.reshape(-1)[:FIRST_SHOWN]
+        text = Text(
+            f"first {first.size} of {array.values.size} entries: {array_text(first)} "
+            "(all values: --json or --save FILE.npz)"
+        )
     else:
         s = array.summary
         first = ", ".join(f"{v:.6g}" for v in s.first)

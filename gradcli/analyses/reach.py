@@ -1,0 +1,47 @@
+"""Does TensorFlow see any gradient at all? One rule for every command.
+
+A model computed outside TensorFlow (numpy, ``.numpy()`` arithmetic, Python
+floats) or cut off by ``tf.stop_gradient`` / integer casts gives TensorFlow no
+path from the inputs to the outputs: ``GradientTape.gradient`` returns None.
+Reported as zeros, such a model would "pass" a convexity expectation or show
+a zero Jacobian; so when *no* output is reached from *any* differentiated
+input, the analysis stops with a model error (exit 3) instead. A model that
+reaches some outputs from some inputs goes on: the disconnected pairs are
+shown as such (``check``'s ``disconnected`` verdict, ``None`` blocks).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcli.errors import GradcliError, ModelError
+from gradcli.model.loading import Model
+
+
+def require_gradient(
+    model: Model, outputs: list[str], wrt: list[str] | None = None, *, numeric_option: bool = False
+) -> None:
+    """Raise ``ModelError`` if TensorFlow returns no gradient of ``outputs``
+    for any input in ``wrt`` (default ``model.wrt``). One reverse pass seeded
+    with ones: whether a gradient is None depends on the graph, not on the seed.
+    ``numeric_option``: the command has ``--numeric``, so say so."""
+    from gradcli.numerics import autodiff
+
+    wrt = list(model.wrt if wrt is None else wrt)
+    if not outputs or not wrt:
+        return
+    seeds = {o: np.ones(np.shape(model.outputs[o]), model.outputs[o].dtype) for o in outputs}
+    try:
+        grads = autodiff.vjp(model.function, model.point, wrt, seeds)
+    except GradcliError:
+        raise
+    except Exception:  # noqa: BLE001 - the analysis itself reports why TensorFlow fails
+        return
+    if any(g is not None for g in grads.values()):
+        return
+    hint = "; use --numeric for finite differences only" if numeric_option else ""
+    raise ModelError(
+        f"{model.name}: TensorFlow sees no gradient: no output ({', '.join(outputs)}) depends on "
+        f"{', '.join(wrt)} through TensorFlow operations (computed in numpy or another "
+        f"library, or cut by tf.stop_gradient or an integer cast?){hint}"
+    )

@@ -1,0 +1,8 @@
+"""Importing the file raises the user's own BaseException subclass."""
+
+
+class Abandon(BaseException):
+    pass
+
+
+raise Abandon("not today")
