@@ -8,16 +8,44 @@ same code differences a gradient function for Hessian checks.
 
 Step rule (``step_size``): h = eps**(1/3) * max(1, |x|), scipy's rule for
 central differences, which balances the O(h**2) truncation error against the
-O(eps/h) round-off of the difference quotient. Each direction is evaluated at
-x +- h*d and x +- 2h*d and the two quotients are combined by Richardson,
-R = (4 D(h) - D(2h)) / 3, which cancels the h**2 term. The error estimate is
-|D(h) - D(2h)| / 3 (the size of the term Richardson removed, an upper bound on
-what is left for smooth functions) plus the round-off bound
-1.5 * ROUNDOFF_ULPS * eps * max|f| / h.
+O(eps/h) round-off of the difference quotient.
+
+Two passes, each a central difference D(s) = (f(x + s d) - f(x - s d)) / 2s:
+
+1. D(h) for every direction (2 evaluations each). Its round-off bound is
+   ROUNDOFF_ULPS * eps * max|f| / h (two values, each off by at most
+   ROUNDOFF_ULPS * eps * max|f|, divided by 2h). Its truncation error,
+   h**2 f'''/6, is not estimated by this pass.
+2. D(2h) for the directions the caller did not settle after pass 1 (all of
+   them when it gives no ``settled`` rule), combined by Richardson,
+   R = (4 D(h) - D(2h)) / 3, which cancels the h**2 term. The error estimate is
+   |D(h) - D(2h)| / 3 (the size of the term Richardson removed, an upper bound on
+   what is left for smooth functions) plus the round-off bound
+   1.5 * ROUNDOFF_ULPS * eps * max|f| / h (R weighs the four values by 4/3 and
+   1/3 of their quotients' round-off: (4 * 1 + 1/2) / 3 = 1.5).
+
+Settling rule (the caller's ``settled``; the check's is
+``analyses.check._FullCheck.settled``): an element is settled after pass 1 when
+
+    |a - D(h)| <= atol + rtol * |a| + FD_SAFETY * roundoff(D(h))
+
+for the analytic value a. Such an element passes the two-level verdict of
+``verdicts.compare`` whatever D(2h) turns out to be, because exactly
+R - D(h) = (D(h) - D(2h)) / 3, so |a - R| <= |a - D(h)| + |D(h) - D(2h)| / 3,
+and that second term is part of the two-level allowance (FD_SAFETY >= 1 times
+the Richardson estimate). The second level therefore only runs where it can
+change the verdict: a correct gradient costs 2 evaluations per element, a wrong
+element 4. A settled element reports D(h) and the round-off bound of pass 1 as
+its error estimate; its truncation error is bounded only in the sense above
+(were it large, D(h) would have to match a wrong analytic value to the last
+digits of the tolerance, which the second pass would not catch either unless
+the estimate |D(h) - D(2h)| / 3 flagged the element inconclusive).
 
 All perturbed points of a chunk are evaluated in one ``tf.function`` call with
-``tf.vectorized_map``; inputs other than the perturbed one stay unbatched. A
-model that cannot be traced is evaluated eagerly point by point (and a note
+``tf.vectorized_map``; inputs other than the perturbed ones stay unbatched. A
+unit direction is applied by a scatter into copies of the point (one write per
+point) rather than by adding a one-hot matrix (four passes over the batch).
+A model that cannot be traced is evaluated eagerly point by point (and a note
 says so), never silently skipped.
 """
 
@@ -33,9 +61,10 @@ tf = import_tensorflow()
 
 #: Assumed round-off of one function evaluation, in units of eps * |f|.
 ROUNDOFF_ULPS = 8.0
-#: Steps of the two levels, in units of h: central differences at +-1 and +-2.
-LEVELS = (1.0, -1.0, 2.0, -2.0)
-#: Memory for one chunk's perturbed points (4 levels x B directions x n elements).
+#: Each pass evaluates x + s*d and x - s*d; pass 2 takes s = RICHARDSON_RATIO * h.
+SIGNS = (1.0, -1.0)
+RICHARDSON_RATIO = 2.0
+#: Memory for one chunk's perturbed points (2 signs x B directions x n elements).
 #: Each evaluation copies the whole perturbed group, so the work is n**2 per
 #: group and bound by memory traffic: a chunk that stays in cache (about 16 MB)
 #: measured 2-7x faster than chunks of 256 or more directions on 2 cores.
@@ -43,6 +72,10 @@ CHUNK_BYTES = 16 * 2**20
 #: XLA compiles a chunk in 1.5-5 s and then runs it 1.3-1.6x faster; it pays off
 #: once a group has this many elements (measured at 1k, 10k and 43k parameters).
 XLA_MIN_ELEMENTS = 4096
+#: Inputs smaller than this are differenced together in one group (one trace,
+#: about 0.3 s, instead of one each); larger inputs get a group of their own so a
+#: point copies only the perturbed input (see ``FiniteDifferences``).
+SHARED_GROUP_MAX = 2048
 
 
 #: Up to this many perturbed points in a call, evaluate eagerly instead of tracing.
@@ -51,7 +84,7 @@ EAGER_MAX_POINTS = 32
 
 def chunk_size(elements: int, itemsize: int = 8) -> int:
     """Directions per chunk: as many as fit CHUNK_BYTES, at least 1, at most ``elements``."""
-    fit = CHUNK_BYTES // (len(LEVELS) * itemsize * max(1, elements))
+    fit = CHUNK_BYTES // (len(SIGNS) * itemsize * max(1, elements))
     return int(max(1, min(elements, fit)))
 
 
@@ -66,13 +99,23 @@ class Derivatives:
     """Directional derivatives of every floating output along k directions.
 
     ``values[out]`` and ``errors[out]`` have shape ``[k, *output_shape]``;
-    ``steps`` the step h used per direction.
+    ``steps`` the step h used per direction; ``settled`` which directions were
+    settled after the first pass (their values are D(h), see module docstring).
     """
 
     values: dict[str, np.ndarray]
     errors: dict[str, np.ndarray]
     steps: np.ndarray
     evaluations: int
+    settled: np.ndarray | None = None
+
+
+@dataclass
+class Central:
+    """One pass: D(s) per output (``[k, *output_shape]``) and max |f| over its two points."""
+
+    values: dict[str, np.ndarray]
+    largest: dict[str, np.ndarray]
 
 
 @dataclass
@@ -82,9 +125,10 @@ class FiniteDifferences:
     Inputs are perturbed through one flat vector per *group*: with
     ``joint=True`` all of ``wrt`` form one group (one trace serves every input:
     tracing and vectorising a model costs about 0.3 s, which dominates small
-    checks); otherwise each input is its own group, and the other inputs stay
+    checks); otherwise each input of SHARED_GROUP_MAX or more elements is its
+    own group and the smaller ones share one, and the other inputs stay
     unbatched inside ``vectorized_map``, so a batch copies only the perturbed
-    tensor (what matters for large inputs, where copies dominate).
+    group (what matters for large inputs, where copies dominate).
     """
 
     function: Callable[[dict], dict]
@@ -104,14 +148,25 @@ class FiniteDifferences:
         return self.jit_compile or None
 
     def group(self, name: str) -> tuple[str, ...]:
-        return tuple(self.wrt) if self.joint and name in self.wrt else (name,)
+        if name not in self.wrt:
+            return (name,)
+        if self.joint:
+            return tuple(self.wrt)
+        small = tuple(n for n in self.wrt if self.point[n].size < SHARED_GROUP_MAX)
+        return small if name in small else (name,)
 
     def offset(self, name: str) -> int:
         group = self.group(name)
         return sum(self.point[n].size for n in group[: group.index(name)])
 
-    def along_axes(self, name: str, indices: np.ndarray | None = None) -> Derivatives:
-        """Derivatives along unit vectors e_i of input ``name`` (all i by default)."""
+    def along_axes(
+        self, name: str, indices: np.ndarray | None = None, settled: Callable | None = None
+    ) -> Derivatives:
+        """Derivatives along unit vectors e_i of input ``name`` (all i by default).
+
+        ``settled(values, roundoff)``, if given, receives pass 1's D(h) and its
+        round-off bound (dicts of ``[k, *output_shape]``) and returns which of
+        the k directions need no second pass (see the module docstring)."""
         x = self.point[name]
         if indices is None:
             indices = np.arange(x.size)
@@ -120,7 +175,7 @@ class FiniteDifferences:
         h = step_size(flat[indices], x.dtype)
         # Make x_i + h exactly representable, so the step taken is the step divided by.
         h = (flat[indices] + h) - flat[indices]
-        return self._run(self.group(name), "axes", indices + self.offset(name), h)
+        return self._richardson(self.group(name), "axes", indices + self.offset(name), h, settled)
 
     def along(self, name: str, directions: np.ndarray) -> Derivatives:
         """Derivatives along ``directions`` (shape ``[k, *input_shape]``)."""
@@ -133,7 +188,7 @@ class FiniteDifferences:
         embedded = np.zeros((len(directions), sum(self.point[n].size for n in group)), x.dtype)
         start = self.offset(name)
         embedded[:, start : start + x.size] = directions
-        return self._run(group, "directions", embedded, h)
+        return self._richardson(group, "directions", embedded, h)
 
     def evaluate(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
         """The outputs at each of ``points`` (shape ``[k, *input_shape]``) for input
@@ -142,7 +197,7 @@ class FiniteDifferences:
         (one-sided ladders, Taylor remainders)."""
         points = np.asarray(points, dtype=self.point[name].dtype)
         result = self._call(
-            (name, "points", points.shape), self._evaluator(name),
+            (name, "points"), self._evaluator(name),
             self.point[name].size, tf.constant(points),
         )
         self.evaluations += len(points)
@@ -166,11 +221,14 @@ class FiniteDifferences:
         """``build(vectorized)(*args)``: traced and vectorised (cached by ``key``,
         XLA by ``use_xla``), or eagerly point by point when asked (small batches)
         or when the model cannot be traced or vectorised (then ``self.eager``
-        stays set, and the check says so)."""
+        stays set, and the check says so). The leading (batch) dimension is left
+        open in the trace, so a second pass or a last chunk of another length
+        reuses it (XLA still compiles once per length)."""
         if not (eager or self.eager):
             if key not in self._compiled:
                 self._compiled[key] = tf.function(
-                    build(vectorized=True), jit_compile=self.use_xla(elements), autograph=False
+                    build(vectorized=True), jit_compile=self.use_xla(elements), autograph=False,
+                    input_signature=[tf.TensorSpec([None, *a.shape[1:]], a.dtype) for a in args],
                 )
             try:
                 return self._compiled[key](*args)
@@ -180,49 +238,71 @@ class FiniteDifferences:
 
     # -- one batched mechanism for both kinds of direction ---------------------
 
-    def _run(self, group, kind, batch, h) -> Derivatives:
+    def _richardson(self, group, kind, batch, h, settled=None) -> Derivatives:
+        """Pass 1 everywhere, pass 2 where ``settled`` does not say otherwise."""
+        k = len(h)
+        eps = np.finfo(self.point[group[0]].dtype).eps
+        first = self._central(group, kind, batch, h)
+        values = {o: v.copy() for o, v in first.values.items()}
+        errors = {
+            o: ROUNDOFF_ULPS * eps * first.largest[o] / _along(h, v) for o, v in values.items()
+        }
+        done = np.zeros(k, bool) if settled is None else np.asarray(settled(values, errors), bool)
+        todo = np.flatnonzero(~done)
+        if len(todo):
+            second = self._central(group, kind, batch[todo], RICHARDSON_RATIO * h[todo])
+            for o in self.outputs:
+                d1, d2 = first.values[o][todo], second.values[o]
+                largest = np.maximum(first.largest[o][todo], second.largest[o])
+                values[o][todo] = (4.0 * d1 - d2) / 3.0
+                errors[o][todo] = (
+                    np.abs(d1 - d2) / 3.0 + 1.5 * ROUNDOFF_ULPS * eps * largest / _along(h[todo], d1)
+                )
+        return Derivatives(
+            values=values, errors=errors, steps=h,
+            evaluations=len(SIGNS) * (k + len(todo)),
+            settled=None if settled is None else done,
+        )
+
+    def _central(self, group, kind, batch, h) -> Central:
+        """D(h) along every row of ``batch``, in chunks of a fixed shape (one trace)."""
         k = len(h)
         elements = sum(self.point[n].size for n in group)
         chunk = self.chunk or chunk_size(elements, self.point[group[0]].dtype.itemsize)
         values: dict[str, list] = {o: [] for o in self.outputs}
-        errors: dict[str, list] = {o: [] for o in self.outputs}
+        largest: dict[str, list] = {o: [] for o in self.outputs}
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
             steps = h[start : start + chunk]
-            pad = chunk - len(steps) if k > chunk else 0
-            if pad:  # a fixed chunk shape keeps one trace for every chunk
+            pad = chunk - len(steps) if k > chunk and self.use_xla(elements) else 0
+            if pad:  # XLA compiles once per shape: every chunk gets the same one
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
-            est, err = self._chunk(group, kind, part, steps)
+            d, fmax = self._chunk(group, kind, part, steps)
             for o in self.outputs:
-                values[o].append(np.asarray(est[o])[: len(steps) - pad])
-                errors[o].append(np.asarray(err[o])[: len(steps) - pad])
-            self.evaluations += len(LEVELS) * (len(steps) - pad)
-        return Derivatives(
+                values[o].append(np.asarray(d[o])[: len(steps) - pad])
+                largest[o].append(np.asarray(fmax[o])[: len(steps) - pad])
+            self.evaluations += len(SIGNS) * (len(steps) - pad)
+        return Central(
             values={o: np.concatenate(v) for o, v in values.items()},
-            errors={o: np.concatenate(e) for o, e in errors.items()},
-            steps=h,
-            evaluations=len(LEVELS) * k,
+            largest={o: np.concatenate(v) for o, v in largest.items()},
         )
 
     def _chunk(self, group, kind, part, steps):
         # A handful of points (fast-mode probes) costs less run eagerly than one
         # trace and vectorisation of the model (about 0.3 s).
         return self._call(
-            (group, kind, part.shape), self._differences(group, kind),
+            (group, kind), self._differences(group, kind),
             sum(self.point[n].size for n in group), tf.constant(part), tf.constant(steps),
-            eager=len(steps) * len(LEVELS) <= EAGER_MAX_POINTS,
+            eager=len(steps) * len(SIGNS) <= EAGER_MAX_POINTS,
         )
 
     def _differences(self, group, kind):
-        dtype = self.point[group[0]].dtype
         others = {n: tf.constant(v) for n, v in self.point.items() if n not in group}
         shapes = [tuple(self.point[n].shape) for n in group]
         sizes = [int(self.point[n].size) for n in group]
         x = tf.constant(np.concatenate([self.point[n].reshape(-1) for n in group]))
-        total = sum(sizes)
         outputs = self.outputs
-        eps = np.finfo(dtype).eps
 
         def evaluate(flat):
             parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
@@ -230,24 +310,33 @@ class FiniteDifferences:
             result = self.function({**others, **values})
             return {o: tf.cast(result[o], x.dtype) for o in outputs}
 
+        def perturbed(part, steps):
+            """Rows x + s_j d_j for each sign s, then x - s_j d_j."""
+            signed = tf.concat([sign * steps for sign in SIGNS], axis=0)
+            if kind == "directions":
+                return x + tf.tile(part, [len(SIGNS), 1]) * signed[:, None]
+            rows = tf.shape(signed, out_type=tf.int64)[0]
+            copies = tf.tile(x[None], tf.stack([rows, 1]))
+            where = tf.stack([tf.range(rows), tf.tile(part, [len(SIGNS)])], axis=1)
+            return tf.tensor_scatter_nd_add(copies, where, signed)
+
         def run(part, steps, vectorized):
-            directions = tf.one_hot(part, total, dtype=x.dtype) if kind == "axes" else part
             k = tf.shape(steps)[0]
-            scaled = directions * steps[:, None]
-            points = tf.concat([x + level * scaled for level in LEVELS], axis=0)
-            values = _map(evaluate, points, outputs, vectorized)
-            estimates, error_bounds = {}, {}
+            values = _map(evaluate, perturbed(part, steps), outputs, vectorized)
+            quotients, largest = {}, {}
             for o in outputs:
-                f = tf.reshape(values[o], tf.concat([[len(LEVELS), k], tf.shape(values[o])[1:]], 0))
-                hb = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
-                d1 = (f[0] - f[1]) / (2.0 * hb)
-                d2 = (f[2] - f[3]) / (4.0 * hb)
-                estimates[o] = (4.0 * d1 - d2) / 3.0
-                fmax = tf.reduce_max(tf.abs(f), axis=0)
-                error_bounds[o] = tf.abs(d1 - d2) / 3.0 + 1.5 * ROUNDOFF_ULPS * eps * fmax / hb
-            return estimates, error_bounds
+                f = tf.reshape(values[o], tf.concat([[len(SIGNS), k], tf.shape(values[o])[1:]], 0))
+                s = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
+                quotients[o] = (f[0] - f[1]) / (2.0 * s)
+                largest[o] = tf.reduce_max(tf.abs(f), axis=0)
+            return quotients, largest
 
         return lambda vectorized: lambda part, steps: run(part, steps, vectorized)
+
+
+def _along(h: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """``h`` ([k]) shaped to broadcast against ``like`` ([k, *output_shape])."""
+    return h.reshape((-1,) + (1,) * (like.ndim - 1))
 
 
 def _map(evaluate, points, outputs, vectorized: bool) -> dict:
