@@ -16,8 +16,12 @@ Modes:
   ``tf.custom_gradient`` rather than calling its gradient function, so the modes
   can disagree when a gradient function is not the derivative of its ops; each
   is weighed against the numbers.
-* ``auto``: ``full`` while the differentiated inputs have at most
-  ``FULL_LIMIT`` elements (4 evaluations each), ``fast`` beyond.
+* ``auto``: ``full`` when its predicted time fits ``CheckOptions.budget``
+  seconds, else ``fast``. The prediction times one chunk of first-pass
+  differences per input group (``FiniteDifferences.predict_axes_seconds``) and
+  assumes every element settles in the first pass (a wrong element costs two
+  more evaluations); inputs small enough that the whole first pass is one chunk
+  per group run full without timing. The report says which mode ran and why.
 """
 
 from __future__ import annotations
@@ -37,9 +41,9 @@ from gradcli.model.loading import Model, is_floating, load_model
 from gradcli.results import CheckResult, ModelResult, PairResult
 
 MODES = ("auto", "full", "fast")
-#: auto switches to fast above this many differentiated elements: a full check
-#: then costs over 4 * FULL_LIMIT evaluations, a fast one about 4 * probes.
-FULL_LIMIT = 5000
+#: auto runs the full check when it is predicted to take at most this many
+#: seconds: about what a user waits for a check without reaching for options.
+DEFAULT_BUDGET = 10.0
 #: Up to this many differentiated elements (and always in fast mode) one traced
 #: batch function perturbs every input at once: tracing costs more than the
 #: larger batched copies. Beyond it each input is differenced on its own.
@@ -60,6 +64,7 @@ class CheckOptions:
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair
+    budget: float = DEFAULT_BUDGET  # auto: seconds a full check may take (predicted)
 
     def __post_init__(self):
         if self.mode not in MODES:
@@ -68,6 +73,8 @@ class CheckOptions:
             value = getattr(self, name)
             if value is not None and not (value >= 0 and np.isfinite(value)):
                 raise UsageError(f"--{name} must be a finite number >= 0, got {value}")
+        if not (self.budget >= 0 and np.isfinite(self.budget)):
+            raise UsageError(f"--budget must be a finite number of seconds >= 0, got {self.budget}")
         if self.probes < 1:
             raise UsageError(f"--probes must be at least 1, got {self.probes}")
         if self.order not in (1, 2):
@@ -157,22 +164,29 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     dtype = str(model.dtype)
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
-    mode = options.mode
+    if not outputs:
+        raise GradcliError(f"{model.name}: no floating-point output to differentiate")
+
+    def differences(mode):
+        return FiniteDifferences(
+            model.function, model.point, outputs, wrt=list(model.wrt),
+            joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+        )
+
+    fd = differences("full" if options.mode == "auto" else options.mode)
+    mode, predicted, why = options.mode, None, None
     if mode == "auto":
-        mode = "full" if size <= FULL_LIMIT else "fast"
+        mode, predicted, why = choose_mode(fd, model.wrt, options.budget)
+        if mode == "fast":
+            spent, fd = fd.evaluations, differences("fast")
+            fd.evaluations = spent
     result = ModelResult(
         name=model.name, path=model.path, dtype=dtype, mode=mode, tolerance=tol,
-        notes=list(model.notes),
+        notes=list(model.notes) + ([why] if why else []), predicted_full_seconds=predicted,
     )
     skipped = [o for o in model.outputs if o not in outputs]
     if skipped:
         result.notes.append(f"outputs {', '.join(skipped)} are not floating-point: not checked")
-    if not outputs:
-        raise GradcliError(f"{model.name}: no floating-point output to differentiate")
-    fd = FiniteDifferences(
-        model.function, model.point, outputs, wrt=list(model.wrt),
-        joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
-    )
     checker = _FullCheck if mode == "full" else _FastCheck
     graph = ModelGraph(model)
     result.pairs = checker(model, outputs, fd, tol, options, graph).run()
@@ -192,6 +206,22 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.notes += notes
     result.seconds = time.perf_counter() - started
     return result
+
+
+def choose_mode(fd: FiniteDifferences, wrt, budget: float) -> tuple[str, float | None, str]:
+    """auto's choice: (mode, predicted seconds of a full check or None, why)."""
+    predicted = fd.predict_axes_seconds(list(wrt))
+    if predicted is None:
+        return "full", None, "auto ran the full check: its first pass is one batch per input group"
+    if predicted <= budget:
+        return "full", predicted, (
+            f"auto ran the full check: predicted {predicted:.2g} s (one timed batch of "
+            f"differences per input group), within the {budget:g} s budget"
+        )
+    return "fast", predicted, (
+        f"auto ran the fast check: a full check would take about {predicted:.2g} s "
+        f"(predicted from one timed batch per input group), over the {budget:g} s budget"
+    )
 
 
 class _FullCheck:

@@ -19,7 +19,8 @@ from gradcli.model.paths import expand_models
 @click.command()
 @click.argument("models", nargs=-1, metavar="[MODEL]...")
 @model_options
-@click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
+@click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full when it fits --budget.")
+@click.option("--budget", type=float, default=10.0, show_default=True, metavar="SECONDS", help="auto mode: run the full check when one timed batch predicts it takes at most SECONDS, else fast.")
 @click.option("--rtol", type=float, default=None, help="Relative tolerance [default: 1e-6 in float64, 1e-3 in float32].")
 @click.option("--atol", type=float, default=None, help="Absolute tolerance [default: 1e-9 in float64, 1e-5 in float32].")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")

@@ -51,6 +51,7 @@ says so), never silently skipped.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -189,6 +190,34 @@ class FiniteDifferences:
         start = self.offset(name)
         embedded[:, start : start + x.size] = directions
         return self._richardson(group, "directions", embedded, h)
+
+    def predict_axes_seconds(self, names: list[str]) -> float | None:
+        """Predicted seconds of the first pass along every axis of ``names``, or
+        None when every group's first pass is a single chunk (timing it would cost
+        as much as running it).
+
+        Rule: per group, one chunk runs once untimed (tracing, and XLA compiling,
+        are paid here and reused by the check) and once timed; the prediction is
+        that time multiplied by the group's number of chunks. The evaluations
+        count towards ``evaluations``: they are spent."""
+        groups = list(dict.fromkeys(self.group(n) for n in names))
+        sizes = [sum(self.point[n].size for n in g) for g in groups]
+        chunks = [self.chunk or chunk_size(e, self.point[g[0]].dtype.itemsize) for g, e in zip(groups, sizes)]
+        if all(e <= c for e, c in zip(sizes, chunks)):
+            return None
+        seconds = 0.0
+        for group, elements, chunk in zip(groups, sizes, chunks):
+            name = group[0]
+            flat = self.point[name].reshape(-1)
+            first = np.arange(min(chunk, self.point[name].size))
+            h = (flat[first] + step_size(flat[first], flat.dtype)) - flat[first]
+            part = first + self.offset(name)
+            self._chunk(group, "axes", part, h)  # trace (and compile) untimed
+            started = time.perf_counter()
+            self._chunk(group, "axes", part, h)
+            seconds += (time.perf_counter() - started) / len(h) * elements
+            self.evaluations += 2 * len(SIGNS) * len(h)
+        return seconds
 
     def evaluate(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
         """The outputs at each of ``points`` (shape ``[k, *input_shape]``) for input
