@@ -60,7 +60,7 @@ class CheckOptions:
     wrt: list[str] | None = None
     overrides: dict = field(default_factory=dict)
     float64: bool = True
-    jit_compile: bool | None = None  # None: XLA for large inputs (finite_diff.XLA_MIN_ELEMENTS)
+    jit_compile: bool | None = None  # True: XLA-compile difference batches (off by default)
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair

@@ -25,7 +25,7 @@ from gradcli.model.paths import expand_models
 @click.option("--atol", type=float, default=None, help="Absolute tolerance [default: 1e-9 in float64, 1e-5 in float32].")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")
 @click.option("--native-dtype", is_flag=True, help="Check in the model's own dtype instead of promoting to float64.")
-@click.option("--xla/--no-xla", default=None, help="Compile the finite-difference batches with XLA [default: for inputs of 4096 or more elements].")
+@click.option("--xla/--no-xla", default=None, help="Compile the finite-difference batches with XLA [default: off; it did not pay in bench/check_speed.py].")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
 @click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")

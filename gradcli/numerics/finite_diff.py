@@ -70,9 +70,9 @@ RICHARDSON_RATIO = 2.0
 #: group and bound by memory traffic: a chunk that stays in cache (about 16 MB)
 #: measured 2-7x faster than chunks of 256 or more directions on 2 cores.
 CHUNK_BYTES = 16 * 2**20
-#: XLA compiles a chunk in 1.5-5 s and then runs it 1.3-1.6x faster; it pays off
-#: once a group has this many elements (measured at 1k, 10k and 43k parameters).
-XLA_MIN_ELEMENTS = 4096
+#: XLA is off unless asked for (``jit_compile=True``): with the scatter and two
+#: passes the 43k-parameter bench spent 31.7 s of CPU with XLA against 22.2 s
+#: without (compiling a chunk takes 1.5-5 s and the compiled chunk ran no faster).
 #: Inputs smaller than this are differenced together in one group (one trace,
 #: about 0.3 s, instead of one each); larger inputs get a group of their own so a
 #: point copies only the perturbed input (see ``FiniteDifferences``).
@@ -138,15 +138,10 @@ class FiniteDifferences:
     wrt: list[str] = field(default_factory=list)
     joint: bool = False
     chunk: int | None = None  # directions per chunk; None: ``chunk_size`` of the group
-    jit_compile: bool | None = None  # None: XLA for groups of XLA_MIN_ELEMENTS or more
+    jit_compile: bool | None = None  # True: compile chunks with XLA (off by default)
     evaluations: int = 0
     eager: bool = False  # set when tracing failed and points run one by one
     _compiled: dict = field(default_factory=dict, repr=False)
-
-    def use_xla(self, elements: int) -> bool | None:
-        if self.jit_compile is None:
-            return True if elements >= XLA_MIN_ELEMENTS else None
-        return self.jit_compile or None
 
     def group(self, name: str) -> tuple[str, ...]:
         if name not in self.wrt:
@@ -227,7 +222,7 @@ class FiniteDifferences:
         points = np.asarray(points, dtype=self.point[name].dtype)
         result = self._call(
             (name, "points"), self._evaluator(name),
-            self.point[name].size, tf.constant(points),
+            tf.constant(points),
         )
         self.evaluations += len(points)
         return {o: np.asarray(v) for o, v in result.items()}
@@ -246,9 +241,9 @@ class FiniteDifferences:
 
         return build
 
-    def _call(self, key, build, elements: int, *args, eager: bool = False):
+    def _call(self, key, build, *args, eager: bool = False):
         """``build(vectorized)(*args)``: traced and vectorised (cached by ``key``,
-        XLA by ``use_xla``), or eagerly point by point when asked (small batches)
+        XLA when ``jit_compile``), or eagerly point by point when asked (small batches)
         or when the model cannot be traced or vectorised (then ``self.eager``
         stays set, and the check says so). The leading (batch) dimension is left
         open in the trace, so a second pass or a last chunk of another length
@@ -256,7 +251,7 @@ class FiniteDifferences:
         if not (eager or self.eager):
             if key not in self._compiled:
                 self._compiled[key] = tf.function(
-                    build(vectorized=True), jit_compile=self.use_xla(elements), autograph=False,
+                    build(vectorized=True), jit_compile=self.jit_compile or None, autograph=False,
                     input_signature=[tf.TensorSpec([None, *a.shape[1:]], a.dtype) for a in args],
                 )
             try:
@@ -303,7 +298,7 @@ class FiniteDifferences:
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
             steps = h[start : start + chunk]
-            pad = chunk - len(steps) if k > chunk and self.use_xla(elements) else 0
+            pad = chunk - len(steps) if k > chunk and self.jit_compile else 0
             if pad:  # XLA compiles once per shape: every chunk gets the same one
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
@@ -322,7 +317,7 @@ class FiniteDifferences:
         # trace and vectorisation of the model (about 0.3 s).
         return self._call(
             (group, kind), self._differences(group, kind),
-            sum(self.point[n].size for n in group), tf.constant(part), tf.constant(steps),
+            tf.constant(part), tf.constant(steps),
             eager=len(steps) * len(SIGNS) <= EAGER_MAX_POINTS,
         )
 
