@@ -43,8 +43,8 @@ the estimate |D(h) - D(2h)| / 3 flagged the element inconclusive).
 
 All perturbed points of a chunk are evaluated in one ``tf.function`` call with
 ``tf.vectorized_map``; inputs other than the perturbed ones stay unbatched. A
-unit direction is applied by a scatter into copies of the point (one write per
-point) rather than by adding a one-hot matrix (four passes over the batch).
+unit direction is applied as x plus a scattered matrix of steps (one broadcast
+add per point) rather than by scaling and adding a one-hot matrix.
 A model that cannot be traced is evaluated eagerly point by point (and a note
 says so), never silently skipped.
 """
@@ -340,9 +340,11 @@ class FiniteDifferences:
             if kind == "directions":
                 return x + tf.tile(part, [len(SIGNS), 1]) * signed[:, None]
             rows = tf.shape(signed, out_type=tf.int64)[0]
-            copies = tf.tile(x[None], tf.stack([rows, 1]))
             where = tf.stack([tf.range(rows), tf.tile(part, [len(SIGNS)])], axis=1)
-            return tf.tensor_scatter_nd_add(copies, where, signed)
+            # x + (a sparse matrix of the steps): one broadcast add writes each point
+            # once; tiling copies of x and scattering into them cost twice as much
+            # (bench/profile_differences.py).
+            return x[None] + tf.scatter_nd(where, signed, tf.stack([rows, tf.size(x, tf.int64)]))
 
         def run(part, steps, vectorized):
             k = tf.shape(steps)[0]
