@@ -35,11 +35,14 @@ R - D(h) = (D(h) - D(2h)) / 3, so |a - R| <= |a - D(h)| + |D(h) - D(2h)| / 3,
 and that second term is part of the two-level allowance (FD_SAFETY >= 1 times
 the Richardson estimate). The second level therefore only runs where it can
 change the verdict: a correct gradient costs 2 evaluations per element, a wrong
-element 4. A settled element reports D(h) and the round-off bound of pass 1 as
-its error estimate; its truncation error is bounded only in the sense above
-(were it large, D(h) would have to match a wrong analytic value to the last
-digits of the tolerance, which the second pass would not catch either unless
-the estimate |D(h) - D(2h)| / 3 flagged the element inconclusive).
+element 4. A settled element reports D(h) as its numeric value and pass 1's
+round-off bound as its error estimate: its truncation error is not estimated,
+only shown not to matter for the element's verdict. One pair-level rule could
+still differ: ``inconclusive`` fires when an error estimate exceeds a tenth of
+the derivatives, and a settled element has no Richardson term to contribute.
+For that, D(h)'s truncation error would have to be that large and the analytic
+value equal D(h) including it, wrong by exactly the truncation error; the
+tests compare both verdicts on models of every kind (tests/test_speed.py).
 
 All perturbed points of a chunk are evaluated in one ``tf.function`` call with
 ``tf.vectorized_map``; inputs other than the perturbed ones stay unbatched. A
