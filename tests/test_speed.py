@@ -152,3 +152,13 @@ def test_budget_must_be_a_number_of_seconds():
     run = gradcli("check", sample("square.py"), "--budget", "-1")
     assert run.exit_code == 2, run
     assert "budget must be a finite number of seconds >= 0, got -1.0" in run.stderr
+
+
+def test_budget_is_read_from_pyproject(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradcli.check]\nbudget = 0\n")
+    (tmp_path / "wide.py").write_text(open(fixture("auto_wide.py")).read())
+    monkeypatch.chdir(tmp_path)
+    run = gradcli("check", "wide.py", "--json")
+    model = run.json()["models"][0]
+    assert model["mode"] == "fast", run
+    assert any("over the 0 s budget" in n for n in model["notes"])
