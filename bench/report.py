@@ -72,19 +72,47 @@ def check_speed_section(documents) -> list[str]:
             f"{fmt(median(r.get('cpu_seconds') for r in rows))} | "
             f"{fmt(median(r['max_error'] for r in rows), '{:.1e}')} | {verdict} | {rows[-1]['note']} |"
         )
-    lines += ["", "Ratios at each size (medians; > 1 means gradcli is faster):", ""]
+    lines += ["", "Ratios at each size, wall (CPU) seconds of medians; > 1 means gradcli is faster:", ""]
     lines += ["| size | tf / gradcli full | torch slow / gradcli full | torch fast / gradcli fast |", "|---|---:|---:|---:|"]
     sizes = list(dict.fromkeys(k[0] for k in order))
     for size in sizes:
-        t = {k[2]: median(r["seconds"] for r in cells[k]) for k in order if k[0] == size}
+        wall = {k[2]: median(r["seconds"] for r in cells[k]) for k in order if k[0] == size}
+        cpu = {k[2]: median(r.get("cpu_seconds") for r in cells[k]) for k in order if k[0] == size}
+
         def ratio(a, b):
-            return fmt(t[a] / t[b], "{:.1f}x") if t.get(a) and t.get(b) else "-"
-        if "gradcli full" in t:
+            if not (wall.get(a) and wall.get(b)):
+                return "-"
+            both = cpu.get(a) and cpu.get(b)
+            return f"{wall[a] / wall[b]:.1f}x" + (f" ({cpu[a] / cpu[b]:.1f}x)" if both else "")
+
+        if "gradcli full" in wall:
             lines.append(
                 f"| {size} | {ratio('tf.test.compute_gradient', 'gradcli full')} | "
                 f"{ratio('torch gradcheck', 'gradcli full')} | "
                 f"{ratio('torch gradcheck fast_mode', 'gradcli fast')} |"
             )
+    lines.append("")
+    return lines
+
+
+def profile_section(documents) -> list[str]:
+    if not documents:
+        return ["No results yet: run `python bench/profile_differences.py`.", ""]
+    parts = defaultdict(list)
+    for document in documents:
+        for row in document["rows"]:
+            parts[row["part"]].append(row)
+    lines = [
+        runs_line(documents), "",
+        f"Input W2 of the 43k model ({documents[-1]['elements']} elements), one chunk of "
+        f"{documents[-1]['chunk_directions']} directions, one intra-op thread, CPU time:", "",
+        "| part | CPU ms | CPU us per point |", "|---|---:|---:|",
+    ]
+    for part, rows in parts.items():
+        lines.append(
+            f"| {part} | {fmt(median(r['cpu_seconds'] for r in rows) * 1e3, '{:.1f}')} | "
+            f"{fmt(median(r['cpu_us_per_point'] for r in rows), '{:.0f}')} |"
+        )
     lines.append("")
     return lines
 
@@ -143,6 +171,9 @@ def main():
         f"Target: `gradcli check --mode full` on the 43k model file >= {TARGET_PROCESS:g}x faster",
         "than the compute_gradient script on the same file.",
         "",
+        "## One chunk of differences, in parts (`bench/profile_differences.py`)",
+        "",
+        *profile_section(load_results("profile_differences")),
         "## Second order and Hessians (`bench/second_order_speed.py`)",
         "",
         "Each command in its own process with a user's defaults; peak resident memory of",

@@ -102,6 +102,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--runs-43k", type=int, default=1, help="runs of the 43k-parameter pair")
     parser.add_argument("--no-43k", action="store_true", help="skip the 43k-parameter pair")
+    parser.add_argument("--only-43k", action="store_true", help="run only the 43k-parameter pair")
     parser.add_argument("--no-save", action="store_true")
     args = parser.parse_args()
     from mlp import SIZES, write_model
@@ -117,6 +118,8 @@ def main():
         ("gradcli --help", gradcli + ["--help"]),
         ("gradcli check square.py", gradcli + ["check", square]),
     ]
+    if args.only_43k:
+        cases = []
     if not args.no_43k:
         mlp = write_model(SIZES["43k"], folder)
         cases += [
@@ -136,11 +139,14 @@ def main():
         print(f"{label:<34} {figures['wall']:8.2f} {figures['cpu']:8.2f} {figures['peak_mib']:9.0f}")
         sys.stdout.flush()
     by = {r["command"]: r for r in rows}
-    added = by["gradcli check square.py"]["wall"] - by["import tensorflow"]["wall"]
-    print(f"gradcli check square.py adds {added:.2f} s to the TensorFlow import")
+    if "gradcli check square.py" in by:
+        for what in ("wall", "cpu"):
+            added = by["gradcli check square.py"][what] - by["import tensorflow"][what]
+            print(f"gradcli check square.py adds {added:.2f} {what} s to the TensorFlow import")
     if "compute_gradient script (43k)" in by:
-        ratio = by["compute_gradient script (43k)"]["wall"] / by["gradcli check --mode full (43k)"]["wall"]
-        print(f"whole process at 43k: compute_gradient script / gradcli check --mode full = {ratio:.1f}x")
+        for what in ("wall", "cpu"):
+            ratio = by["compute_gradient script (43k)"][what] / by["gradcli check --mode full (43k)"][what]
+            print(f"whole process at 43k, {what}: compute_gradient script / gradcli check --mode full = {ratio:.1f}x")
     if not args.no_save:
         print("wrote", write_results("startup_speed", {"machine": machine(), "rows": rows}))
 
