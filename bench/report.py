@@ -38,11 +38,14 @@ def fmt(value, spec="{:.2f}"):
 def runs_line(documents) -> str:
     if not documents:
         return ""
-    loads = [d["machine"]["load_average"][0] for d in documents]
+    loads = [
+        f"{d['machine']['load_average'][0]:g} -> {d['machine'].get('load_average_end', ['?'])[0]:g}"
+        for d in documents
+    ]
     first, last = documents[0]["machine"]["utc"], documents[-1]["machine"]["utc"]
     return (
         f"{len(documents)} run(s), {first} to {last}, {documents[-1]['machine']['cores']} cores; "
-        f"1-minute load average at the start of each run: {', '.join(f'{x:g}' for x in loads)}."
+        f"1-minute load average of each run, start -> end: {', '.join(loads)}."
     )
 
 
@@ -83,7 +86,7 @@ def check_speed_section(documents) -> list[str]:
             if not (wall.get(a) and wall.get(b)):
                 return "-"
             both = cpu.get(a) and cpu.get(b)
-            return f"{wall[a] / wall[b]:.1f}x" + (f" ({cpu[a] / cpu[b]:.1f}x)" if both else "")
+            return f"{wall[a] / wall[b]:.2g}x" + (f" ({cpu[a] / cpu[b]:.2g}x)" if both else "")
 
         if "gradcli full" in wall:
             lines.append(
@@ -140,6 +143,28 @@ def simple_section(documents, columns, empty) -> list[str]:
     return lines
 
 
+def process_ratio(documents) -> list[str]:
+    rows = defaultdict(list)
+    for document in documents:
+        for row in document["rows"]:
+            rows[row["command"]].append(row)
+    ours, theirs = rows.get("gradcli check --mode full (43k)"), rows.get("compute_gradient script (43k)")
+    lines = []
+    if ours and theirs:
+        wall = median(r["wall"] for r in theirs) / median(r["wall"] for r in ours)
+        cpu = median(r["cpu"] for r in theirs) / median(r["cpu"] for r in ours)
+        lines.append(f"Whole process at 43k: the compute_gradient script takes {wall:.2g}x the wall time "
+                     f"({cpu:.2g}x the CPU time) of `gradcli check --mode full`.")
+    base, check = rows.get("import tensorflow"), rows.get("gradcli check square.py")
+    if base and check:
+        lines.append(
+            f"`gradcli check` on the smallest sample adds "
+            f"{median(r['cpu'] for r in check) - median(r['cpu'] for r in base):.2f} CPU s to "
+            f"`import tensorflow` ({median(r['cpu'] for r in base):.2f} CPU s)."
+        )
+    return lines + [""] if lines else []
+
+
 def main():
     check = load_results("check_speed")
     startup = load_results("startup_speed")
@@ -168,6 +193,7 @@ def main():
         "## Whole process (`bench/startup_speed.py`)",
         "",
         *simple_section(startup, ("command",), "No results yet: run `python bench/startup_speed.py`."),
+        *process_ratio(startup),
         f"Target: `gradcli check --mode full` on the 43k model file >= {TARGET_PROCESS:g}x faster",
         "than the compute_gradient script on the same file.",
         "",
