@@ -75,25 +75,24 @@ def check_speed_section(documents) -> list[str]:
             f"{fmt(median(r.get('cpu_seconds') for r in rows))} | "
             f"{fmt(median(r['max_error'] for r in rows), '{:.1e}')} | {verdict} | {rows[-1]['note']} |"
         )
-    lines += ["", "Ratios at each size, wall (CPU) seconds of medians; > 1 means gradcli is faster:", ""]
+    lines += ["", "Ratios at each size, taken within each run (checkers of one run share its load), "
+              "then the median over runs, wall (CPU); > 1 means gradcli is faster:", ""]
     lines += ["| size | tf / gradcli full | torch slow / gradcli full | torch fast / gradcli fast |", "|---|---:|---:|---:|"]
-    sizes = list(dict.fromkeys(k[0] for k in order))
-    for size in sizes:
-        wall = {k[2]: median(r["seconds"] for r in cells[k]) for k in order if k[0] == size}
-        cpu = {k[2]: median(r.get("cpu_seconds") for r in cells[k]) for k in order if k[0] == size}
-
-        def ratio(a, b):
-            if not (wall.get(a) and wall.get(b)):
-                return "-"
-            both = cpu.get(a) and cpu.get(b)
-            return f"{wall[a] / wall[b]:.2g}x" + (f" ({cpu[a] / cpu[b]:.2g}x)" if both else "")
-
-        if "gradcli full" in wall:
-            lines.append(
-                f"| {size} | {ratio('tf.test.compute_gradient', 'gradcli full')} | "
-                f"{ratio('torch gradcheck', 'gradcli full')} | "
-                f"{ratio('torch gradcheck fast_mode', 'gradcli fast')} |"
-            )
+    pairs = (("tf.test.compute_gradient", "gradcli full"), ("torch gradcheck", "gradcli full"),
+             ("torch gradcheck fast_mode", "gradcli fast"))
+    for size in dict.fromkeys(k[0] for k in order):
+        cells_of_size = []
+        for peer, ours in pairs:
+            ratios = {"seconds": [], "cpu_seconds": []}
+            for document in documents:
+                by = {r["checker"]: r for r in document["rows"] if r["size"] == size}
+                for what in ratios:
+                    if by.get(peer, {}).get(what) and by.get(ours, {}).get(what):
+                        ratios[what].append(by[peer][what] / by[ours][what])
+            wall, cpu = median(ratios["seconds"]), median(ratios["cpu_seconds"])
+            cells_of_size.append("-" if wall is None else f"{wall:.2g}x ({fmt(cpu, '{:.2g}x')})")
+        if any(cell != "-" for cell in cells_of_size):
+            lines.append(f"| {size} | " + " | ".join(cells_of_size) + " |")
     lines.append("")
     return lines
 
