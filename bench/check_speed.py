@@ -1,76 +1,54 @@
-"""gradcli check beside tf.test.compute_gradient (and torch.autograd.gradcheck).
+"""gradcli check beside every peer checker, on the same function, in one process.
 
-One process, the same MLP loss for every checker, three sizes (about 1k, 10k and
-43k parameters). For each size it prints wall times, the ratio of
-tf.test.compute_gradient's time to gradcli's, and each checker's largest error
+The function is an MLP loss (16-n-4 tanh layers, batch 8, mean squared error)
+at about 1k, 10k and 43k parameters. Each checker runs after the imports
+(shared, not timed) on the same float64 point:
+
+* gradcli ``check_model`` in full and fast mode (model loading, tracing and the
+  analytic side included), and auto on a 6,000-parameter model (which mode it
+  picked, and its prediction);
+* ``tf.test.compute_gradient`` (float64), verdict by ``assertAllClose``'s
+  default tolerances (rtol = atol = 1e-6), as a TensorFlow test would use it;
+* ``torch.autograd.gradcheck`` (float64, default eps/atol/rtol) slow and with
+  ``fast_mode=True``;
+* ``jax.test_util.check_grads`` (float64, order 1, reverse mode, defaults).
+
+A peer that is not installed is skipped with a note (``pip install
+'gradcli[bench]'`` installs them on CPU). Printed per checker: wall seconds
+(median of ``--repeat`` runs), the largest error of its numeric derivative
 against the exact gradient (float64 GradientTape of the same function, a
-reference independent of both finite-difference schemes).
+reference independent of every finite-difference scheme; n/a where a checker
+only returns a verdict), and whether its verdict was right (the function is
+correct, so right = pass). Results are written to
+bench/results/check_speed-<UTC time>.json; bench/report.py renders
+docs/benchmarks.md from every results file (medians across runs).
 
-    python bench/check_speed.py            # all sizes
-    python bench/check_speed.py --sizes 1k # one size
-
-gradcli's times exclude the TensorFlow import (shared by all) but include
-model loading, tracing and the analytic side.
+    python bench/check_speed.py                 # all sizes, every peer
+    python bench/check_speed.py --sizes 1k 10k --repeat 3
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
-import textwrap
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import numpy as np  # noqa: E402
 
+from results_io import machine, write_results  # noqa: E402  (bench/ is on sys.path)
 from gradcli.tf_import import import_tensorflow  # noqa: E402
 
 tf = import_tensorflow()
 
 from gradcli.analyses.check import CheckOptions, check_model  # noqa: E402
 from gradcli.model.loading import load_model  # noqa: E402
-
-#: layer widths (input, hidden, hidden, output) giving about 1k, 10k and 43k parameters
-SIZES = {"1k": (16, 32, 16, 1), "10k": (32, 96, 64, 1), "43k": (64, 256, 104, 1)}
-BATCH = 8
-PARAMS = ("W1", "b1", "W2", "b2", "W3", "b3")
-
-MODEL_FILE = textwrap.dedent(
-    """
-    import numpy as np
-    import tensorflow as tf
-
-    WIDTHS = {widths}
-
-    def model(W1, b1, W2, b2, W3, b3, x, y):
-        h = tf.tanh(tf.matmul(x, W1) + b1)
-        h = tf.tanh(tf.matmul(h, W2) + b2)
-        return tf.reduce_mean((tf.matmul(h, W3) + b3 - y) ** 2)
-
-    def inputs(rng):
-        a, b, c, d = WIDTHS
-        scale = lambda n: 1 / np.sqrt(n)
-        return {{
-            "W1": rng.standard_normal((a, b)) * scale(a), "b1": 0.1 * rng.standard_normal(b),
-            "W2": rng.standard_normal((b, c)) * scale(b), "b2": 0.1 * rng.standard_normal(c),
-            "W3": rng.standard_normal((c, d)) * scale(c), "b3": 0.1 * rng.standard_normal(d),
-            "x": rng.standard_normal(({batch}, a)), "y": rng.standard_normal(({batch}, d)),
-        }}
-
-    wrt = {params}
-    """
-)
-
-
-def write_model(widths, folder) -> str:
-    path = os.path.join(folder, f"mlp_{'_'.join(map(str, widths))}.py")
-    with open(path, "w") as f:
-        f.write(MODEL_FILE.format(widths=widths, batch=BATCH, params=list(PARAMS)))
-    return path
-
+from mlp import AUTO_SIZE, BATCH, PARAMS, SIZES, write_model  # noqa: E402
 
 def exact_gradient(model) -> np.ndarray:
     point = {n: tf.constant(v) for n, v in model.point.items()}
@@ -80,20 +58,34 @@ def exact_gradient(model) -> np.ndarray:
     return np.concatenate([g.numpy().ravel() for g in tape.gradient(loss, [point[n] for n in PARAMS])])
 
 
-def run_gradcli(path, mode):
+def row(checker, seconds, error, right, note="", cpu=None):
+    return {
+        "checker": checker, "seconds": seconds, "cpu_seconds": cpu, "max_error": error,
+        "verdict_right": right, "note": note,
+    }
+
+
+# -- the checkers: each returns (seconds, max error or None, verdict, note) -----
+
+
+def run_gradcli(path, mode, budget=None):
+    options = CheckOptions(mode=mode) if budget is None else CheckOptions(mode=mode, budget=budget)
     started = time.perf_counter()
-    model = load_model(path)
-    result = check_model(model, CheckOptions(mode=mode))
+    result = check_model(load_model(path), options)
     seconds = time.perf_counter() - started
     ok = all(p.verdict == "pass" for p in result.pairs)
+    # analytic = exact float64 reverse mode, so |analytic - numeric| is the numeric error
+    # (in fast mode: of the projections).
     error = max(p.max_abs_error for p in result.pairs)
-    return seconds, error, ok, result.evaluations
+    note = f"{result.evaluations} evaluations"
+    if mode == "auto":
+        note = f"ran {result.mode}: " + "; ".join(n for n in result.notes if n.startswith("auto"))
+    return seconds, error, ok, note
 
 
-def run_tf_checker(model, dtype):
-    """tf.test.compute_gradient as users call it: f of the parameter tensors."""
-    fixed = {n: tf.constant(v, dtype) for n, v in model.point.items() if n not in PARAMS}
-    params = [tf.constant(model.point[n], dtype) for n in PARAMS]
+def run_tf(model, exact):
+    fixed = {n: tf.constant(v) for n, v in model.point.items() if n not in PARAMS}
+    params = [tf.constant(model.point[n]) for n in PARAMS]
 
     def f(*values):
         return model.function({**fixed, **dict(zip(PARAMS, values))})["output"]
@@ -101,64 +93,155 @@ def run_tf_checker(model, dtype):
     started = time.perf_counter()
     theoretical, numerical = tf.test.compute_gradient(f, params)
     seconds = time.perf_counter() - started
-    exact = exact_gradient(model)
     numeric = np.concatenate([np.asarray(j).ravel() for j in numerical])
     analytic = np.concatenate([np.asarray(j).ravel() for j in theoretical])
-    # compute_gradient's own verdict is |theoretical - numerical|: its error as a checker.
-    return seconds, float(np.max(np.abs(numeric - analytic))), float(np.max(np.abs(numeric - exact)))
+    ok = bool(np.allclose(numeric, analytic, rtol=1e-6, atol=1e-6))  # assertAllClose defaults
+    return seconds, float(np.max(np.abs(numeric - exact))), ok, "verdict: assertAllClose defaults"
 
 
-def run_torch(model):
-    try:
-        import torch
-    except ImportError:
-        return None
-    t = {n: torch.tensor(v, dtype=torch.float64, requires_grad=n in PARAMS) for n, v in model.point.items()}
+def torch_function(model):
+    import torch
+
+    t = {n: torch.tensor(model.point[n], dtype=torch.float64) for n in ("x", "y")}
 
     def f(W1, b1, W2, b2, W3, b3):
         h = torch.tanh(t["x"] @ W1 + b1)
         h = torch.tanh(h @ W2 + b2)
         return ((h @ W3 + b3 - t["y"]) ** 2).mean()
 
+    return f
+
+
+def run_torch(model, fast_mode):
+    import torch
+
+    params = tuple(
+        torch.tensor(model.point[n], dtype=torch.float64, requires_grad=True) for n in PARAMS
+    )
+    f = torch_function(model)
     started = time.perf_counter()
-    ok = torch.autograd.gradcheck(f, tuple(t[n] for n in PARAMS), eps=1e-6, atol=1e-5, rtol=1e-3)
-    return time.perf_counter() - started, ok
+    ok = torch.autograd.gradcheck(f, params, fast_mode=fast_mode, raise_exception=False)
+    return time.perf_counter() - started, None, bool(ok), "returns a verdict only"
+
+
+def run_jax(model):
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+    from jax.test_util import check_grads
+
+    x, y = jnp.asarray(model.point["x"]), jnp.asarray(model.point["y"])
+
+    def f(W1, b1, W2, b2, W3, b3):
+        h = jnp.tanh(x @ W1 + b1)
+        h = jnp.tanh(h @ W2 + b2)
+        return jnp.mean((h @ W3 + b3 - y) ** 2)
+
+    params = tuple(jnp.asarray(model.point[n]) for n in PARAMS)
+    started = time.perf_counter()
+    try:
+        check_grads(f, params, order=1, modes=("rev",))
+        ok, note = True, "returns a verdict only"
+    except AssertionError as exc:
+        ok, note = False, "false failure: " + " ".join(str(exc).split())[:160]
+    return time.perf_counter() - started, None, ok, note
+
+
+def peers():
+    """(label, runner(model, exact) or None, why skipped)."""
+    found = []
+    found.append(("tf.test.compute_gradient", run_tf, ""))
+    try:
+        import torch  # noqa: F401
+
+        found.append(("torch gradcheck", lambda m, e: run_torch(m, False), ""))
+        found.append(("torch gradcheck fast_mode", lambda m, e: run_torch(m, True), ""))
+    except ImportError:
+        found.append(("torch gradcheck", None, "torch not installed (pip install 'gradcli[bench]')"))
+    try:
+        import jax  # noqa: F401
+
+        found.append(("jax check_grads", lambda m, e: run_jax(m), ""))
+    except ImportError:
+        found.append(("jax check_grads", None, "jax not installed (pip install 'gradcli[bench]')"))
+    return found
+
+
+def median_run(runner, repeat):
+    """Median wall seconds of ``repeat`` runs, and the median CPU seconds of the
+    process (all its threads) beside them: CPU time moves less when other work
+    shares the cores, wall time is what a user waits."""
+    runs, cpu = [], []
+    for _ in range(repeat):
+        started = time.process_time()
+        runs.append(runner())
+        cpu.append(time.process_time() - started)
+    seconds = statistics.median(r[0] for r in runs)
+    return (seconds,) + runs[-1][1:], statistics.median(cpu)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", nargs="*", default=list(SIZES), choices=list(SIZES))
-    parser.add_argument("--skip-tf32", action="store_true", help="skip the float32 TF checker")
+    parser.add_argument("--sizes", nargs="*", default=["1k", "10k", "43k"], choices=[s for s in SIZES if s != AUTO_SIZE])
+    parser.add_argument("--repeat", type=int, default=1, help="runs per checker; the median is kept")
+    parser.add_argument("--no-save", action="store_true", help="do not write bench/results/")
+    parser.add_argument(
+        "--threads", type=int, default=None,
+        help="intra-op threads for TensorFlow and torch (default: each library's own); "
+        "on a shared machine torch's spinning OpenMP threads can cost it 10x",
+    )
     args = parser.parse_args()
+    started_on = machine()  # load and time at the start; write_results adds the end
+    if args.threads:
+        tf.config.threading.set_intra_op_parallelism_threads(args.threads)
+        tf.config.threading.set_inter_op_parallelism_threads(args.threads)
+        try:
+            import torch
+
+            torch.set_num_threads(args.threads)
+        except ImportError:
+            pass
     folder = tempfile.mkdtemp(prefix="gradcli-bench-")
-    print(f"tensorflow {tf.__version__}, MLP loss with a batch of {BATCH}, one process")
-    header = f"{'size':>5} {'params':>7} | {'checker':<34} {'seconds':>8} {'ratio':>7} {'max error':>10}"
+    rows = []
+    print(f"tensorflow {tf.__version__}, MLP loss 16-n-4, tanh, batch {BATCH}; median of {args.repeat}")
+    header = f"{'size':>5} {'params':>7} | {'checker':<26} {'seconds':>8} {'cpu s':>8} {'max error':>10} {'verdict':>8}  note"
     print(header)
     print("-" * len(header))
-    for size in args.sizes:
+
+    def report(size, n, entry):
+        entry.update(size=size, params=n)
+        rows.append(entry)
+        error = "n/a" if entry["max_error"] is None else f"{entry['max_error']:.2e}"
+        verdict = {True: "right", False: "WRONG", None: "-"}[entry["verdict_right"]]
+        seconds = "skipped" if entry["seconds"] is None else f"{entry['seconds']:8.3f}"
+        cpu = "" if entry["cpu_seconds"] is None else f"{entry['cpu_seconds']:8.3f}"
+        print(f"{size:>5} {n:>7} | {entry['checker']:<26} {seconds:>8} {cpu:>8} {error:>10} {verdict:>8}  {entry['note']}")
+        sys.stdout.flush()
+
+    for size in [AUTO_SIZE] + list(args.sizes):
         path = write_model(SIZES[size], folder)
         model = load_model(path)
-        n = sum(model.point[p].size for p in PARAMS)
-        rows = []
-        full = run_gradcli(path, "full")
-        fast = run_gradcli(path, "fast")
-        tf64 = run_tf_checker(model, tf.float64)
-        tf32 = None if args.skip_tf32 else run_tf_checker(model, tf.float32)
-        rows.append((f"gradcli check --mode full ({full[3]} evals)", full[0], full[1], full[2]))
-        rows.append(("gradcli check --mode fast", fast[0], fast[1], fast[2]))
-        rows.append(("tf.test.compute_gradient float64", tf64[0], tf64[1], None))
-        if tf32:
-            rows.append(("tf.test.compute_gradient float32", tf32[0], tf32[1], None))
-        torch_result = run_torch(model)
-        if torch_result:
-            rows.append(("torch.autograd.gradcheck float64", torch_result[0], float("nan"), torch_result[1]))
-        for label, seconds, error, ok in rows:
-            ratio = tf64[0] / seconds
-            verdict = "" if ok is None else ("  pass" if ok else "  FAIL")
-            print(f"{size:>5} {n:>7} | {label:<34} {seconds:8.3f} {ratio:6.1f}x {error:10.2e}{verdict}")
-        sys.stdout.flush()
-    print("ratio = tf.test.compute_gradient (float64) time / this checker's time;")
-    print("max error: gradcli's largest |analytic - numeric| (float64); compute_gradient's |theoretical - numerical|.")
+        n = int(sum(model.point[p].size for p in PARAMS))
+        if size == AUTO_SIZE:
+            result, cpu = median_run(lambda: run_gradcli(path, "auto"), 1)
+            report(size, n, row("gradcli auto", *result, cpu=cpu))
+            continue
+        exact = exact_gradient(model)
+        for mode in ("full", "fast"):
+            result, cpu = median_run(lambda: run_gradcli(path, mode), args.repeat)
+            report(size, n, row(f"gradcli {mode}", *result, cpu=cpu))
+        for label, runner, why in peers():
+            if runner is None:
+                report(size, n, row(label, None, None, None, why))
+                continue
+            result, cpu = median_run(lambda: runner(model, exact), args.repeat)
+            report(size, n, row(label, *result, cpu=cpu))
+    print("max error: the checker's numeric derivative against the exact float64 gradient "
+          "(gradcli fast: of its projections); verdict right = pass (the function is correct).")
+    if not args.no_save:
+        document = {"machine": started_on, "repeat": args.repeat, "threads": args.threads, "rows": rows}
+        print("wrote", write_results("check_speed", document))
 
 
 if __name__ == "__main__":

@@ -151,6 +151,9 @@ class LoadOptions(Options):
 # --- gradcli check ---------------------------------------------------------------
 
 MODES = ("auto", "full", "fast")
+#: auto runs the full check when it is predicted to take at most this many
+#: seconds: about what a user waits for a check without reaching for options.
+DEFAULT_BUDGET = 10.0
 
 
 @dataclass
@@ -178,6 +181,7 @@ class CheckOptions(Options):
     fail_on: list[str] = field(default_factory=list)  # verdicts that fail (results.FAIL_ON_WORDS)
     keep_blocks: bool = False  # failing pairs keep a window of their Jacobian blocks (--plot)
     max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
+    budget: float = DEFAULT_BUDGET  # auto: seconds a full check may take (predicted)
 
     def validate(self):
         from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
@@ -187,6 +191,7 @@ class CheckOptions(Options):
         one_of(self.order, "order", (1, 2))
         int_at_least(self.samples, "samples", 0)
         finite_at_least(self.radius, "radius", strict=True)
+        finite_at_least(self.budget, "budget")
         for word in self.fail_on:
             one_of(word, "fail_on", FAIL_ON_WORDS)
         unique_names(self.fail_on, "fail_on")

@@ -274,7 +274,7 @@ def test_one_element_wrong_by_a_tenth_of_a_percent_fails_in_fast_mode():
 
     path = fixture("verdict_fast_one_element.py")
     for seed in (0, 1, 2):
-        result = gradcli.check(path, rng_seed=seed)
+        result = gradcli.check(path, rng_seed=seed, mode="fast")
         (model,) = result.models
         assert model.mode == "fast"
         (pair,) = model.pairs
@@ -291,7 +291,7 @@ def test_one_element_wrong_by_a_tenth_of_a_percent_fails_in_fast_mode():
 
 
 def test_correct_model_passes_fast_mode_and_states_its_power():
-    run, doc = check_json(fixture("verdict_fast_one_element.py"), "--set", "error=0")
+    run, doc = check_json(fixture("verdict_fast_one_element.py"), "--set", "error=0", "--mode", "fast")
     assert run.exit_code == 0, run
     (model,) = doc["result"]["models"]
     (pair,) = model["pairs"]
@@ -301,7 +301,7 @@ def test_correct_model_passes_fast_mode_and_states_its_power():
     assert power["absolute"] < 1e-3 and power["relative"] == pytest.approx(
         power["absolute"] / power["element_size"]
     )
-    text = gradcli("check", fixture("verdict_fast_one_element.py"), "--set", "error=0")
+    text = gradcli("check", fixture("verdict_fast_one_element.py"), "--set", "error=0", "--mode", "fast")
     assert "3 random projections would see a single element off by" in text.stdout
 
 
@@ -348,3 +348,15 @@ def test_max_abs_error_is_the_worst_elements_error(name):
             continue
         assert pair["max_abs_error"] == pair["worst"]["abs_error"], pair
         assert all(e["abs_error"] <= pair["max_abs_error"] for e in pair["failing"])
+
+
+def test_auto_runs_the_6000_element_model_in_full_and_names_the_wrong_element():
+    """auto now picks by predicted time (the speed issue): 6,000 elements fit the
+    default budget, so the one wrong element W[17, 42] is found element by element."""
+    import gradcli
+
+    (model,) = gradcli.check(fixture("verdict_fast_one_element.py")).models
+    assert model.mode == "full" and any("auto ran the full check" in n for n in model.notes)
+    (pair,) = model.pairs
+    assert pair.failed and pair.n_failing == 1
+    assert (pair.failing[0].output_index, pair.failing[0].input_index) == ([17], [17, 42])

@@ -16,8 +16,12 @@ Modes:
   ``tf.custom_gradient`` rather than calling its gradient function, so the modes
   can disagree when a gradient function is not the derivative of its ops; each
   is weighed against the numbers.
-* ``auto``: ``full`` while the differentiated inputs have at most
-  ``FULL_LIMIT`` elements (4 evaluations each), ``fast`` beyond.
+* ``auto``: ``full`` when its predicted time fits ``CheckOptions.budget``
+  seconds, else ``fast``. The prediction times one chunk of first-pass
+  differences per input group (``FiniteDifferences.predict_axes_seconds``) and
+  assumes every element settles in the first pass (a wrong element costs two
+  more evaluations); inputs small enough that the whole first pass is one chunk
+  per group run full without timing. The report says which mode ran and why.
 """
 
 from __future__ import annotations
@@ -37,9 +41,6 @@ from gradcli.model.loading import Model, differentiable, load_model
 from gradcli.analyses.reach import require_gradient
 from gradcli.results import MISMATCH, BlockWindow, CheckResult, ModelResult, PairResult
 
-#: auto switches to fast above this many differentiated elements: a full check
-#: then costs over 4 * FULL_LIMIT evaluations, a fast one about 4 * probes.
-FULL_LIMIT = 5000
 #: ``keep_blocks``: a failing pair keeps at most this many rows and columns of
 #: its blocks, around its worst element: enough to see a pattern in a heat map,
 #: small enough for the JSON document.
@@ -133,25 +134,33 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     dtype, precision_note = _compute_precision(model, graph)
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
-    mode = options.mode
+    if not outputs:
+        raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
+    require_gradient(model, outputs)
+
+    def differences(mode):
+        return FiniteDifferences(
+            model.function, model.point, outputs, wrt=list(model.wrt),
+            joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+            precision=dtype,
+            center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
+        )
+
+    fd = differences("full" if options.mode == "auto" else options.mode)
+    mode, predicted, why = options.mode, None, None
     if mode == "auto":
-        mode = "full" if size <= FULL_LIMIT else "fast"
+        mode, predicted, why = choose_mode(fd, model.wrt, options.budget)
+        if mode == "fast":
+            spent, fd = fd.evaluations, differences("fast")
+            fd.evaluations = spent
     result = ModelResult(
         name=model.name, path=model.path, dtype=dtype, mode=mode, tolerance=tol,
-        notes=list(model.notes) + ([precision_note] if precision_note else []),
+        notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else []),
+        predicted_full_seconds=predicted,
     )
     skipped = [o for o in model.outputs if o not in outputs]
     if skipped:
         result.notes.append(f"outputs {', '.join(skipped)} are not floating-point or have no elements: not checked")
-    if not outputs:
-        raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
-    require_gradient(model, outputs)
-    fd = FiniteDifferences(
-        model.function, model.point, outputs, wrt=list(model.wrt),
-        joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
-        precision=dtype,
-        center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
-    )
     if mode == "full":
         _require_full_memory(model, outputs, size, options.order, options.max_memory)
     checker = _FullCheck if mode == "full" else _FastCheck
@@ -250,6 +259,22 @@ def _require_full_memory(model: Model, outputs, size: int, order: int, max_memor
     )
 
 
+def choose_mode(fd: FiniteDifferences, wrt, budget: float) -> tuple[str, float | None, str]:
+    """auto's choice: (mode, predicted seconds of a full check or None, why)."""
+    predicted = fd.predict_axes_seconds(list(wrt))
+    if predicted is None:
+        return "full", None, "auto ran the full check: its first pass is one batch per input group"
+    if predicted <= budget:
+        return "full", predicted, (
+            f"auto ran the full check: predicted {predicted:.2g} s (one timed batch of "
+            f"differences per input group), within the {budget:g} s budget"
+        )
+    return "fast", predicted, (
+        f"auto ran the fast check: a full check would take about {predicted:.2g} s "
+        f"(predicted from one timed batch per input group), over the {budget:g} s budget"
+    )
+
+
 class _FullCheck:
     """Every element of every (input, output) Jacobian block."""
 
@@ -274,7 +299,7 @@ class _FullCheck:
         ).blocks
 
     def pairs_for(self, name, outputs, analytic) -> list[PairResult]:
-        numeric = self.fd.along_axes(name)
+        numeric = self.fd.along_axes(name, settled=self.settled(name, outputs, analytic))
         x_shape = self.model.point[name].shape
         pairs = []
         for o in outputs:
@@ -311,6 +336,27 @@ class _FullCheck:
                 pair.window = block_window(block, columns, errors, self.tol)
             pairs.append(pair)
         return pairs
+
+
+    def settled(self, name, outputs, analytic):
+        """The rule that lets an element skip the second finite-difference level:
+        |a - D(h)| <= atol + rtol |a| + FD_SAFETY * round-off, for every output.
+        Such an element passes ``compare``'s two-level rule whatever D(2h) is
+        (proof in ``finite_diff``'s docstring); NaN never settles."""
+        size = self.model.point[name].size
+
+        def rule(values, roundoff):
+            done = np.ones(size, bool)
+            for o in outputs:
+                d1 = values[o].reshape(size, -1).T  # [output size, input size]
+                block = analytic[(o, name)]
+                a = np.zeros_like(d1) if block is None else block.reshape(d1.shape)
+                allowed = compare.allowed_error(a, a, roundoff[o].reshape(size, -1).T, self.tol)
+                with np.errstate(invalid="ignore"):
+                    done &= np.all(np.abs(a - d1) <= allowed, axis=0)
+            return done
+
+        return rule
 
 
 class _FastCheck(_FullCheck):

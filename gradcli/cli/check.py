@@ -18,11 +18,12 @@ from gradcli.cli.options import (
 @model_argument(many=True)
 @model_options
 @input_option
-@click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full up to 5000 elements.")
+@click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full when it fits --budget.")
+@click.option("--budget", type=float, default=10.0, show_default=True, metavar="SECONDS", help="auto mode: run the full check when one timed batch predicts it takes at most SECONDS, else fast.")
 @tolerance_options("the comparison")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")
 @native_dtype_option
-@click.option("--xla/--no-xla", default=None, help="Compile the finite-difference batches with XLA [default: for inputs of 4096 or more elements].")
+@click.option("--xla/--no-xla", default=None, help="Compile the finite-difference batches with XLA [default: off; it did not pay in bench/check_speed.py].")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
 @click.option("--fail-on", multiple=True, metavar="WORDS", help="Verdicts that also fail a pair (comma-separated or repeated): zero, kink, surrogate, disconnected, inconclusive.")

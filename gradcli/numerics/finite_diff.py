@@ -8,21 +8,67 @@ same code differences a gradient function for Hessian checks.
 
 Step rule (``step_size``): h = eps**(1/3) * max(1, |x|), scipy's rule for
 central differences, which balances the O(h**2) truncation error against the
-O(eps/h) round-off of the difference quotient. Each direction is evaluated at
-x +- h*d and x +- 2h*d and the two quotients are combined by Richardson,
-R = (4 D(h) - D(2h)) / 3, which cancels the h**2 term. The error estimate is
-|D(h) - D(2h)| / 3 (the size of the term Richardson removed, an upper bound on
-what is left for smooth functions) plus the round-off bound
-1.5 * ROUNDOFF_ULPS * eps * max|f| / h (``roundoff_ulps``: fewer for 16-bit compute).
+O(eps/h) round-off of the difference quotient.
+
+Two passes, each a central difference D(s) = (f(x + s d) - f(x - s d)) / 2s:
+
+1. D(h) for every direction (2 evaluations each). Its round-off bound is
+   ROUNDOFF_ULPS * eps * max|f| / h (two values, each off by at most
+   ROUNDOFF_ULPS * eps * max|f|, divided by 2h). Its truncation error,
+   h**2 f'''/6, is not estimated by this pass.
+2. D(2h) for the directions the caller did not settle after pass 1 (all of
+   them when it gives no ``settled`` rule), combined by Richardson,
+   R = (4 D(h) - D(2h)) / 3, which cancels the h**2 term. The error estimate is
+   |D(h) - D(2h)| / 3 (the size of the term Richardson removed, an upper bound on
+   what is left for smooth functions) plus the round-off bound
+   1.5 * ROUNDOFF_ULPS * eps * max|f| / h (R weighs the four values by 4/3 and
+   1/3 of their quotients' round-off: (4 * 1 + 1/2) / 3 = 1.5). eps and the
+   ulps are those of the dtype the function computes in (``rule_dtype``:
+   ``roundoff_ulps`` assumes fewer for 16-bit compute).
+
+Settling rule (the caller's ``settled``; the check's is
+``analyses.check._FullCheck.settled``): an element is settled after pass 1 when
+
+    |a - D(h)| <= atol + rtol * |a| + FD_SAFETY * roundoff(D(h))
+
+for the analytic value a. Such an element passes the two-level verdict of
+``verdicts.compare`` whatever D(2h) turns out to be, because exactly
+R - D(h) = (D(h) - D(2h)) / 3, so |a - R| <= |a - D(h)| + |D(h) - D(2h)| / 3,
+and that second term is part of the two-level allowance (FD_SAFETY >= 1 times
+the Richardson estimate). The second level therefore only runs where it can
+change the verdict: a correct gradient costs 2 evaluations per element, a wrong
+element 4. A settled element reports D(h) as its numeric value and pass 1's
+round-off bound as its error estimate: its truncation error is not estimated,
+only shown not to matter for the element's verdict. One pair-level rule could
+still differ: ``inconclusive`` fires when an error estimate exceeds a tenth of
+the derivatives, and a settled element has no Richardson term to contribute.
+For that, D(h)'s truncation error would have to be that large and the analytic
+value equal D(h) including it, wrong by exactly the truncation error; the
+tests compare both verdicts on models of every kind (tests/test_speed.py).
+
+One-sided slopes for the kink scan (``center``, unit directions only): with
+f0 = f(x), pass 1 gives D+(h) = (f(x+h) - f0) / h and D-(h) = (f0 - f(x-h)) / h.
+On a smooth function they differ by h * f'' (relative to the slope, a few
+1e-6 in float64); at a kink by the slope gap, a sizeable fraction of the
+slopes. So an element whose gap exceeds KINK_GAP times the slopes (plus
+round-off) is never settled: pass 2 runs there, and the second-order one-sided
+slopes right = 2 D+(h) - D+(2h), left = 2 D-(h) - D-(2h) (each f' + O(h**2))
+with error |D+(h) - D+(2h)| + |D-(h) - D-(2h)| + 8 ulps eps max|f| / h go to
+``diagnose``. A settled element's slopes agree by construction (both are its
+D(h), error its round-off): a kink whose gap is under KINK_GAP of the slopes
+is not looked for there.
 
 All perturbed points of a chunk are evaluated in one ``tf.function`` call with
-``tf.vectorized_map``; inputs other than the perturbed one stay unbatched. A
-model that cannot be traced is evaluated eagerly point by point (and a note
+``tf.vectorized_map``; inputs other than the perturbed ones stay unbatched. A
+unit direction is applied as x plus a scattered matrix of steps (one broadcast
+add per point) rather than by scaling and adding a one-hot matrix.
+A model that cannot be traced is evaluated eagerly point by point (and a note
 says so), never silently skipped.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -40,21 +86,35 @@ ROUNDOFF_ULPS = 8.0
 #: output once, so an evaluation is off by about one ulp of |f|; 8 ulps would
 #: make every float16 difference quotient unresolvable (eps 1e-3, h 0.1).
 ROUNDOFF_ULPS_16BIT = 1.0
+#: An element whose first-pass one-sided slopes differ by more than this
+#: fraction of their size is not settled, so the kink scan gets second-order
+#: slopes there (module docstring). Smooth functions differ by h f'', about
+#: 1e-5 of the slope in float64; kinks worth reporting by far more.
+KINK_GAP = 1e-3
 
 
 def roundoff_ulps(dtype) -> float:
     """ROUNDOFF_ULPS for the dtype a function computes in (see above)."""
     return ROUNDOFF_ULPS_16BIT if str(dtype) in ("float16", "bfloat16") else ROUNDOFF_ULPS
-#: Steps of the two levels, in units of h: central differences at +-1 and +-2.
-LEVELS = (1.0, -1.0, 2.0, -2.0)
-#: Memory for one chunk's perturbed points (4 levels x B directions x n elements).
+
+
+#: Each pass evaluates x + s*d and x - s*d; pass 2 takes s = RICHARDSON_RATIO * h.
+SIGNS = (1.0, -1.0)
+RICHARDSON_RATIO = 2.0
+#: Every point the two passes may evaluate, in units of h (x +- h, x +- 2h).
+LEVELS = (1.0, -1.0, RICHARDSON_RATIO, -RICHARDSON_RATIO)
+#: Memory for one chunk's perturbed points (2 signs x B directions x n elements).
 #: Each evaluation copies the whole perturbed group, so the work is n**2 per
 #: group and bound by memory traffic: a chunk that stays in cache (about 16 MB)
 #: measured 2-7x faster than chunks of 256 or more directions on 2 cores.
 CHUNK_BYTES = 16 * 2**20
-#: XLA compiles a chunk in 1.5-5 s and then runs it 1.3-1.6x faster; it pays off
-#: once a group has this many elements (measured at 1k, 10k and 43k parameters).
-XLA_MIN_ELEMENTS = 4096
+#: XLA is off unless asked for (``jit_compile=True``): with the scatter and two
+#: passes the 43k-parameter bench spent 31.7 s of CPU with XLA against 22.2 s
+#: without (compiling a chunk takes 1.5-5 s and the compiled chunk ran no faster).
+#: Inputs smaller than this are differenced together in one group (one trace,
+#: about 0.3 s, instead of one each); larger inputs get a group of their own so a
+#: point copies only the perturbed input (see ``FiniteDifferences``).
+SHARED_GROUP_MAX = 2048
 
 
 #: Up to this many perturbed points in a call, evaluate eagerly instead of tracing.
@@ -63,7 +123,7 @@ EAGER_MAX_POINTS = 32
 
 def chunk_size(elements: int, itemsize: int = 8) -> int:
     """Directions per chunk: as many as fit CHUNK_BYTES, at least 1, at most ``elements``."""
-    fit = CHUNK_BYTES // (len(LEVELS) * itemsize * max(1, elements))
+    fit = CHUNK_BYTES // (len(SIGNS) * itemsize * max(1, elements))
     return int(max(1, min(elements, fit)))
 
 
@@ -92,16 +152,29 @@ class Derivatives:
     """Directional derivatives of every floating output along k directions.
 
     ``values[out]`` and ``errors[out]`` have shape ``[k, *output_shape]``;
-    ``steps`` the step h used per direction.
+    ``steps`` the step h used per direction; ``settled`` which directions were
+    settled after the first pass (their values are D(h), see module docstring).
     """
 
     values: dict[str, np.ndarray]
     errors: dict[str, np.ndarray]
     steps: np.ndarray
     evaluations: int
-    #: Unit directions only (``along_axes``): one-sided slopes from the same
-    #: evaluations, see ``one_sided``. Keys "left", "right", "error" -> per output.
+    settled: np.ndarray | None = None
+    #: Unit directions with ``center`` only: one-sided slopes (module docstring).
+    #: Keys "left", "right", "error" -> per output.
     one_sided: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+
+
+@dataclass
+class Central:
+    """One pass: D(s) per output (``[k, *output_shape]``) and max |f| over its
+    two points; with a centre, also D+(s) and D-(s) (``one_sided``)."""
+
+    values: dict[str, np.ndarray]
+    largest: dict[str, np.ndarray]
+    forward: dict[str, np.ndarray] = field(default_factory=dict)
+    backward: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -111,9 +184,10 @@ class FiniteDifferences:
     Inputs are perturbed through one flat vector per *group*: with
     ``joint=True`` all of ``wrt`` form one group (one trace serves every input:
     tracing and vectorising a model costs about 0.3 s, which dominates small
-    checks); otherwise each input is its own group, and the other inputs stay
+    checks); otherwise each input of SHARED_GROUP_MAX or more elements is its
+    own group and the smaller ones share one, and the other inputs stay
     unbatched inside ``vectorized_map``, so a batch copies only the perturbed
-    tensor (what matters for large inputs, where copies dominate).
+    group (what matters for large inputs, where copies dominate).
     """
 
     function: Callable[[dict], dict]
@@ -122,7 +196,7 @@ class FiniteDifferences:
     wrt: list[str] = field(default_factory=list)
     joint: bool = False
     chunk: int | None = None  # directions per chunk; None: ``chunk_size`` of the group
-    jit_compile: bool | None = None  # None: XLA for groups of XLA_MIN_ELEMENTS or more
+    jit_compile: bool | None = None  # True: compile chunks with XLA (off by default)
     evaluations: int = 0
     eager: bool = False  # set when tracing failed and points run one by one
     #: The lowest precision the function computes in (``ModelGraph.precision``,
@@ -130,7 +204,7 @@ class FiniteDifferences:
     #: its eps, since a step below its resolution is lost inside the function.
     precision: str | None = None
     #: The outputs at the point, if known: ``along_axes`` then also returns
-    #: one-sided slopes (``one_sided``) at no extra evaluation.
+    #: one-sided slopes (``Derivatives.one_sided``) for the kink scan.
     center: dict | None = None
     _compiled: dict = field(default_factory=dict, repr=False)
 
@@ -139,20 +213,26 @@ class FiniteDifferences:
         coarser compute precision."""
         return coarser(dtype, self.precision)
 
-    def use_xla(self, elements: int) -> bool | None:
-        if self.jit_compile is None:
-            return True if elements >= XLA_MIN_ELEMENTS else None
-        return self.jit_compile or None
-
     def group(self, name: str) -> tuple[str, ...]:
-        return tuple(self.wrt) if self.joint and name in self.wrt else (name,)
+        if name not in self.wrt:
+            return (name,)
+        if self.joint:
+            return tuple(self.wrt)
+        small = tuple(n for n in self.wrt if self.point[n].size < SHARED_GROUP_MAX)
+        return small if name in small else (name,)
 
     def offset(self, name: str) -> int:
         group = self.group(name)
         return sum(self.point[n].size for n in group[: group.index(name)])
 
-    def along_axes(self, name: str, indices: np.ndarray | None = None) -> Derivatives:
-        """Derivatives along unit vectors e_i of input ``name`` (all i by default)."""
+    def along_axes(
+        self, name: str, indices: np.ndarray | None = None, settled: Callable | None = None
+    ) -> Derivatives:
+        """Derivatives along unit vectors e_i of input ``name`` (all i by default).
+
+        ``settled(values, roundoff)``, if given, receives pass 1's D(h) and its
+        round-off bound (dicts of ``[k, *output_shape]``) and returns which of
+        the k directions need no second pass (see the module docstring)."""
         x = self.point[name]
         if indices is None:
             indices = np.arange(x.size)
@@ -161,7 +241,7 @@ class FiniteDifferences:
         h = step_size(flat[indices], self.rule_dtype(x.dtype))
         # Make x_i + h exactly representable, so the step taken is the step divided by.
         h = (flat[indices] + h) - flat[indices]
-        return self._run(self.group(name), "axes", indices + self.offset(name), h)
+        return self._richardson(self.group(name), "axes", indices + self.offset(name), h, settled)
 
     def along(self, name: str, directions: np.ndarray) -> Derivatives:
         """Derivatives along ``directions`` (shape ``[k, *input_shape]``)."""
@@ -174,7 +254,35 @@ class FiniteDifferences:
         embedded = np.zeros((len(directions), sum(self.point[n].size for n in group)), x.dtype)
         start = self.offset(name)
         embedded[:, start : start + x.size] = directions
-        return self._run(group, "directions", embedded, h)
+        return self._richardson(group, "directions", embedded, h)
+
+    def predict_axes_seconds(self, names: list[str]) -> float | None:
+        """Predicted seconds of the first pass along every axis of ``names``, or
+        None when every group's first pass is a single chunk (timing it would cost
+        as much as running it).
+
+        Rule: per group, one chunk runs once untimed (tracing, and XLA compiling,
+        are paid here and reused by the check) and once timed; the prediction is
+        that time multiplied by the group's number of chunks. The evaluations
+        count towards ``evaluations``: they are spent."""
+        groups = list(dict.fromkeys(self.group(n) for n in names))
+        sizes = [sum(self.point[n].size for n in g) for g in groups]
+        chunks = [self.chunk or chunk_size(e, self.point[g[0]].dtype.itemsize) for g, e in zip(groups, sizes)]
+        if all(e <= c for e, c in zip(sizes, chunks)):
+            return None
+        seconds = 0.0
+        for group, elements, chunk in zip(groups, sizes, chunks):
+            name = group[0]
+            flat = self.point[name].reshape(-1)
+            first = np.arange(min(chunk, self.point[name].size))
+            h = (flat[first] + step_size(flat[first], self.rule_dtype(flat.dtype))) - flat[first]
+            part = first + self.offset(name)
+            self._chunk(group, "axes", part, h)  # trace (and compile) untimed
+            started = time.perf_counter()
+            self._chunk(group, "axes", part, h)
+            seconds += (time.perf_counter() - started) / len(h) * elements
+            self.evaluations += 2 * len(SIGNS) * len(h)
+        return seconds
 
     def evaluate(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
         """The outputs at each of ``points`` (shape ``[k, *input_shape]``) for input
@@ -183,8 +291,8 @@ class FiniteDifferences:
         (one-sided ladders, Taylor remainders)."""
         points = np.asarray(points, dtype=self.point[name].dtype)
         result = self._call(
-            (name, "points", points.shape), self._evaluator(name),
-            self.point[name].size, tf.constant(points),
+            (name, "points"), self._evaluator(name),
+            tf.constant(points),
         )
         self.evaluations += len(points)
         return {o: np.asarray(v) for o, v in result.items()}
@@ -203,15 +311,18 @@ class FiniteDifferences:
 
         return build
 
-    def _call(self, key, build, elements: int, *args, eager: bool = False):
+    def _call(self, key, build, *args, eager: bool = False):
         """``build(vectorized)(*args)``: traced and vectorised (cached by ``key``,
-        XLA by ``use_xla``), or eagerly point by point when asked (small batches)
+        XLA when ``jit_compile``), or eagerly point by point when asked (small batches)
         or when the model cannot be traced or vectorised (then ``self.eager``
-        stays set, and the check says so)."""
+        stays set, and the check says so). The leading (batch) dimension is left
+        open in the trace, so a second pass or a last chunk of another length
+        reuses it (XLA still compiles once per length)."""
         if not (eager or self.eager):
             if key not in self._compiled:
                 self._compiled[key] = tf.function(
-                    build(vectorized=True), jit_compile=self.use_xla(elements), autograph=False
+                    build(vectorized=True), jit_compile=self.jit_compile or None, autograph=False,
+                    input_signature=[tf.TensorSpec([None, *a.shape[1:]], a.dtype) for a in args],
                 )
             try:
                 return self._compiled[key](*args)
@@ -221,63 +332,116 @@ class FiniteDifferences:
 
     # -- one batched mechanism for both kinds of direction ---------------------
 
-    def _run(self, group, kind, batch, h) -> Derivatives:
+    def _richardson(self, group, kind, batch, h, settled=None) -> Derivatives:
+        """Pass 1 everywhere, pass 2 where ``settled`` does not say otherwise."""
+        k = len(h)
+        rule = self.rule_dtype(self.point[group[0]].dtype)
+        eps, ulps = machine_eps(rule), roundoff_ulps(rule)
+        first = self._central(group, kind, batch, h)
+        values = {o: v.copy() for o, v in first.values.items()}
+        errors = {
+            o: ulps * eps * first.largest[o] / _along(h, v) for o, v in values.items()
+        }
+        done = np.zeros(k, bool) if settled is None else np.asarray(settled(values, errors), bool)
+        sides = bool(first.forward)
+        if sides:
+            done &= ~self._kink_gaps(first, errors)
+        todo = np.flatnonzero(~done)
+        one_sided = {}
+        if sides:  # settled elements: both slopes are D(h) (module docstring)
+            one_sided = {
+                "left": {o: v.copy() for o, v in values.items()},
+                "right": {o: v.copy() for o, v in values.items()},
+                "error": {o: e.copy() for o, e in errors.items()},
+            }
+        if len(todo):
+            second = self._central(
+                group, kind, batch[todo], RICHARDSON_RATIO * h[todo],
+                stage="finite differences, second level",
+            )
+            for o in self.outputs:
+                d1, d2 = first.values[o][todo], second.values[o]
+                largest = np.maximum(first.largest[o][todo], second.largest[o])
+                step = _along(h[todo], d1)
+                values[o][todo] = (4.0 * d1 - d2) / 3.0
+                errors[o][todo] = np.abs(d1 - d2) / 3.0 + 1.5 * ulps * eps * largest / step
+                if sides:
+                    p1, p2 = first.forward[o][todo], second.forward[o]
+                    m1, m2 = first.backward[o][todo], second.backward[o]
+                    one_sided["right"][o][todo] = 2.0 * p1 - p2
+                    one_sided["left"][o][todo] = 2.0 * m1 - m2
+                    one_sided["error"][o][todo] = (
+                        np.abs(p1 - p2) + np.abs(m1 - m2) + 8.0 * ulps * eps * largest / step
+                    )
+        return Derivatives(
+            values=values, errors=errors, steps=h,
+            evaluations=len(SIGNS) * (k + len(todo)),
+            settled=None if settled is None else done,
+            one_sided=one_sided,
+        )
+
+    def _kink_gaps(self, first: Central, roundoff: dict) -> np.ndarray:
+        """Directions whose first-pass one-sided slopes differ by more than
+        KINK_GAP of their size plus round-off: kink suspects, never settled."""
+        gap = np.zeros(len(next(iter(first.values.values()))), bool)
+        for o in self.outputs:
+            p, m = first.forward[o], first.backward[o]
+            far = np.abs(p - m) > KINK_GAP * (np.abs(p) + np.abs(m)) + 4.0 * roundoff[o]
+            gap |= far.reshape(len(gap), -1).any(axis=1)
+        return gap
+
+    def _central(self, group, kind, batch, h, stage: str = "finite differences") -> Central:
+        """D(h) along every row of ``batch``, in chunks of a fixed shape (one trace)."""
         k = len(h)
         elements = sum(self.point[n].size for n in group)
         chunk = self.chunk or chunk_size(elements, self.point[group[0]].dtype.itemsize)
         values: dict[str, list] = {o: [] for o in self.outputs}
-        errors: dict[str, list] = {o: [] for o in self.outputs}
+        largest: dict[str, list] = {o: [] for o in self.outputs}
+        forward: dict[str, list] = {o: [] for o in self.outputs}
+        backward: dict[str, list] = {o: [] for o in self.outputs}
         detail = ", ".join(group)
-        progress.report("finite differences", 0, k, detail)
-        sides: dict[str, dict[str, list]] = {k: {o: [] for o in self.outputs} for k in ONE_SIDED}
+        progress.report(stage, 0, k, detail)
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
             steps = h[start : start + chunk]
-            pad = chunk - len(steps) if k > chunk else 0
-            if pad:  # a fixed chunk shape keeps one trace for every chunk
+            pad = chunk - len(steps) if k > chunk and self.jit_compile else 0
+            if pad:  # XLA compiles once per shape: every chunk gets the same one
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
-            est, err, side = self._chunk(group, kind, part, steps)
+            d, fmax, sides = self._chunk(group, kind, part, steps)
+            keep = len(steps) - pad
             for o in self.outputs:
-                values[o].append(np.asarray(est[o])[: len(steps) - pad])
-                errors[o].append(np.asarray(err[o])[: len(steps) - pad])
-                for key in side:
-                    sides[key][o].append(np.asarray(side[key][o])[: len(steps) - pad])
-            self.evaluations += len(LEVELS) * (len(steps) - pad)
-            progress.report("finite differences", min(start + chunk, k), k, detail)
-        return Derivatives(
-            values={o: np.concatenate(v) for o, v in values.items()},
-            errors={o: np.concatenate(e) for o, e in errors.items()},
-            steps=h,
-            evaluations=len(LEVELS) * k,
-            one_sided={
-                key: {o: np.concatenate(v) for o, v in by_output.items()}
-                for key, by_output in sides.items() if all(by_output.values())
-            },
+                values[o].append(np.asarray(d[o])[:keep])
+                largest[o].append(np.asarray(fmax[o])[:keep])
+                if sides:
+                    forward[o].append(np.asarray(sides["forward"][o])[:keep])
+                    backward[o].append(np.asarray(sides["backward"][o])[:keep])
+            self.evaluations += len(SIGNS) * keep
+            progress.report(stage, min(start + chunk, k), k, detail)
+        joined = lambda parts: {o: np.concatenate(v) for o, v in parts.items() if v}  # noqa: E731
+        return Central(
+            values=joined(values), largest=joined(largest),
+            forward=joined(forward), backward=joined(backward),
         )
 
     def _chunk(self, group, kind, part, steps):
         # A handful of points (fast-mode probes) costs less run eagerly than one
         # trace and vectorisation of the model (about 0.3 s).
         return self._call(
-            (group, kind, part.shape), self._differences(group, kind),
-            sum(self.point[n].size for n in group), tf.constant(part), tf.constant(steps),
-            eager=len(steps) * len(LEVELS) <= EAGER_MAX_POINTS,
+            (group, kind), self._differences(group, kind),
+            tf.constant(part), tf.constant(steps),
+            eager=len(steps) * len(SIGNS) <= EAGER_MAX_POINTS,
         )
 
     def _differences(self, group, kind):
-        dtype = self.point[group[0]].dtype
         others = {n: tf.constant(v) for n, v in self.point.items() if n not in group}
         shapes = [tuple(self.point[n].shape) for n in group]
         sizes = [int(self.point[n].size) for n in group]
         x = tf.constant(np.concatenate([self.point[n].reshape(-1) for n in group]))
-        total = sum(sizes)
         outputs = self.outputs
-        eps = machine_eps(self.rule_dtype(dtype))
-        ulps = roundoff_ulps(self.rule_dtype(dtype))
         center = None
         if kind == "axes" and self.center is not None:
-            center = {o: tf.constant(np.asarray(self.center[o], dtype)) for o in outputs}
+            center = {o: tf.constant(np.asarray(self.center[o], x.dtype.as_numpy_dtype)) for o in outputs}
 
         def evaluate(flat):
             parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
@@ -285,50 +449,41 @@ class FiniteDifferences:
             result = self.function({**others, **values})
             return {o: tf.cast(result[o], x.dtype) for o in outputs}
 
+        def perturbed(part, steps):
+            """Rows x + s_j d_j for each sign s, then x - s_j d_j."""
+            signed = tf.concat([sign * steps for sign in SIGNS], axis=0)
+            if kind == "directions":
+                return x + tf.tile(part, [len(SIGNS), 1]) * signed[:, None]
+            rows = tf.shape(signed, out_type=tf.int64)[0]
+            where = tf.stack([tf.range(rows), tf.tile(part, [len(SIGNS)])], axis=1)
+            # x + (a sparse matrix of the steps): one broadcast add writes each point
+            # once; tiling copies of x and scattering into them cost twice as much
+            # (bench/profile_differences.py).
+            return x[None] + tf.scatter_nd(where, signed, tf.stack([rows, tf.size(x, tf.int64)]))
+
         def run(part, steps, vectorized):
-            directions = tf.one_hot(part, total, dtype=x.dtype) if kind == "axes" else part
             k = tf.shape(steps)[0]
-            scaled = directions * steps[:, None]
-            points = tf.concat([x + level * scaled for level in LEVELS], axis=0)
-            values = _map(evaluate, points, outputs, vectorized)
-            estimates, error_bounds = {}, {}
-            sides = {key: {} for key in ONE_SIDED} if center is not None else {}
+            values = _map(evaluate, perturbed(part, steps), outputs, vectorized)
+            quotients, largest = {}, {}
+            sides = {"forward": {}, "backward": {}} if center is not None else {}
             for o in outputs:
-                f = tf.reshape(values[o], tf.concat([[len(LEVELS), k], tf.shape(values[o])[1:]], 0))
-                hb = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
-                d1 = (f[0] - f[1]) / (2.0 * hb)
-                d2 = (f[2] - f[3]) / (4.0 * hb)
-                estimates[o] = (4.0 * d1 - d2) / 3.0
-                fmax = tf.reduce_max(tf.abs(f), axis=0)
-                error_bounds[o] = tf.abs(d1 - d2) / 3.0 + 1.5 * ulps * eps * fmax / hb
-                if center is not None:
-                    one_sided(sides, o, f, center[o], hb, fmax, eps, ulps)
-            return estimates, error_bounds, sides
+                f = tf.reshape(values[o], tf.concat([[len(SIGNS), k], tf.shape(values[o])[1:]], 0))
+                s = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
+                quotients[o] = (f[0] - f[1]) / (2.0 * s)
+                largest[o] = tf.reduce_max(tf.abs(f), axis=0)
+                if center is not None:  # D+(s), D-(s) for the kink scan (module docstring)
+                    f0 = center[o][None]
+                    sides["forward"][o] = (f[0] - f0) / s
+                    sides["backward"][o] = (f0 - f[1]) / s
+                    largest[o] = tf.maximum(largest[o], tf.abs(f0))
+            return quotients, largest, sides
 
         return lambda vectorized: lambda part, steps: run(part, steps, vectorized)
 
 
-#: The one-sided slopes ``along_axes`` returns beside the central differences.
-ONE_SIDED = ("left", "right", "error")
-
-
-def one_sided(sides, o, f, f0, hb, fmax, eps, ulps=ROUNDOFF_ULPS) -> None:
-    """One-sided slopes from the evaluations at x +- h, x +- 2h and f0 = f(x):
-    right = 2 D+(h) - D+(2h) = (4 f(x+h) - f(x+2h) - 3 f0) / 2h, left likewise.
-    On a smooth function both are f' - h**2 f3 / 3 + O(h**3) (f3 the third
-    derivative), so they differ by O(h**3); at a kink by the slope gap. Error:
-    |D+(h) - D+(2h)| + |D-(h) - D-(2h)| (the removed first-order terms) plus the
-    round-off of both, 2 * 4 * ulps * eps * max|f| / h (``roundoff_ulps`` of the
-    compute dtype). ``diagnose``
-    looks for kinks on every element with them, at no extra evaluation (f0 is
-    ``FiniteDifferences.center``, the outputs the model gave at the point)."""
-    f0 = tf.cast(f0, f.dtype)[None]
-    dp1, dp2 = (f[0] - f0) / hb, (f[2] - f0) / (2.0 * hb)
-    dm1, dm2 = (f0 - f[1]) / hb, (f0 - f[3]) / (2.0 * hb)
-    sides["right"][o] = 2.0 * dp1 - dp2
-    sides["left"][o] = 2.0 * dm1 - dm2
-    fmax = tf.maximum(fmax, tf.abs(f0))
-    sides["error"][o] = tf.abs(dp1 - dp2) + tf.abs(dm1 - dm2) + 8.0 * ulps * eps * fmax / hb
+def _along(h: np.ndarray, like: np.ndarray) -> np.ndarray:
+    """``h`` ([k]) shaped to broadcast against ``like`` ([k, *output_shape])."""
+    return h.reshape((-1,) + (1,) * (like.ndim - 1))
 
 
 def _map(evaluate, points, outputs, vectorized: bool) -> dict:

@@ -215,6 +215,7 @@ class ModelResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     evaluations: int = 0  # function evaluations spent on finite differences
+    predicted_full_seconds: float | None = None  # auto mode: the prediction that chose it
     error: str | None = None  # set when the model could not be loaded, run or checked
     error_code: int = 0
     sweep: Sweep | None = None  # ``--samples`` / ``--special``: checks at more points

@@ -8,4 +8,4 @@ def model(x):
     return tf.reduce_sum(tf.sin(x)) * 2.0 + 0.0 * scale
 
 
-inputs = {"x": [0.1 * i for i in range(1, 11)]}  # 40 points: more than run eagerly anyway
+inputs = {"x": [0.05 * i for i in range(1, 21)]}  # 40 points in the first pass: more than run eagerly anyway

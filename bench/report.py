@@ -1,0 +1,217 @@
+"""Render docs/benchmarks.md from the JSON results under bench/results/.
+
+Every figure in the page comes from a results file: for each (size, checker)
+the median over all saved runs of bench/check_speed.py (likewise for the other
+benches), with the number of runs and the machine's load beside it, so a
+reader can weigh noisy figures. Run after the benches:
+
+    python bench/check_speed.py && python bench/startup_speed.py && python bench/second_order_speed.py
+    python bench/report.py
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+from collections import defaultdict
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+from results_io import load_results  # noqa: E402
+
+PAGE = os.path.join(os.path.dirname(HERE), "docs", "benchmarks.md")
+#: The issue's targets at 43k parameters (full vs tf, full vs torch slow).
+TARGET_VS_TF, TARGET_VS_TORCH, TARGET_PROCESS = 12.0, 4.0, 8.0
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value, spec="{:.2f}"):
+    return "-" if value is None else spec.format(value)
+
+
+def runs_line(documents) -> str:
+    if not documents:
+        return ""
+    loads = [
+        f"{d['machine']['load_average'][0]:g} -> {d['machine'].get('load_average_end', ['?'])[0]:g}"
+        for d in documents
+    ]
+    first, last = documents[0]["machine"]["utc"], documents[-1]["machine"]["utc"]
+    return (
+        f"{len(documents)} run(s), {first} to {last}, {documents[-1]['machine']['cores']} cores; "
+        f"1-minute load average of each run, start -> end: {', '.join(loads)}."
+    )
+
+
+def check_speed_section(documents) -> list[str]:
+    if not documents:
+        return ["No results yet: run `python bench/check_speed.py`.", ""]
+    cells = defaultdict(list)
+    order = []
+    for document in documents:
+        for row in document["rows"]:
+            key = (row["size"], row["params"], row["checker"])
+            if key not in cells:
+                order.append(key)
+            cells[key].append(row)
+    lines = [
+        runs_line(documents), "",
+        "| size | params | checker | wall s | CPU s | max error | verdict | note |",
+        "|---|---:|---|---:|---:|---:|---|---|",
+    ]
+    for key in order:
+        rows = cells[key]
+        size, params, checker = key
+        verdicts = {r["verdict_right"] for r in rows}
+        verdict = "skipped" if verdicts == {None} else ("right" if verdicts == {True} else "WRONG")
+        lines.append(
+            f"| {size} | {params} | {checker} | {fmt(median(r['seconds'] for r in rows))} | "
+            f"{fmt(median(r.get('cpu_seconds') for r in rows))} | "
+            f"{fmt(median(r['max_error'] for r in rows), '{:.1e}')} | {verdict} | {rows[-1]['note']} |"
+        )
+    lines += ["", "Ratios at each size, taken within each run (checkers of one run share its load), "
+              "then the median over runs, wall (CPU); > 1 means gradcli is faster:", ""]
+    lines += ["| size | tf / gradcli full | torch slow / gradcli full | torch fast / gradcli fast |", "|---|---:|---:|---:|"]
+    pairs = (("tf.test.compute_gradient", "gradcli full"), ("torch gradcheck", "gradcli full"),
+             ("torch gradcheck fast_mode", "gradcli fast"))
+    for size in dict.fromkeys(k[0] for k in order):
+        cells_of_size = []
+        for peer, ours in pairs:
+            ratios = {"seconds": [], "cpu_seconds": []}
+            for document in documents:
+                by = {r["checker"]: r for r in document["rows"] if r["size"] == size}
+                for what in ratios:
+                    if by.get(peer, {}).get(what) and by.get(ours, {}).get(what):
+                        ratios[what].append(by[peer][what] / by[ours][what])
+            wall, cpu = median(ratios["seconds"]), median(ratios["cpu_seconds"])
+            cells_of_size.append("-" if wall is None else f"{wall:.2g}x ({fmt(cpu, '{:.2g}x')})")
+        if any(cell != "-" for cell in cells_of_size):
+            lines.append(f"| {size} | " + " | ".join(cells_of_size) + " |")
+    lines.append("")
+    return lines
+
+
+def profile_section(documents) -> list[str]:
+    if not documents:
+        return ["No results yet: run `python bench/profile_differences.py`.", ""]
+    parts = defaultdict(list)
+    for document in documents:
+        for row in document["rows"]:
+            parts[row["part"]].append(row)
+    lines = [
+        runs_line(documents), "",
+        f"Input W2 of the 43k model ({documents[-1]['elements']} elements), one chunk of "
+        f"{documents[-1]['chunk_directions']} directions, one intra-op thread, CPU time:", "",
+        "| part | CPU ms | CPU us per point |", "|---|---:|---:|",
+    ]
+    for part, rows in parts.items():
+        lines.append(
+            f"| {part} | {fmt(median(r['cpu_seconds'] for r in rows) * 1e3, '{:.1f}')} | "
+            f"{fmt(median(r['cpu_us_per_point'] for r in rows), '{:.0f}')} |"
+        )
+    lines.append("")
+    return lines
+
+
+def simple_section(documents, columns, empty) -> list[str]:
+    if not documents:
+        return [empty, ""]
+    cells, order = defaultdict(list), []
+    for document in documents:
+        for row in document["rows"]:
+            key = tuple(row.get(c) for c in columns)
+            if key not in cells:
+                order.append(key)
+            cells[key].append(row)
+    header = list(columns) + ["wall s", "CPU s", "peak MiB", "note"]
+    lines = [runs_line(documents), "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for key in order:
+        rows = cells[key]
+        lines.append(
+            "| " + " | ".join(str(k) for k in key) + " | "
+            f"{fmt(median(r.get('wall') for r in rows))} | {fmt(median(r.get('cpu') for r in rows))} | "
+            f"{fmt(median(r.get('peak_mib') for r in rows), '{:.0f}')} | {rows[-1].get('note', '')} |"
+        )
+    lines.append("")
+    return lines
+
+
+def process_ratio(documents) -> list[str]:
+    rows = defaultdict(list)
+    for document in documents:
+        for row in document["rows"]:
+            rows[row["command"]].append(row)
+    ours, theirs = rows.get("gradcli check --mode full (43k)"), rows.get("compute_gradient script (43k)")
+    lines = []
+    if ours and theirs:
+        wall = median(r["wall"] for r in theirs) / median(r["wall"] for r in ours)
+        cpu = median(r["cpu"] for r in theirs) / median(r["cpu"] for r in ours)
+        lines.append(f"Whole process at 43k: the compute_gradient script takes {wall:.2g}x the wall time "
+                     f"({cpu:.2g}x the CPU time) of `gradcli check --mode full`.")
+    base, check = rows.get("import tensorflow"), rows.get("gradcli check square.py")
+    if base and check:
+        lines.append(
+            f"`gradcli check` on the smallest sample adds "
+            f"{median(r['cpu'] for r in check) - median(r['cpu'] for r in base):.2f} CPU s to "
+            f"`import tensorflow` ({median(r['cpu'] for r in base):.2f} CPU s)."
+        )
+    return lines + [""] if lines else []
+
+
+def main():
+    check = load_results("check_speed")
+    startup = load_results("startup_speed")
+    second = load_results("second_order_speed")
+    lines = [
+        "# Benchmarks",
+        "",
+        "Generated by `python bench/report.py` from the JSON files in `bench/results/`;",
+        "do not edit by hand. How each bench works, and where the time goes, is in",
+        "`bench/README.md`. The machine has 2 cores shared with other work, so every",
+        "figure is a median over the saved runs, with the load beside it; CPU seconds",
+        "(all threads of the process) move less with the load than wall seconds.",
+        "",
+        "## Gradient checkers side by side (`bench/check_speed.py`)",
+        "",
+        "One process, the same MLP loss (16-n-4, tanh, batch 8, float64) for every",
+        "checker, time after imports. Max error: the checker's numeric derivative",
+        "against the exact float64 gradient (n/a: the checker returns only a verdict;",
+        "gradcli fast: of its projections). The function is correct, so the right",
+        "verdict is pass. `gradcli auto` runs on the 6k model and says which mode it picked.",
+        "",
+        *check_speed_section(check),
+        f"Targets at 43k: full >= {TARGET_VS_TF:g}x faster than tf.test.compute_gradient and",
+        f">= {TARGET_VS_TORCH:g}x faster than torch gradcheck; fast faster than torch's fast mode.",
+        "",
+        "## Whole process (`bench/startup_speed.py`)",
+        "",
+        *simple_section(startup, ("command",), "No results yet: run `python bench/startup_speed.py`."),
+        *process_ratio(startup),
+        f"Target: `gradcli check --mode full` on the 43k model file >= {TARGET_PROCESS:g}x faster",
+        "than the compute_gradient script on the same file.",
+        "",
+        "## One chunk of differences, in parts (`bench/profile_differences.py`)",
+        "",
+        *profile_section(load_results("profile_differences")),
+        "## Second order and Hessians (`bench/second_order_speed.py`)",
+        "",
+        "Each command in its own process with a user's defaults; peak resident memory of",
+        "the process (TensorFlow itself takes about 400-800 MiB).",
+        "",
+        *simple_section(second, ("size", "params", "command"),
+                        "No results yet: run `python bench/second_order_speed.py`."),
+    ]
+    os.makedirs(os.path.dirname(PAGE), exist_ok=True)
+    with open(PAGE, "w") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+    print("wrote", PAGE)
+
+
+if __name__ == "__main__":
+    main()

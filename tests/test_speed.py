@@ -1,0 +1,164 @@
+"""The speed work must not change verdicts: the two-pass full check against the
+four-point one, its settling rule against the two-level verdict rule, and how
+auto picks its mode. No timing is asserted here (timings live in bench/)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import fixture, gradcli, sample
+from gradcli.analyses import check as checking
+from gradcli.analyses.check import CheckOptions, check_model
+from gradcli.model.loading import load_model
+from gradcli.numerics.finite_diff import ROUNDOFF_ULPS, FiniteDifferences
+from gradcli.results import PASS
+from gradcli.verdicts import compare
+
+
+# -- the settling rule implies the two-level verdict ------------------------------
+
+def test_a_settled_element_passes_the_two_level_rule_whatever_the_second_level():
+    """Whatever D(2h) is, an element settled after D(h) passes compare's rule on
+    the Richardson value R = (4 D(h) - D(2h)) / 3 with its error estimate.
+    100,000 seeded random cases, D(h) placed at and near the edge of the rule."""
+    rng = np.random.default_rng(0)
+    n = 100_000
+    for rtol, atol in ((1e-6, 1e-9), (1e-3, 1e-5), (1e-6, 0.0)):
+        tol = compare.Tolerance(rtol=rtol, atol=atol, rule="test")
+        a = rng.standard_normal(n) * 10.0 ** rng.uniform(-6, 4, n)
+        roundoff = 10.0 ** rng.uniform(-16, -4, n)
+        edge = compare.allowed_error(a, a, roundoff, tol)
+        d1 = a + rng.uniform(-1, 1, n) * edge  # settled by construction
+        assert np.all(np.abs(a - d1) <= compare.allowed_error(a, a, roundoff, tol))
+        d2 = d1 + rng.standard_normal(n) * 10.0 ** rng.uniform(-12, 2, n) * np.abs(a)
+        richardson = (4 * d1 - d2) / 3
+        # The two-level estimate: Richardson term plus a round-off bound >= 1.5 x pass 1's.
+        estimate = np.abs(d1 - d2) / 3 + 1.5 * roundoff
+        block = compare.compare_block(
+            "x", "y", a[None], richardson[None], estimate[None], (), (n,), tol
+        )
+        assert block.n_failing == 0, block.failing[:3]
+
+
+# -- FiniteDifferences: the second pass runs only where it is asked for -----------
+
+
+def test_second_pass_runs_only_on_unsettled_directions():
+    """f = sum(exp(x)): D(h) is exp(x) sinh(h)/h (closed form), Richardson's value
+    exp(x) to about 1e-10; settled directions keep D(h), the others get R."""
+    import tensorflow as tf
+
+    x = np.linspace(-1.0, 1.0, 40)
+    fd = FiniteDifferences(
+        lambda v: {"y": tf.reduce_sum(tf.exp(v["x"]))}, {"x": x}, ["y"], wrt=["x"]
+    )
+    settle_even = lambda values, roundoff: np.arange(len(x)) % 2 == 0  # noqa: E731
+    d = fd.along_axes("x", settled=settle_even)
+    assert d.evaluations == 2 * 40 + 2 * 20
+    assert fd.evaluations == d.evaluations
+    h = d.steps
+    even, odd = slice(0, None, 2), slice(1, None, 2)
+    one_step = np.exp(x) * np.sinh(h) / h
+    # D(h)'s round-off bound: ROUNDOFF_ULPS eps max|f| / h, as finite_diff states.
+    f_max = np.exp(x + h) + np.sum(np.exp(x)) - np.exp(x)
+    bound = ROUNDOFF_ULPS * np.finfo(float).eps * f_max / h
+    assert np.all(np.abs(d.values["y"][even] - one_step[even]) <= bound[even])
+    np.testing.assert_allclose(d.errors["y"][even], bound[even], rtol=1e-6)
+    # Richardson's values lie within their own error estimate of exp(x), which is
+    # small (the sum of 40 values sets the round-off).
+    assert np.all(np.abs(d.values["y"][odd] - np.exp(x[odd])) <= d.errors["y"][odd])
+    assert np.all(d.errors["y"][odd] <= 1e-7 * np.exp(x[odd]))
+    assert list(d.settled) == list(np.arange(40) % 2 == 0)
+
+
+# -- verdicts: two-pass against four-point on models with every kind of verdict ---
+
+MODELS = [
+    fixture("off_by_1e5.py"),
+    fixture("cancelling_outputs.py"),
+    fixture("large_values.py"),
+    fixture("float32_swamped.py"),
+    fixture("diag_bad_subgradient.py"),
+    sample("kinks.py"),
+    sample("fake_quant.py"),
+    sample("sign_loss.py"),
+    sample("tanh_net.py"),
+]
+
+
+def verdicts(result):
+    return [(p.input, p.output, p.verdict, p.failed, p.n_failing) for p in result.pairs]
+
+
+@pytest.mark.parametrize("path", MODELS, ids=lambda p: p.rsplit("/", 1)[-1])
+def test_two_pass_verdicts_equal_four_point_verdicts(path, monkeypatch):
+    options = CheckOptions(mode="full")
+    two_pass = check_model(load_model(path), options)
+    monkeypatch.setattr(checking._FullCheck, "settled", lambda self, *args: None)
+    four_point = check_model(load_model(path), options)
+    assert verdicts(two_pass) == verdicts(four_point)
+    assert two_pass.evaluations <= four_point.evaluations
+
+
+def test_off_by_1e5_elements_all_get_the_second_level():
+    """Every element of the wrong gradient is unsettled, so the reported numeric
+    values are Richardson's (exp(x) to 1e-9), and all three fail."""
+    run = gradcli("check", fixture("off_by_1e5.py"), "--mode", "full", "--json")
+    assert run.exit_code == 1, run
+    model = run.result["models"][0]
+    pair = model["pairs"][0]
+    assert pair["n_failing"] == 3
+    for element in pair["failing"]:
+        x = [0.3, -0.2, 1.1][element["input_index"][0]]
+        assert element["numeric"] == pytest.approx(np.exp(x), rel=1e-9)
+        assert element["analytic"] == pytest.approx(np.exp(x) * (1 + 1e-5), rel=1e-12)
+
+
+# -- auto: which mode ran, why, and what a full check would cost ------------------
+
+
+@pytest.fixture(scope="module")
+def wide_model():
+    """1,600 elements: more than one batch, so auto times one."""
+    return load_model(fixture("auto_wide.py"))
+
+
+def test_auto_runs_fast_when_the_full_check_would_exceed_the_budget(wide_model):
+    result = check_model(wide_model, CheckOptions(mode="auto", budget=0.0))
+    assert result.mode == "fast"
+    assert result.predicted_full_seconds > 0
+    assert any("auto ran the fast check" in n and "over the 0 s budget" in n for n in result.notes)
+    assert all(p.verdict == PASS for p in result.pairs)
+
+
+def test_auto_runs_full_within_the_budget_and_says_what_it_predicted(wide_model):
+    result = check_model(wide_model, CheckOptions(mode="auto", budget=1e6))
+    assert result.mode == "full"
+    assert result.predicted_full_seconds > 0
+    assert any("auto ran the full check: predicted" in n for n in result.notes)
+    assert all(p.verdict == PASS and p.compared == 1600 for p in result.pairs)
+
+
+def test_auto_on_a_small_model_runs_full_without_timing():
+    run = gradcli("check", sample("two_by_two.py"), "--json", "--budget", "0")
+    model = run.result["models"][0]
+    assert model["mode"] == "full" and model["predicted_full_seconds"] is None
+    assert any("one batch per input group" in n for n in model["notes"])
+    assert model["evaluations"] == 2 * (3 + 3)
+
+
+def test_budget_must_be_a_number_of_seconds():
+    run = gradcli("check", sample("square.py"), "--budget", "-1")
+    assert run.exit_code == 2, run
+    assert "Invalid value for '--budget': must be >= 0, got -1.0" in run.stderr
+
+
+def test_budget_is_read_from_pyproject(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradcli.check]\nbudget = 0\n")
+    (tmp_path / "wide.py").write_text(open(fixture("auto_wide.py")).read())
+    monkeypatch.chdir(tmp_path)
+    run = gradcli("check", "wide.py", "--json")
+    model = run.result["models"][0]
+    assert model["mode"] == "fast", run
+    assert any("over the 0 s budget" in n for n in model["notes"])
