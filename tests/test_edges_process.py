@@ -353,3 +353,17 @@ def test_largest_entries_by_partial_selection_match_a_stable_sort():
             values = rng.integers(0, 4, size).astype(float)  # many ties
             expected = np.argsort(-values, kind="stable")[:k]
             assert top_indices(values, k).tolist() == expected.tolist()
+
+
+def test_a_supervised_worker_relays_its_progress(monkeypatch):
+    """Long single-model work reports progress from the worker; the supervisor
+    passes each report on to its own listener (the progress bar)."""
+    from gradcli import progress
+    from gradcli.analyses.batch import run_isolated
+
+    monkeypatch.delenv("GRADCLI_IN_PROCESS", raising=False)
+    events = []
+    with progress.listening(lambda *event: events.append(event)):
+        answer = run_isolated("gradcli.progress:report", "relay", "finite differences", 3, 7, "x")
+    assert answer is None
+    assert events == [("finite differences", 3, 7, "x")]

@@ -51,6 +51,10 @@ STOP_SECONDS = 2.0
 WATCH_SECONDS = 1.0
 
 
+#: The index of a message that is a progress report, not an answer.
+PROGRESS = -1
+
+
 def isolation_default() -> bool:
     """Whether the command line checks model files in worker processes."""
     return os.environ.get(IN_PROCESS_VARIABLE, "") in ("", "0")
@@ -160,7 +164,12 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int):
     Yields ``(index, result)`` in the order of ``tasks``; ``result`` is the
     function's return value, or a ``WorkerLost`` when the worker died first
     (a new worker takes the next task). Closing the generator ends the workers.
+    With one worker, its ``gradcli.progress`` reports are relayed to this
+    process's listener (the progress bar of long single-model work); several
+    workers' stages would overwrite each other, so theirs are dropped.
     """
+    from gradcli import progress
+
     import multiprocessing
     from multiprocessing.connection import wait
 
@@ -181,15 +190,19 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int):
             for worker in list(running):
                 if worker.connection not in ready and worker.process.sentinel not in ready:
                     continue
-                index, started = running.pop(worker)
                 reply = worker.receive()
+                if reply is not None and reply[0] == PROGRESS:
+                    if jobs == 1:
+                        progress.report(*reply[1])
+                    continue  # still running
+                index, started = running.pop(worker)
                 if reply is None:  # died: its pipe is closed with no answer
                     worker.process.join(STOP_SECONDS)
                     done[index] = WorkerLost(death_message(worker.process.exitcode),
                                              time.perf_counter() - started)
                     worker.stop()
                 else:
-                    done[index] = reply
+                    done[index] = reply[1]
                     idle.append(worker)
             while next_out in done:
                 yield next_out, done.pop(next_out)
@@ -210,11 +223,11 @@ class _Worker:
         child_end.close()
 
     def receive(self):
-        """The worker's answer, or None if it died without one."""
+        """The worker's next message, ``(index, answer)`` or ``(PROGRESS, event)``,
+        or None if it died without one."""
         try:
             if self.connection.poll():
-                _, result = self.connection.recv()
-                return result
+                return self.connection.recv()
         except (EOFError, OSError):
             pass
         return None
@@ -266,7 +279,10 @@ def _exit_with_supervisor(supervisor: int) -> None:
 
 
 def _serve(connection) -> None:
-    """A worker: run tasks from the supervisor until it closes the pipe."""
+    """A worker: run tasks from the supervisor until it closes the pipe; its
+    progress reports travel up the same pipe (``PROGRESS`` messages)."""
+    from gradcli import progress
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
     _exit_with_supervisor(os.getppid())
     sys.stdout.flush()
@@ -278,7 +294,8 @@ def _serve(connection) -> None:
             return
         started = time.perf_counter()
         try:
-            result = _resolve(target)(*args)
+            with progress.listening(lambda *event: connection.send((PROGRESS, event))):
+                result = _resolve(target)(*args)
         except GradcliError as exc:
             result = Raised(exc)
         except (Exception, GeneratorExit) as exc:
