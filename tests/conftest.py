@@ -47,6 +47,25 @@ class Run:
         return f"<Run exit={self.exit_code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}>"
 
 
+def error_line(run: Run) -> str:
+    """The one line a failed run prints: exactly one non-empty line on stderr,
+    ``Error: ...``, and no traceback on either stream."""
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), run
+    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout, run
+    return lines[0]
+
+
+def line_of(path, text: str) -> int:
+    """The 1-based line of the first line of ``path`` containing ``text``: tests
+    read source lines from fixture files instead of hard-coding them."""
+    with open(path) as handle:
+        for number, line in enumerate(handle, start=1):
+            if text in line:
+                return number
+    raise AssertionError(f"{text!r} not in {path}")
+
+
 def gradcli(*args, env=None) -> Run:
     runner = CliRunner(env={"COLUMNS": "200", **(env or {})})
     result = runner.invoke(cli, [str(a) for a in args], prog_name="gradcli", catch_exceptions=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import fixture, gradcli, sample
+from conftest import error_line, fixture, gradcli, sample
 
 
 def only_pairs(run):
@@ -189,13 +189,6 @@ def test_folder_checks_every_model(tmp_path):
 # -- exit codes and one-line messages --------------------------------------------------
 
 
-def one_line(run):
-    lines = [line for line in run.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, run
-    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout
-    return lines[0]
-
-
 @pytest.mark.parametrize(
     "model, message",
     [
@@ -212,14 +205,14 @@ def one_line(run):
 def test_model_problems_exit_3_with_one_line(model, message):
     run = gradcli("check", fixture(model))
     assert run.exit_code == 3, run
-    line = one_line(run)
+    line = error_line(run)
     assert line.startswith("Error: ") and message in line
 
 
 def test_missing_entry_name_exits_3():
     run = gradcli("check", sample("square.py") + ":nonesuch")
     assert run.exit_code == 3, run
-    assert "no name 'nonesuch' (callables defined: model)" in one_line(run)
+    assert "no name 'nonesuch' (callables defined: model)" in error_line(run)
 
 
 @pytest.mark.parametrize(
@@ -239,25 +232,25 @@ def test_missing_entry_name_exits_3():
 def test_usage_errors_exit_2_with_one_line(args, message):
     run = gradcli("check", sample("square.py"), *args)
     assert run.exit_code == 2, run
-    assert message in one_line(run)
+    assert message in error_line(run)
 
 
 def test_integer_wrt_is_a_usage_error():
     run = gradcli("check", fixture("integer_inputs.py"), "--wrt", "n")
     assert run.exit_code == 2, run
-    assert "--wrt: input 'n' is int64; only floating-point inputs can be differentiated" in one_line(run)
+    assert "--wrt: input 'n' is int64; only floating-point inputs can be differentiated" in error_line(run)
 
 
 def test_nan_at_the_point_exits_3():
     run = gradcli("check", sample("square.py"), "--set", "x=[1, NaN]")
     assert run.exit_code == 3, run
-    assert "input 'x' is nan at element [1]; gradients need a finite point" in one_line(run)
+    assert "input 'x' is nan at element [1]; gradients need a finite point" in error_line(run)
 
 
 def test_missing_model_file_exits_2():
     run = gradcli("check", "no/such/model.py")
     assert run.exit_code == 2, run
-    assert one_line(run) == "Error: no such model file: no/such/model.py"
+    assert error_line(run) == "Error: no such model file: no/such/model.py"
 
 
 def test_npz_values(tmp_path):
@@ -266,7 +259,7 @@ def test_npz_values(tmp_path):
     assert run.exit_code == 0, run
     run = gradcli("check", sample("square.py"), "--set", f"x=@{tmp_path / 'point.npz'}")
     assert run.exit_code == 2
-    assert "holds 2 arrays; name one" in one_line(run)
+    assert "holds 2 arrays; name one" in error_line(run)
 
 
 def test_untraceable_model_runs_point_by_point_and_says_so():
@@ -348,4 +341,4 @@ def test_fast_mode_checks_forward_mode_too():
 def test_empty_folder_exits_2_with_one_line(tmp_path):
     run = gradcli("check", tmp_path)
     assert run.exit_code == 2, run
-    assert one_line(run) == f"Error: no *.py model files in folder {tmp_path}"
+    assert error_line(run) == f"Error: no *.py model files in folder {tmp_path}"

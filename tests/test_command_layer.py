@@ -16,7 +16,7 @@ import pytest
 
 import gradcli
 from gradcli.errors import UsageError
-from tests.conftest import gradcli as run_cli, sample
+from tests.conftest import error_line, gradcli as run_cli, sample
 
 SQUARE = sample("square.py")
 LEAST_SQUARES = sample("least_squares.py")
@@ -32,12 +32,6 @@ COMMANDS = {
     "jvp": [SQUARE, "--tangent", "x=[1, 0]"],
     "jacobian": [SQUARE],
 }
-
-
-def one_error_line(run) -> str:
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), run
-    return lines[0]
 
 
 @pytest.fixture
@@ -57,7 +51,7 @@ def test_every_command_rejects_unknown_keys_in_its_table(command, in_project):
     in_project(f"[tool.gradcli.{command}]\nfrobnicate = 1\n")
     run = run_cli(command, *COMMANDS[command])
     assert run.exit_code == 2, run
-    assert one_error_line(run).startswith(
+    assert error_line(run).startswith(
         f"Error: pyproject.toml [tool.gradcli.{command}] frobnicate: not an option of gradcli {command} (known: "
     )
     assert run.stdout == ""
@@ -107,7 +101,7 @@ def test_a_range_rule_from_the_configuration_names_the_key(in_project):
     in_project("[tool.gradcli.hessian]\nzero-tol = -1\n")
     run = run_cli("hessian", LEAST_SQUARES)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == (
+    assert error_line(run) == (
         "Error: pyproject.toml [tool.gradcli.hessian] zero-tol: must be >= 0, got -1.0"
     )
 
@@ -120,15 +114,15 @@ def test_a_range_rule_from_the_configuration_names_the_key(in_project):
 def test_seed_out_of_range_is_a_usage_error_everywhere(command, value, problem):
     run = run_cli(command, *COMMANDS[command], "--rng-seed", value)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == f"Error: Invalid value for '--rng-seed': {problem} (see 'gradcli {command} --help')"
+    assert error_line(run) == f"Error: Invalid value for '--rng-seed': {problem} (see 'gradcli {command} --help')"
 
 
 def test_repeated_wrt_is_a_usage_error():
     run = run_cli("check", SQUARE, "--wrt", "x,x")
     assert run.exit_code == 2, run
-    assert one_error_line(run) == "Error: Invalid value for '--wrt': names 'x' more than once (see 'gradcli check --help')"
+    assert error_line(run) == "Error: Invalid value for '--wrt': names 'x' more than once (see 'gradcli check --help')"
     run = run_cli("hessian", LEAST_SQUARES, "--wrt", "x", "--wrt", "x")
-    assert run.exit_code == 2 and "names 'x' more than once" in one_error_line(run), run
+    assert run.exit_code == 2 and "names 'x' more than once" in error_line(run), run
 
 
 # --- one JSON envelope ------------------------------------------------------------
@@ -154,7 +148,7 @@ def test_json_envelope_of_a_model_that_cannot_load(tmp_path):
     document = run.json()
     assert document["ok"] is False and document["exit_code"] == 3 and document["result"] is None
     assert document["error"] == f"{broken}:1: RuntimeError while importing the model file: no weights"
-    assert one_error_line(run) == f"Error: {document['error']}"
+    assert error_line(run) == f"Error: {document['error']}"
 
 
 def test_model_print_goes_to_stderr_and_json_stays_valid(tmp_path):
@@ -197,7 +191,7 @@ def test_output_in_a_missing_folder_is_exit_2_before_the_model_runs(command, fla
     extra = ["--tangent", "x=[1, 0]"] if command == "jvp" else []
     run = run_cli(command, model, *extra, flag, target)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == f"Error: Invalid value for '{flag}': folder of {target} does not exist (see 'gradcli {command} --help')"
+    assert error_line(run) == f"Error: Invalid value for '{flag}': folder of {target} does not exist (see 'gradcli {command} --help')"
     assert not marker.exists(), "the model file was imported before the usage error"
 
 
@@ -206,13 +200,13 @@ def test_output_in_a_read_only_folder_is_exit_2(tmp_path):
     locked = tmp_path / "locked"
     locked.mkdir(mode=0o500)
     run = run_cli("vjp", SQUARE, "--save", locked / "v.npz")
-    assert run.exit_code == 2 and "is not writable" in one_error_line(run), run
+    assert run.exit_code == 2 and "is not writable" in error_line(run), run
 
 
 def test_output_with_the_wrong_suffix_is_exit_2(tmp_path):
     run = run_cli("hessian", LEAST_SQUARES, "--plot", tmp_path / "h.pdf")
     assert run.exit_code == 2, run
-    assert f"'{tmp_path / 'h.pdf'}' must end in .png" in one_error_line(run)
+    assert f"'{tmp_path / 'h.pdf'}' must end in .png" in error_line(run)
 
 
 def test_save_writes_the_result_arrays(tmp_path):
@@ -280,7 +274,7 @@ def test_a_pyproject_that_is_not_utf8_is_one_line_exit_2(tmp_path, monkeypatch):
     run = run_cli("check", SQUARE)
     assert run.exit_code == 2, run
     offset = latin1.index(b"\xe9")
-    assert one_error_line(run) == f"Error: pyproject.toml: not UTF-8 text (byte 0xe9 at offset {offset})"
+    assert error_line(run) == f"Error: pyproject.toml: not UTF-8 text (byte 0xe9 at offset {offset})"
 
 
 def test_model_file_check_dict_values_are_type_checked(tmp_path):
@@ -288,11 +282,11 @@ def test_model_file_check_dict_values_are_type_checked(tmp_path):
     model.write_text("def model(x):\n    return x * x\ninputs = {'x': [1.0]}\ncheck = {'rng-seed': -3}\n")
     run = run_cli("check", model)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == f"Error: {model}: `check`: rng-seed must be between 0 and 2**32 - 1, got -3"
+    assert error_line(run) == f"Error: {model}: `check`: rng-seed must be between 0 and 2**32 - 1, got -3"
     model.write_text("def model(x):\n    return x * x\ninputs = {'x': [1.0]}\ncheck = {'rtol': True}\n")
     run = run_cli("check", model)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == f"Error: {model}: `check` key 'rtol' must be a number, got True"
+    assert error_line(run) == f"Error: {model}: `check` key 'rtol' must be a number, got True"
 
 
 # --- errors: one line, the documented exit code, a traceback only when asked -----------
@@ -307,7 +301,7 @@ def test_an_internal_error_is_one_line_exit_3_and_debug_shows_the_traceback(monk
     monkeypatch.setattr(inspection, "forward", broken)
     run = run_cli("forward", SQUARE)
     assert run.exit_code == 3, run
-    assert one_error_line(run) == (
+    assert error_line(run) == (
         "Error: internal error: ZeroDivisionError: division by zero in a renderer "
         "(run with --debug or GRADCLI_DEBUG=1 for the traceback)"
     )
@@ -365,4 +359,4 @@ def test_a_usage_error_after_parsing_still_prints_its_json_document():
     message = "--set x: 'abc' is not a number, a JSON array or @FILE.npy / @FILE.npz:KEY"
     assert document == {"schema": 2, "command": "vjp", "ok": False, "exit_code": 2,
                         "error": message, "result": None}
-    assert one_error_line(run) == f"Error: {message}"
+    assert error_line(run) == f"Error: {message}"

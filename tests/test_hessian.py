@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from conftest import fixture, fresh_process, gradcli, sample
+from conftest import error_line, fixture, fresh_process, gradcli, sample
 
 ROSENBROCK = sample("rosenbrock.py")
 LEAST_SQUARES = sample("least_squares.py")
@@ -28,12 +28,6 @@ def tanh_hessian(w1, w2):
     h12 = np.sum(2 * w1 * TANH_X * s * t + 2 * r * TANH_X * s)
     h22 = np.sum(2 * (w1 * TANH_X * s) ** 2 - 4 * r * w1 * TANH_X**2 * t * s)
     return np.array([[h11, h12], [h12, h22]])
-
-
-def one_error_line(run):
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("Error: "), run
-    return lines[0]
 
 
 # -- must-shows ---------------------------------------------------------------------
@@ -202,7 +196,7 @@ def test_two_outputs_need_a_cotangent_then_blocks_follow_the_inputs():
     run = gradcli("hessian", sample("two_by_two.py"))
     assert run.exit_code == 2, run
     shown = os.path.relpath(sample("two_by_two.py"))  # messages show paths below the cwd relative
-    assert one_error_line(run) == (
+    assert error_line(run) == (
         f"Error: {shown} has several outputs (u, v); "
         "pick one with --cotangent OUTPUT=VALUE (e.g. OUTPUT=1 for its sum)"
     )
@@ -295,13 +289,13 @@ HELP_HINT = " (see 'gradcli hessian --help')"
 def test_bad_options_exit_2_with_one_line(args, message):
     run = gradcli("hessian", TANH, *args)
     assert run.exit_code == 2, run
-    assert one_error_line(run) == "Error: " + message
+    assert error_line(run) == "Error: " + message
 
 
 def test_bad_order_exits_2():
     run = gradcli("check", TANH, "--order", "3")
     assert run.exit_code == 2, run
-    assert one_error_line(run) == (
+    assert error_line(run) == (
         "Error: Invalid value for '--order': 3 is not in the range 1<=x<=2. (see 'gradcli check --help')"
     )
 
@@ -309,12 +303,12 @@ def test_bad_order_exits_2():
 def test_missing_model_file_exits_2_and_broken_model_exits_3(tmp_path):
     run = gradcli("hessian", tmp_path / "none.py")
     assert run.exit_code == 2, run
-    assert one_error_line(run) == f"Error: no such model file: {tmp_path / 'none.py'}"
+    assert error_line(run) == f"Error: no such model file: {tmp_path / 'none.py'}"
     broken = tmp_path / "broken.py"
     broken.write_text("def model(x):\n    raise ValueError('boom')\n\ninputs = {'x': 1.0}\n")
     run = gradcli("hessian", broken)
     assert run.exit_code == 3, run
-    assert one_error_line(run) == f"Error: {broken}:2: forward pass raised ValueError: boom"
+    assert error_line(run) == f"Error: {broken}:2: forward pass raised ValueError: boom"
 
 
 def test_plot_without_matplotlib_is_a_usage_error(monkeypatch):
@@ -324,7 +318,7 @@ def test_plot_without_matplotlib_is_a_usage_error(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
     run = gradcli("hessian", TANH, "--plot", "x.png")
     assert run.exit_code == 2, run
-    assert "pip install 'gradcli[plot]'" in one_error_line(run)
+    assert "pip install 'gradcli[plot]'" in error_line(run)
 
 
 def test_usage_errors_do_not_import_tensorflow():

@@ -12,14 +12,9 @@ import pytest
 
 from gradcli.errors import ModelError
 from gradcli.model.paths import relative_path
-from tests.conftest import fixture, gradcli, sample
+from tests.conftest import fixture, gradcli, line_of, sample
 
 CUSTOM = fixture("keras_loss_custom_layer.py")
-
-
-def line_of(path: str, text: str) -> int:
-    with open(path) as f:
-        return next(i for i, line in enumerate(f, start=1) if text in line)
 
 
 def by_input(document) -> dict:

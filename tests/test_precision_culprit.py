@@ -12,7 +12,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from conftest import fixture, gradcli
+from conftest import fixture, gradcli, line_of as source_line
 
 
 @lru_cache(maxsize=None)
@@ -31,11 +31,7 @@ def pairs(doc):
 
 
 def line_of(name: str, text: str) -> int:
-    with open(fixture(name)) as handle:
-        for number, line in enumerate(handle, start=1):
-            if text in line:
-                return number
-    raise AssertionError(f"{text!r} not in {name}")
+    return source_line(fixture(name), text)
 
 
 # -- class 4: hidden lower precision -----------------------------------------

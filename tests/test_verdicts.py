@@ -14,7 +14,7 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from conftest import fixture, gradcli, sample
+from conftest import fixture, gradcli, line_of, sample
 
 
 @lru_cache(maxsize=None)
@@ -26,14 +26,6 @@ def check_json(path: str, *options: str):
 def pairs(document):
     (model,) = document["result"]["models"]
     return {(p["input"], p["output"]): p for p in model["pairs"]}
-
-
-def line_of(path: str, text: str) -> int:
-    with open(path) as handle:
-        for number, line in enumerate(handle, start=1):
-            if text in line:
-                return number
-    raise AssertionError(f"{text!r} not in {path}")
 
 
 # -- class 1: NaN/Inf never passes ----------------------------------------------

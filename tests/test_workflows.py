@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, SAMPLES, gradcli, sample
+from conftest import gradcli, line_of, ROOT, sample, SAMPLES
 
 # --- --fail-on -------------------------------------------------------------------
 
@@ -113,11 +113,6 @@ def test_bad_shard_is_a_usage_error(value):
 # --- --format github and --summary --------------------------------------------------
 
 
-def _line_of(path, text: str) -> int:
-    """The 1-based line of ``text`` in a fixture file: tests do not hard-code lines."""
-    return next(i for i, line in enumerate(Path(path).read_text().splitlines(), 1) if text in line)
-
-
 def test_workflow_command_escaping():
     from gradcli.render.github import command
 
@@ -148,7 +143,7 @@ def test_github_annotations_at_the_model_and_the_definition(monkeypatch, tmp_pat
         f"disagrees with finite differences beyond tolerance; worst output / x[2]: analytic "
         f"{true * (1 + 1e-3 * x):.7g}, numeric {true:.7g}"
     )
-    definition = _line_of(model, "def softplus")
+    definition = line_of(model, "def softplus")
     prefix = f"::error file={model},line={definition},title={title}::culprit: tf.custom_gradient softplus: its gradient gives "
     assert commands[1].startswith(prefix), commands[1]
     assert commands[1].endswith(f"(x -> output of {model})")
@@ -165,8 +160,8 @@ def test_github_annotations_for_errors_zero_and_fail_on(monkeypatch):
     run = gradcli("check", broken, sign, "--format", "github", "-q")
     assert run.exit_code == 3, run
     commands = [line for line in run.stdout.splitlines() if line.startswith("::")]
-    bad = _line_of(broken, "def model")
-    cut = _line_of(sign, "tf.sign(")
+    bad = line_of(broken, "def model")
+    cut = line_of(sign, "tf.sign(")
     (pair,) = gradcli("check", sign, "--json").result["models"][0]["pairs"]
     resolution = f"{pair['resolution']:.3g}"  # the zero verdict states what it could resolve
     zero = ("w -> output: the derivative is identically zero: nothing can be learned through "
