@@ -374,3 +374,15 @@ def test_logdet_jacobian_returning_none_is_named_at_its_definition():
         f"{where(name, 'def log_det_jacobian')}: log_det_jacobian returned None; return a tensor, "
         "a tuple of tensors or a dict of name -> tensor"
     )
+
+
+def test_an_input_cut_by_an_op_without_gradient_is_disconnected_not_unseen():
+    path = fixture("edge_only_input_cut_by_op.py")
+    run = gradcli("check", path, "--json")
+    assert run.exit_code == 1, run
+    (model,) = run.json()["result"]["models"]
+    (pair,) = model["pairs"]
+    assert pair["verdict"] == "disconnected" and pair["failed"]
+    line = next(i for i, text in enumerate(open(path), 1) if "betainc(" in text)
+    assert any(s["op_type"] == "Betainc" and s["location"].endswith(f"edge_only_input_cut_by_op.py:{line}")
+               for s in pair["sites"]), pair["sites"]

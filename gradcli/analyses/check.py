@@ -34,7 +34,7 @@ from gradcli import config
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare, diagnose
 from gradcli.verdicts.culprit import ModelGraph
-from gradcli.errors import EXIT_MODEL, GradcliError, debugging, internal_error_message
+from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, differentiable, load_model
@@ -136,7 +136,15 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
     if not outputs:
         raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
-    require_gradient(model, outputs)
+    try:
+        require_gradient(model, outputs)
+    except ModelError:
+        # A TensorFlow path exists but its gradient is None (an op with no
+        # gradient for that input, a stop_gradient): check goes on, so the
+        # disconnected pairs name the op that cuts them. No path at all
+        # (numpy arithmetic) stays the model error it is in every command.
+        if not any(_reaches(graph, n, o) for n in model.wrt for o in outputs):
+            raise
 
     def differences(mode):
         return FiniteDifferences(
@@ -212,6 +220,13 @@ def _compute_precision(model: Model, graph: ModelGraph) -> tuple[str, str]:
         f"the model computes in {lowest} inside although its inputs are {point_dtype} "
         f"({where or 'op unknown'}{more}): steps and tolerances for {lowest}"
     )
+
+
+def _reaches(graph: ModelGraph, name: str, output: str) -> bool:
+    try:
+        return graph.reaches(name, output)
+    except Exception:  # graph analysis is a bonus: no path known
+        return False
 
 
 def _raised_in_gradcli(exc: BaseException) -> bool:
