@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from functools import lru_cache
 import sys
 from pathlib import Path
 
@@ -64,6 +65,20 @@ def line_of(path, text: str) -> int:
             if text in line:
                 return number
     raise AssertionError(f"{text!r} not in {path}")
+
+
+@lru_cache(maxsize=None)
+def check_json(path: str, *options: str):
+    """``gradcli check PATH --json OPTIONS`` once per argument list (cached:
+    several tests read one run): the run and its JSON document."""
+    run = gradcli("check", path, "--json", *options)
+    return run, run.json()
+
+
+def pairs(document) -> dict:
+    """(input, output) -> pair of the one model in a check document."""
+    (model,) = document["result"]["models"]
+    return {(p["input"], p["output"]): p for p in model["pairs"]}
 
 
 def gradcli(*args, env=None) -> Run:

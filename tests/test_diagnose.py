@@ -8,23 +8,11 @@ gradcli's own output."""
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
-from conftest import fixture, gradcli, line_of, sample
-
-
-@lru_cache(maxsize=None)
-def check_json(path: str, *options: str):
-    run = gradcli("check", path, "--json", *options)
-    return run, run.json()
-
-
-def pairs(document):
-    (model,) = document["result"]["models"]
-    return {(p["input"], p["output"]): p for p in model["pairs"]}
+from conftest import check_json, fixture, gradcli, line_of, pairs, sample
 
 
 # -- kink ---------------------------------------------------------------------
