@@ -386,3 +386,16 @@ def test_an_input_cut_by_an_op_without_gradient_is_disconnected_not_unseen():
     line = next(i for i, text in enumerate(open(path), 1) if "betainc(" in text)
     assert any(s["op_type"] == "Betainc" and s["location"].endswith(f"edge_only_input_cut_by_op.py:{line}")
                for s in pair["sites"]), pair["sites"]
+
+
+def test_inputs_of_two_dtypes_are_differenced_in_their_own_dtypes():
+    """Each float dtype is one group of finite differences: a float32 weight is
+    never handed to the model as float64 (an op dtype error before)."""
+    run = gradcli("check", fixture("mixed_dtype_inputs.py"), "--json")
+    assert run.exit_code == 0, run
+    (model,) = run.json()["result"]["models"]
+    by_input = {p["input"]: p for p in model["pairs"]}
+    assert set(by_input) == {"x", "w"} and all(p["verdict"] == "pass" for p in by_input.values())
+    x, w = np.array([0.3, -1.2, 0.7]), np.array([1.5, -0.5, 2.0])
+    worst = by_input["w"]["worst"]
+    assert worst["analytic"] == pytest.approx(np.tanh(x)[worst["input_index"][0]], rel=1e-6)

@@ -214,11 +214,16 @@ class FiniteDifferences:
         return coarser(dtype, self.precision)
 
     def group(self, name: str) -> tuple[str, ...]:
+        """The inputs differenced together with ``name``: one flat vector, so one
+        dtype (a float32 weight beside a float64 input keeps its own group, its
+        own steps, and reaches the model as float32)."""
         if name not in self.wrt:
             return (name,)
+        dtype = self.point[name].dtype
+        same = tuple(n for n in self.wrt if self.point[n].dtype == dtype)
         if self.joint:
-            return tuple(self.wrt)
-        small = tuple(n for n in self.wrt if self.point[n].size < SHARED_GROUP_MAX)
+            return same
+        small = tuple(n for n in same if self.point[n].size < SHARED_GROUP_MAX)
         return small if name in small else (name,)
 
     def offset(self, name: str) -> int:
