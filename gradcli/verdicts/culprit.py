@@ -147,15 +147,7 @@ class ModelGraph:
         return seen
 
     def _backward_ops(self, output) -> set:
-        seen, stack = set(), [self.outputs[output].op]
-        while stack:
-            op = stack.pop()
-            if op in seen:
-                continue
-            seen.add(op)
-            stack.extend(t.op for t in op.inputs)
-            stack.extend(op.control_inputs)
-        return seen
+        return _ancestors([self.outputs[output].op], control=True)
 
     def path_ops(self, name, output) -> list:
         """Ops on a path from input ``name`` to ``output``, in graph (topological) order."""
@@ -398,13 +390,7 @@ class ModelGraph:
                 continue
             results = {t.op for t in op.inputs[:n]}
             args = list(op.inputs[n:])
-            below, stack = set(), list(results)
-            while stack:
-                o = stack.pop()
-                if o in below:
-                    continue
-                below.add(o)
-                stack.extend(t.op for t in o.inputs)
+            below = _ancestors(results)
             arg_ops = {t.op for t in args}
             for o in below:
                 if o not in arg_ops and self._depends_on(o, arg_ops):
@@ -560,6 +546,20 @@ def _looser(a, b):
     if b.rtol <= a.rtol and b.atol <= a.atol:
         return a
     return type(a)(rtol=max(a.rtol, b.rtol), atol=max(a.atol, b.atol), rule=f"{a.rule}; {b.rule}")
+
+
+def _ancestors(ops, control: bool = False) -> set:
+    """``ops`` and every op they read from (and wait for, with ``control``)."""
+    seen, stack = set(), list(ops)
+    while stack:
+        op = stack.pop()
+        if op in seen:
+            continue
+        seen.add(op)
+        stack.extend(t.op for t in op.inputs)
+        if control:
+            stack.extend(op.control_inputs)
+    return seen
 
 
 def _custom_result_count(op) -> int | None:
