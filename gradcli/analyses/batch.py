@@ -117,7 +117,7 @@ def run_isolated(target: str, name: str, *args):
     model. Its ``GradcliError`` is raised here; a worker that dies is a
     ``ModelError`` naming ``name``. With ``GRADCLI_IN_PROCESS=1``, runs here."""
     if not isolation_default():
-        return _resolve(target)(*args)
+        return resolve(target)(*args)
     outcomes = supervise([(target, args)], 1)
     try:
         [(_, outcome)] = list(outcomes)
@@ -257,7 +257,8 @@ class _sigint_ignored:
             signal.signal(signal.SIGINT, self.saved)
 
 
-def _resolve(target: str):
+def resolve(target: str):
+    """The function a ``"module:function"`` string names (imported on first use)."""
     import importlib
 
     module, _, name = target.partition(":")
@@ -295,7 +296,7 @@ def _serve(connection) -> None:
         started = time.perf_counter()
         try:
             with progress.listening(lambda *event: connection.send((PROGRESS, event))):
-                result = _resolve(target)(*args)
+                result = resolve(target)(*args)
         except GradcliError as exc:
             result = Raised(exc)
         except (Exception, GeneratorExit) as exc:

@@ -115,10 +115,10 @@ def _write(ctx, name: str, write) -> None:
 
 
 def _function(spec: str):
-    import importlib
+    """A renderer named ``"module:function"``, imported only when it draws."""
+    from gradcli.analyses.batch import resolve
 
-    module, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module), name)
+    return resolve(spec)
 
 
 def _about_flag(ctx: click.Context, error: UsageError):
