@@ -58,11 +58,18 @@ with error |D+(h) - D+(2h)| + |D-(h) - D-(2h)| + 8 ulps eps max|f| / h go to
 D(h), error its round-off): a kink whose gap is under KINK_GAP of the slopes
 is not looked for there.
 
-All perturbed points of a chunk are evaluated in one ``tf.function`` call with
-``tf.vectorized_map``; inputs other than the perturbed ones stay unbatched. A
-unit direction is applied as x plus a scattered matrix of steps (one broadcast
-add per point) rather than by scaling and adding a one-hot matrix.
-A model that cannot be traced is evaluated eagerly point by point (and a note
+How points are evaluated. Unit directions (the full check) run in place: one
+traced ``tf.while_loop`` per input group sets x_i + s in a variable holding the
+group, evaluates the model, sets x_i - s, evaluates, and restores x_i. The model
+reads the variable without a copy, so an evaluation costs the model's own
+arithmetic; building a batch of perturbed copies instead costs a copy of the
+whole input per point, which made the full check's work grow as n**2 in memory
+traffic (bench/README.md has the measurements). Inputs outside the group are
+fixed tensors of the trace. Dense directions (fast-mode probes, a handful of
+points) are batched copies under ``tf.vectorized_map``, or eager calls when
+there are few enough that a trace would cost more. Every quotient is formed in
+numpy from the two values (``_quotients``), however they were evaluated. A
+model that cannot be traced is evaluated eagerly point by point (and a note
 says so), never silently skipped.
 """
 
@@ -103,20 +110,23 @@ SIGNS = (1.0, -1.0)
 RICHARDSON_RATIO = 2.0
 #: Every point the two passes may evaluate, in units of h (x +- h, x +- 2h).
 LEVELS = (1.0, -1.0, RICHARDSON_RATIO, -RICHARDSON_RATIO)
-#: Memory for one chunk's perturbed points (2 signs x B directions x n elements).
-#: Each evaluation copies the whole perturbed group, so the work is n**2 per
-#: group and bound by memory traffic: a chunk that stays in cache (about 16 MB)
-#: measured 2-7x faster than chunks of 256 or more directions on 2 cores.
+#: Memory for one chunk of batched perturbed points (2 signs x B directions x
+#: n elements), for dense directions and the eager fallback: each point is a
+#: copy of the group, and a chunk that stays in cache (about 16 MB) measured
+#: 2-7x faster than chunks of 256 or more directions on 2 cores.
 CHUNK_BYTES = 16 * 2**20
-#: XLA is off unless asked for (``jit_compile=True``): with the scatter and two
-#: passes the 43k-parameter bench spent 31.7 s of CPU with XLA against 22.2 s
-#: without (compiling a chunk takes 1.5-5 s and the compiled chunk ran no faster).
-#: Inputs smaller than this are differenced together in one group (one trace,
-#: about 0.3 s, instead of one each); larger inputs get a group of their own so a
-#: point copies only the perturbed input (see ``FiniteDifferences``).
+#: XLA is off unless asked for (``jit_compile=True``): compiling a chunk took
+#: 1.5-5 s and the compiled chunk ran no faster (bench/README.md).
+#: Inputs smaller than this are differenced together in one group (one trace of
+#: the model instead of one each); larger inputs get a group of their own, so the
+#: model reads them straight from the in-place variable instead of from a split
+#: of the group (a copy of the whole group per evaluation).
 SHARED_GROUP_MAX = 2048
-
-
+#: Directions per call of the in-place loop (``FiniteDifferences._in_place``):
+#: a call costs about 0.3 ms over its evaluations (about 0.1 ms each at 43k), so
+#: 512 directions make that negligible while progress is still reported (and
+#: Ctrl-C is seen) every fraction of a second.
+IN_PLACE_CHUNK = 512
 #: Up to this many perturbed points in a call, evaluate eagerly instead of tracing.
 EAGER_MAX_POINTS = 32
 
@@ -183,11 +193,10 @@ class FiniteDifferences:
 
     Inputs are perturbed through one flat vector per *group*: with
     ``joint=True`` all of ``wrt`` form one group (one trace serves every input:
-    tracing and vectorising a model costs about 0.3 s, which dominates small
-    checks); otherwise each input of SHARED_GROUP_MAX or more elements is its
-    own group and the smaller ones share one, and the other inputs stay
-    unbatched inside ``vectorized_map``, so a batch copies only the perturbed
-    group (what matters for large inputs, where copies dominate).
+    tracing a model costs about 0.3 s, which dominates small checks); otherwise
+    each input of SHARED_GROUP_MAX or more elements is its own group and the
+    smaller ones share one. The other inputs stay fixed tensors of the trace, so
+    an evaluation touches only the perturbed group.
     """
 
     function: Callable[[dict], dict]
@@ -272,7 +281,7 @@ class FiniteDifferences:
         count towards ``evaluations``: they are spent."""
         groups = list(dict.fromkeys(self.group(n) for n in names))
         sizes = [sum(self.point[n].size for n in g) for g in groups]
-        chunks = [self.chunk or chunk_size(e, self.point[g[0]].dtype.itemsize) for g, e in zip(groups, sizes)]
+        chunks = [self._chunk_length(g, "axes") for g in groups]
         if all(e <= c for e, c in zip(sizes, chunks)):
             return None
         seconds = 0.0
@@ -294,27 +303,12 @@ class FiniteDifferences:
         ``name``, other inputs at the point: the same batched (or eager fallback)
         evaluation the differences use, for callers that form their own quotients
         (one-sided ladders, Taylor remainders)."""
-        points = np.asarray(points, dtype=self.point[name].dtype)
-        result = self._call(
-            (name, "points"), self._evaluator(name),
-            tf.constant(points),
-        )
+        points = np.asarray(points, dtype=self.point[name].dtype).reshape(len(points), -1)
+        evaluate = self._group_evaluator((name,))
+        build = lambda vectorized: lambda rows: _map(evaluate, rows, self.outputs, vectorized)  # noqa: E731
+        result = self._call((name, "points"), build, tf.constant(points))
         self.evaluations += len(points)
         return {o: np.asarray(v) for o, v in result.items()}
-
-    def _evaluator(self, name):
-        others = {n: tf.constant(v) for n, v in self.point.items() if n != name}
-        dtype = tf.as_dtype(self.point[name].dtype)
-        outputs = self.outputs
-
-        def evaluate(xi):
-            result = self.function({**others, name: xi})
-            return {o: tf.cast(result[o], dtype) for o in outputs}
-
-        def build(vectorized: bool):
-            return lambda points: _map(evaluate, points, outputs, vectorized)
-
-        return build
 
     def _call(self, key, build, *args, eager: bool = False):
         """``build(vectorized)(*args)``: traced and vectorised (cached by ``key``,
@@ -398,8 +392,7 @@ class FiniteDifferences:
     def _central(self, group, kind, batch, h, stage: str = "finite differences") -> Central:
         """D(h) along every row of ``batch``, in chunks of a fixed shape (one trace)."""
         k = len(h)
-        elements = sum(self.point[n].size for n in group)
-        chunk = self.chunk or chunk_size(elements, self.point[group[0]].dtype.itemsize)
+        chunk = self._chunk_length(group, kind)
         values: dict[str, list] = {o: [] for o in self.outputs}
         largest: dict[str, list] = {o: [] for o in self.outputs}
         forward: dict[str, list] = {o: [] for o in self.outputs}
@@ -429,61 +422,168 @@ class FiniteDifferences:
             forward=joined(forward), backward=joined(backward),
         )
 
+    def _chunk_length(self, group, kind) -> int:
+        """Directions per chunk: ``chunk`` if set; in place, IN_PLACE_CHUNK (no
+        copies: the chunk only sets how often progress is reported); batched
+        copies, as many as fit CHUNK_BYTES (``chunk_size``)."""
+        if self.chunk:
+            return self.chunk
+        if kind == "axes" and not self.eager:
+            return IN_PLACE_CHUNK
+        elements = sum(self.point[n].size for n in group)
+        return chunk_size(elements, self.point[group[0]].dtype.itemsize)
+
     def _chunk(self, group, kind, part, steps):
-        # A handful of points (fast-mode probes) costs less run eagerly than one
-        # trace and vectorisation of the model (about 0.3 s).
-        return self._call(
+        """D(s) along each row of one chunk, its max |f|, and (axes with a
+        centre) the one-sided quotients: evaluate f(x + s d) and f(x - s d),
+        then form every quotient in numpy (``_quotients``), whichever way the
+        points were evaluated."""
+        up, down = self._evaluate_pairs(group, kind, part, steps)
+        return _quotients(up, down, steps, self._center(group) if kind == "axes" else None)
+
+    def _evaluate_pairs(self, group, kind, part, steps):
+        """f(x + s d) and f(x - s d) per output ([k, *output_shape] each).
+
+        Unit directions run in place (``_in_place``): one traced loop sets one
+        element of a variable, evaluates, and restores it, so no point is ever
+        copied. Dense directions (fast-mode probes) are batched copies
+        (``_differences``). A handful of points (fast-mode probes) costs less
+        run eagerly than one trace of the model (about 0.3 s)."""
+        eager = len(steps) * len(SIGNS) <= EAGER_MAX_POINTS
+        if kind == "axes" and not (eager or self.eager):
+            try:
+                return self._in_place(group, part, steps)
+            except Exception:  # not traceable in a loop: run eagerly, point by point
+                self.eager = True
+        values = self._call(
             (group, kind), self._differences(group, kind),
-            tf.constant(part), tf.constant(steps),
-            eager=len(steps) * len(SIGNS) <= EAGER_MAX_POINTS,
+            tf.constant(part), tf.constant(steps), eager=eager,
+        )
+        k = len(steps)
+        values = {o: np.asarray(v) for o, v in values.items()}
+        return {o: v[:k] for o, v in values.items()}, {o: v[k:] for o, v in values.items()}
+
+    def _center(self, group):
+        """f(x) per output in the group's dtype, when known (``center``)."""
+        if self.center is None:
+            return None
+        dtype = self.point[group[0]].dtype
+        return {o: np.asarray(self.center[o]).astype(dtype) for o in self.outputs}
+
+    def _in_place(self, group, part, steps):
+        """f(x + s e_i), f(x - s e_i) for the group-flat indices ``part``, through
+        one variable holding the group: per direction the loop writes x_i + s,
+        evaluates, writes x_i - s, evaluates, and writes x_i back. The variable is
+        read without a copy, so an evaluation costs the model's own arithmetic
+        (bench/README.md: about 3-5x less than evaluating batched copies). Inputs
+        outside the group are constants of the trace, so TensorFlow folds what
+        depends on them alone once instead of once per evaluation."""
+        key = (group, "in place")
+        if key not in self._compiled:
+            self._compiled[key] = self._in_place_loop(group)
+        flat = self._flat(group)
+        at = flat[part]
+        plus, minus = at + steps, at - steps  # the points the batched path builds, bit for bit
+        up, down = self._compiled[key](
+            tf.constant(part), tf.constant(plus), tf.constant(minus), tf.constant(at)
+        )
+        return (
+            {o: np.asarray(v) for o, v in up.items()},
+            {o: np.asarray(v) for o, v in down.items()},
         )
 
-    def _differences(self, group, kind):
+    def _in_place_loop(self, group):
+        evaluate = self._group_evaluator(group)
+        flat = self._flat(group)
+        variable = tf.Variable(flat, trainable=False)
+        outputs, dtype = self.outputs, tf.as_dtype(flat.dtype)
+        shapes = {o: tf.TensorShape(np.shape(self.center[o])) if self.center else None for o in outputs}
+
+        def loop(where, plus, minus, at):
+            k = tf.shape(where)[0]
+
+            def body(i, ups, downs):
+                index = where[i : i + 1, None]
+                variable.scatter_nd_update(index, plus[i : i + 1])
+                up = evaluate(variable.read_value())
+                variable.scatter_nd_update(index, minus[i : i + 1])
+                down = evaluate(variable.read_value())
+                variable.scatter_nd_update(index, at[i : i + 1])
+                return (
+                    i + 1,
+                    {o: ups[o].write(i, up[o]) for o in outputs},
+                    {o: downs[o].write(i, down[o]) for o in outputs},
+                )
+
+            arrays = lambda: {  # noqa: E731
+                o: tf.TensorArray(dtype, size=k, element_shape=shapes[o]) for o in outputs
+            }
+            _, ups, downs = tf.while_loop(lambda i, *_: i < k, body, [0, arrays(), arrays()])
+            return {o: a.stack() for o, a in ups.items()}, {o: a.stack() for o, a in downs.items()}
+
+        return tf.function(
+            loop, jit_compile=self.jit_compile or None, autograph=False,
+            input_signature=[tf.TensorSpec([None], tf.int64)] + [tf.TensorSpec([None], dtype)] * 3,
+        )
+
+    def _flat(self, group) -> np.ndarray:
+        return np.concatenate([self.point[n].reshape(-1) for n in group])
+
+    def _group_evaluator(self, group):
+        """The model as a function of the group's flat vector (other inputs fixed),
+        outputs cast to the group's dtype."""
         others = {n: tf.constant(v) for n, v in self.point.items() if n not in group}
         shapes = [tuple(self.point[n].shape) for n in group]
         sizes = [int(self.point[n].size) for n in group]
-        x = tf.constant(np.concatenate([self.point[n].reshape(-1) for n in group]))
+        dtype = tf.as_dtype(self.point[group[0]].dtype)
         outputs = self.outputs
-        center = None
-        if kind == "axes" and self.center is not None:
-            center = {o: tf.constant(np.asarray(self.center[o], x.dtype.as_numpy_dtype)) for o in outputs}
 
         def evaluate(flat):
             parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
             values = {n: tf.reshape(p, s) for n, p, s in zip(group, parts, shapes)}
             result = self.function({**others, **values})
-            return {o: tf.cast(result[o], x.dtype) for o in outputs}
+            return {o: tf.cast(result[o], dtype) for o in outputs}
+
+        return evaluate
+
+    def _differences(self, group, kind):
+        """Batched evaluation of x + s_j d_j for each sign s (all + rows, then all -
+        rows): copies of the group, vectorised, or eagerly one by one."""
+        evaluate = self._group_evaluator(group)
+        x = tf.constant(self._flat(group))
+        outputs = self.outputs
 
         def perturbed(part, steps):
-            """Rows x + s_j d_j for each sign s, then x - s_j d_j."""
             signed = tf.concat([sign * steps for sign in SIGNS], axis=0)
             if kind == "directions":
                 return x + tf.tile(part, [len(SIGNS), 1]) * signed[:, None]
             rows = tf.shape(signed, out_type=tf.int64)[0]
             where = tf.stack([tf.range(rows), tf.tile(part, [len(SIGNS)])], axis=1)
-            # x + (a sparse matrix of the steps): one broadcast add writes each point
-            # once; tiling copies of x and scattering into them cost twice as much
-            # (bench/profile_differences.py).
+            # x + (a sparse matrix of the steps): one broadcast add writes each point once.
             return x[None] + tf.scatter_nd(where, signed, tf.stack([rows, tf.size(x, tf.int64)]))
 
-        def run(part, steps, vectorized):
-            k = tf.shape(steps)[0]
-            values = _map(evaluate, perturbed(part, steps), outputs, vectorized)
-            quotients, largest = {}, {}
-            sides = {"forward": {}, "backward": {}} if center is not None else {}
-            for o in outputs:
-                f = tf.reshape(values[o], tf.concat([[len(SIGNS), k], tf.shape(values[o])[1:]], 0))
-                s = tf.reshape(steps, tf.concat([[k], tf.ones([tf.rank(f) - 2], tf.int32)], 0))
-                quotients[o] = (f[0] - f[1]) / (2.0 * s)
-                largest[o] = tf.reduce_max(tf.abs(f), axis=0)
-                if center is not None:  # D+(s), D-(s) for the kink scan (module docstring)
-                    f0 = center[o][None]
-                    sides["forward"][o] = (f[0] - f0) / s
-                    sides["backward"][o] = (f0 - f[1]) / s
-                    largest[o] = tf.maximum(largest[o], tf.abs(f0))
-            return quotients, largest, sides
+        return lambda vectorized: lambda part, steps: _map(
+            evaluate, perturbed(part, steps), outputs, vectorized
+        )
 
-        return lambda vectorized: lambda part, steps: run(part, steps, vectorized)
+
+def _quotients(up: dict, down: dict, steps: np.ndarray, center: dict | None):
+    """D(s) = (f(x + s d) - f(x - s d)) / 2s and max |f| over the points, per
+    output; with the centre f0 also D+(s) = (f(x + s d) - f0) / s and
+    D-(s) = (f0 - f(x - s d)) / s (the kink scan's one-sided slopes)."""
+    quotients, largest = {}, {}
+    sides = {"forward": {}, "backward": {}} if center is not None else {}
+    for o, f_up in up.items():
+        f_down = down[o]
+        s = _along(steps, f_up)
+        quotients[o] = (f_up - f_down) / (2.0 * s)
+        largest[o] = np.maximum(np.abs(f_up), np.abs(f_down))
+        if center is not None:
+            f0 = center[o][None]
+            sides["forward"][o] = (f_up - f0) / s
+            sides["backward"][o] = (f0 - f_down) / s
+            largest[o] = np.maximum(largest[o], np.abs(f0))
+    return quotients, largest, sides
 
 
 def _along(h: np.ndarray, like: np.ndarray) -> np.ndarray:
