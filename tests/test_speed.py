@@ -111,6 +111,50 @@ def test_in_place_differences_of_a_float32_input_keep_its_dtype():
     np.testing.assert_allclose(d.values["y"], 6.0 * point["w"].astype(np.float64), rtol=1e-3)
 
 
+def test_xla_where_it_pays_and_on_two_workers_gives_the_same_differences(monkeypatch):
+    """With the XLA threshold at 0 s a float64 group compiles after its first
+    timed plain call and runs on two worker threads (each with its own
+    variable); both loops' differences lie within their own error estimates of
+    the closed form d/dx_i sum(exp(x) + x**2) = exp(x_i) + 2 x_i, and of each
+    other (XLA may sum in another order: equal to round-off, not bit for bit)."""
+    import tensorflow as tf
+
+    from gradcli.numerics import in_place
+
+    monkeypatch.setattr(in_place, "XLA_PAYS_SECONDS", 0.0)
+    monkeypatch.setattr(in_place, "workers", lambda: 2)
+    x = np.linspace(-2.0, 2.0, 301)
+    model = lambda v: {"y": tf.reduce_sum(tf.exp(v["x"]) + v["x"] ** 2)}  # noqa: E731
+    runs = {}
+    for policy in (None, False):
+        fd = FiniteDifferences(model, {"x": x}, ["y"], wrt=["x"], chunk=50, jit_compile=policy)
+        runs[policy] = fd.along_axes("x")
+        loop = fd._compiled[(("x",), "in place")]
+        assert loop.compiled is (policy is None)  # compiled after chunk 2 (chunk 1 traced)
+    exact = np.exp(x) + 2 * x
+    xla, plain = runs[None], runs[False]
+    assert np.all(np.abs(xla.values["y"] - exact) <= xla.errors["y"])
+    assert np.all(np.abs(plain.values["y"] - exact) <= plain.errors["y"])
+    assert np.all(np.abs(xla.values["y"] - plain.values["y"]) <= xla.errors["y"] + plain.errors["y"])
+    assert np.max(xla.errors["y"]) < 1e-6  # not vacuous: 8 ulps of f (about 1e3) over h
+
+
+def test_the_xla_rule_compiles_only_float64_groups_predicted_over_the_threshold():
+    from gradcli.numerics.in_place import XLA_PAYS_SECONDS, InPlaceLoop
+
+    def loop(dtype, policy, seconds):
+        rule = InPlaceLoop(None, np.zeros(4, dtype), ["y"], {}, policy, 4)
+        rule.seconds_per_direction = seconds
+        return rule
+
+    over = 2 * XLA_PAYS_SECONDS / 1000  # seconds per direction: 1000 directions are over
+    assert loop(np.float64, None, over).worth_compiling(1000)
+    assert not loop(np.float64, None, over).worth_compiling(100)  # predicted under
+    assert not loop(np.float32, None, over).worth_compiling(1000)  # float32: keep TF's kernels
+    assert not loop(np.float64, False, over).worth_compiling(1000)  # --no-xla
+    assert not loop(np.float64, None, None).worth_compiling(1000)  # nothing timed yet
+
+
 # -- FiniteDifferences: the second pass runs only where it is asked for -----------
 
 

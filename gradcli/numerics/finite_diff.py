@@ -82,6 +82,7 @@ from typing import Callable
 import numpy as np
 
 from gradcli import progress
+from gradcli.numerics.in_place import InPlaceLoop
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
@@ -402,11 +403,13 @@ class FiniteDifferences:
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
             steps = h[start : start + chunk]
-            pad = chunk - len(steps) if k > chunk and self.jit_compile else 0
-            if pad:  # XLA compiles once per shape: every chunk gets the same one
+            # XLA compiles once per shape: every batched chunk gets the same one
+            # (the in-place loop pads its own calls).
+            pad = chunk - len(steps) if k > chunk and self.jit_compile and kind != "axes" else 0
+            if pad:
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
-            d, fmax, sides = self._chunk(group, kind, part, steps)
+            d, fmax, sides = self._chunk(group, kind, part, steps, remaining=max(0, k - start - chunk))
             keep = len(steps) - pad
             for o in self.outputs:
                 values[o].append(np.asarray(d[o])[:keep])
@@ -433,15 +436,15 @@ class FiniteDifferences:
         elements = sum(self.point[n].size for n in group)
         return chunk_size(elements, self.point[group[0]].dtype.itemsize)
 
-    def _chunk(self, group, kind, part, steps):
+    def _chunk(self, group, kind, part, steps, remaining: int = 0):
         """D(s) along each row of one chunk, its max |f|, and (axes with a
         centre) the one-sided quotients: evaluate f(x + s d) and f(x - s d),
         then form every quotient in numpy (``_quotients``), whichever way the
         points were evaluated."""
-        up, down = self._evaluate_pairs(group, kind, part, steps)
+        up, down = self._evaluate_pairs(group, kind, part, steps, remaining)
         return _quotients(up, down, steps, self._center(group) if kind == "axes" else None)
 
-    def _evaluate_pairs(self, group, kind, part, steps):
+    def _evaluate_pairs(self, group, kind, part, steps, remaining: int = 0):
         """f(x + s d) and f(x - s d) per output ([k, *output_shape] each).
 
         Unit directions run in place (``_in_place``): one traced loop sets one
@@ -452,7 +455,7 @@ class FiniteDifferences:
         eager = len(steps) * len(SIGNS) <= EAGER_MAX_POINTS
         if kind == "axes" and not (eager or self.eager):
             try:
-                return self._in_place(group, part, steps)
+                return self._in_place(group, part, steps, remaining)
             except Exception:  # not traceable in a loop: run eagerly, point by point
                 self.eager = True
         values = self._call(
@@ -470,61 +473,18 @@ class FiniteDifferences:
         dtype = self.point[group[0]].dtype
         return {o: np.asarray(self.center[o]).astype(dtype) for o in self.outputs}
 
-    def _in_place(self, group, part, steps):
-        """f(x + s e_i), f(x - s e_i) for the group-flat indices ``part``, through
-        one variable holding the group: per direction the loop writes x_i + s,
-        evaluates, writes x_i - s, evaluates, and writes x_i back. The variable is
-        read without a copy, so an evaluation costs the model's own arithmetic
-        (bench/README.md: about 3-5x less than evaluating batched copies). Inputs
-        outside the group are constants of the trace, so TensorFlow folds what
-        depends on them alone once instead of once per evaluation."""
+    def _in_place(self, group, part, steps, remaining: int = 0):
+        """f(x + s e_i), f(x - s e_i) for the group-flat indices ``part``, without
+        copying the group (``numerics.in_place``); ``remaining`` directions are
+        still to come (they decide whether XLA pays)."""
         key = (group, "in place")
         if key not in self._compiled:
-            self._compiled[key] = self._in_place_loop(group)
-        flat = self._flat(group)
-        at = flat[part]
-        plus, minus = at + steps, at - steps  # the points the batched path builds, bit for bit
-        up, down = self._compiled[key](
-            tf.constant(part), tf.constant(plus), tf.constant(minus), tf.constant(at)
-        )
-        return (
-            {o: np.asarray(v) for o, v in up.items()},
-            {o: np.asarray(v) for o, v in down.items()},
-        )
-
-    def _in_place_loop(self, group):
-        evaluate = self._group_evaluator(group)
-        flat = self._flat(group)
-        variable = tf.Variable(flat, trainable=False)
-        outputs, dtype = self.outputs, tf.as_dtype(flat.dtype)
-        shapes = {o: tf.TensorShape(np.shape(self.center[o])) if self.center else None for o in outputs}
-
-        def loop(where, plus, minus, at):
-            k = tf.shape(where)[0]
-
-            def body(i, ups, downs):
-                index = where[i : i + 1, None]
-                variable.scatter_nd_update(index, plus[i : i + 1])
-                up = evaluate(variable.read_value())
-                variable.scatter_nd_update(index, minus[i : i + 1])
-                down = evaluate(variable.read_value())
-                variable.scatter_nd_update(index, at[i : i + 1])
-                return (
-                    i + 1,
-                    {o: ups[o].write(i, up[o]) for o in outputs},
-                    {o: downs[o].write(i, down[o]) for o in outputs},
-                )
-
-            arrays = lambda: {  # noqa: E731
-                o: tf.TensorArray(dtype, size=k, element_shape=shapes[o]) for o in outputs
-            }
-            _, ups, downs = tf.while_loop(lambda i, *_: i < k, body, [0, arrays(), arrays()])
-            return {o: a.stack() for o, a in ups.items()}, {o: a.stack() for o, a in downs.items()}
-
-        return tf.function(
-            loop, jit_compile=self.jit_compile or None, autograph=False,
-            input_signature=[tf.TensorSpec([None], tf.int64)] + [tf.TensorSpec([None], dtype)] * 3,
-        )
+            shapes = {o: tf.TensorShape(np.shape(self.center[o])) for o in self.outputs} if self.center else {}
+            self._compiled[key] = InPlaceLoop(
+                self._group_evaluator(group), self._flat(group), self.outputs, shapes,
+                self.jit_compile, self._chunk_length(group, "axes"),
+            )
+        return self._compiled[key](part, steps, remaining)
 
     def _flat(self, group) -> np.ndarray:
         return np.concatenate([self.point[n].reshape(-1) for n in group])

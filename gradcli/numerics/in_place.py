@@ -1,0 +1,197 @@
+"""Evaluate a model at x + s e_i and x - s e_i for many i without copying x.
+
+The full check needs f at two points per element. Building each point as a
+copy of the input costs a write and a read of the whole input per evaluation,
+so the check's memory traffic grows as n**2; at 43k parameters that traffic,
+not the model's arithmetic, was most of the time (bench/README.md). Here one
+traced ``tf.while_loop`` holds the input group in a variable and, per
+direction, writes x_i + s, evaluates, writes x_i - s, evaluates, and writes x_i
+back. The model reads the variable without a copy, so an evaluation costs the
+model's own arithmetic plus a few small ops.
+
+How a group's loop runs (``InPlaceLoop``), each rule measured in
+bench/README.md:
+
+* Plain (TensorFlow's graph executor, its intra-op threads) to begin with.
+* Compiled with XLA where it pays: XLA ran this loop about 2x faster (it fuses
+  the small ops an evaluation is made of) but compiling costs about 0.6 s per
+  group. Rule (``worth_compiling``): with ``jit_compile=None`` (the default)
+  a float64 group compiles once the directions it still has to run are
+  predicted, from a plain call timed after the one that traced, to take longer
+  than XLA_PAYS_SECONDS. ``True`` compiles from the start, ``False`` never. A model
+  XLA cannot compile stays plain.
+* Compiled loops run on ``workers()`` threads at once, each with its own
+  variable, splitting every chunk: an XLA program runs on the thread that
+  calls it, so two threads use two cores (measured 1.8x on 2 cores). Plain
+  loops gain nothing from threads (the executor already uses the intra-op
+  threads), so they run on one.
+* Every call pads its directions to a fixed length and passes the count, so
+  a loop is traced (and compiled) once per group, whatever the chunk lengths.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
+
+import numpy as np
+
+from gradcli.tf_import import import_tensorflow
+
+tf = import_tensorflow()
+
+#: Compile a float64 group with XLA (when ``jit_compile`` is None) once its
+#: remaining directions are predicted to take longer than this, plain: XLA
+#: halved the time per evaluation and compiling took about 0.6 s, so from about
+#: 1.2 s on it pays; 2 s leaves room for models that compile slower.
+XLA_PAYS_SECONDS = 2.0
+#: Most threads a compiled group runs on (each holds a copy of the group).
+MAX_WORKERS = 8
+
+
+def workers() -> int:
+    """Threads for compiled loops: the cores this process may use, or TensorFlow's
+    intra-op thread count when it was set (``--threads 1`` in bench/ means one)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    configured = tf.config.threading.get_intra_op_parallelism_threads()
+    return max(1, min(MAX_WORKERS, cores, configured or cores))
+
+
+class InPlaceLoop:
+    """f(x + s e_i) and f(x - s e_i) for the flat indices i of one input group.
+
+    ``evaluate(flat) -> {output: tensor}`` is the model as a function of the
+    group's flat vector (other inputs fixed); ``flat`` the group at the point;
+    ``shapes`` the output shapes (None if unknown); ``jit_compile`` as in
+    ``FiniteDifferences`` (None: XLA where it pays, see the module docstring).
+    """
+
+    def __init__(
+        self,
+        evaluate: Callable,
+        flat: np.ndarray,
+        outputs: list[str],
+        shapes: dict,
+        jit_compile: bool | None,
+        length: int,
+    ):
+        self.evaluate, self.flat, self.outputs, self.shapes = evaluate, flat, outputs, shapes
+        self.length = length  # directions per call; shorter calls are padded
+        self.policy = jit_compile
+        self.compiled = jit_compile is True
+        #: measured on plain calls after the first (which pays the trace)
+        self.seconds_per_direction: float | None = None
+        self._loops: dict[bool, Callable] = {}
+        self._variables: list = []
+        self._pool: ThreadPoolExecutor | None = None
+
+    def __call__(self, part: np.ndarray, steps: np.ndarray, remaining: int = 0):
+        """(up, down): dicts of ``[k, *output_shape]`` arrays for the k indices
+        ``part`` and steps ``steps``. ``remaining``: directions the caller still
+        has to run after this call (for the XLA rule)."""
+        at = self.flat[part]
+        plus, minus = at + steps, at - steps  # the points a batch of copies would hold, bit for bit
+        if self.compiled:
+            try:
+                return self._run(True, part, plus, minus, at)
+            except Exception:  # XLA cannot compile this model: stay plain
+                if self.policy is True:
+                    raise
+                self.compiled = False
+        traced = False in self._loops
+        started = time.perf_counter()
+        result = self._run(False, part, plus, minus, at)
+        if traced:  # the first call's time is mostly tracing: it does not predict the rest
+            self.seconds_per_direction = (time.perf_counter() - started) / len(part)
+        if self.worth_compiling(remaining):
+            self.compiled = True
+        return result
+
+    def worth_compiling(self, remaining: int) -> bool:
+        """The XLA rule (module docstring): default policy, float64, and the
+        remaining directions predicted above XLA_PAYS_SECONDS."""
+        return (
+            self.policy is None
+            and self.flat.dtype == np.float64
+            and self.seconds_per_direction is not None
+            and self.seconds_per_direction * remaining > XLA_PAYS_SECONDS
+        )
+
+    def _run(self, compiled: bool, part, plus, minus, at):
+        count = workers() if compiled else 1
+        while len(self._variables) < count:
+            self._variables.append(tf.Variable(self.flat, trainable=False))
+        pieces = [s for s in np.array_split(np.arange(len(part)), count) if len(s)]
+        calls = [
+            (self._variables[w], part[s], plus[s], minus[s], at[s]) for w, s in enumerate(pieces)
+        ]
+        if len(calls) == 1:
+            results = [self._call(compiled, *calls[0])]
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(count, thread_name_prefix="gradcli-differences")
+            results = [f.result() for f in [self._pool.submit(self._call, compiled, *c) for c in calls]]
+        join = lambda side: {  # noqa: E731
+            o: np.concatenate([r[side][o] for r in results]) for o in self.outputs
+        }
+        return join(0), join(1)
+
+    def _call(self, compiled, variable, part, plus, minus, at):
+        """One loop call on ``variable``, its arguments padded to a multiple of
+        ``length``: one shape, so one trace (and one XLA compilation)."""
+        k = len(part)
+        padded = -(-k // self.length) * self.length
+        pad = lambda a: np.concatenate([a, np.repeat(a[-1:], padded - k)])  # noqa: E731
+        up, down = self._loop(compiled)(
+            variable, tf.constant(pad(part)), tf.constant(pad(plus)), tf.constant(pad(minus)),
+            tf.constant(pad(at)), tf.constant(k, tf.int32),
+        )
+        return (
+            {o: np.asarray(v)[:k] for o, v in up.items()},
+            {o: np.asarray(v)[:k] for o, v in down.items()},
+        )
+
+    def _loop(self, compiled: bool):
+        if compiled not in self._loops:
+            self._loops[compiled] = self._trace(compiled)
+        return self._loops[compiled]
+
+    def _trace(self, compiled: bool):
+        evaluate, outputs, shapes = self.evaluate, self.outputs, dict(self.shapes)
+        dtype = tf.as_dtype(self.flat.dtype)
+        if compiled and any(shapes.get(o) is None for o in outputs):
+            # XLA's arrays need their element shapes: one evaluation at the point.
+            shapes = {o: v.shape for o, v in evaluate(tf.constant(self.flat)).items()}
+
+        def loop(variable, where, plus, minus, at, count):
+            # XLA needs arrays of a static size (the padded length; the unwritten
+            # tail is zeros, cut off); the plain loop writes exactly ``count``.
+            size = tf.shape(where)[0] if compiled else count
+
+            def body(i, ups, downs):
+                index = where[i : i + 1, None]
+                variable.scatter_nd_update(index, plus[i : i + 1])
+                up = evaluate(variable.read_value())
+                variable.scatter_nd_update(index, minus[i : i + 1])
+                down = evaluate(variable.read_value())
+                variable.scatter_nd_update(index, at[i : i + 1])
+                return (
+                    i + 1,
+                    {o: ups[o].write(i, up[o]) for o in outputs},
+                    {o: downs[o].write(i, down[o]) for o in outputs},
+                )
+
+            arrays = lambda: {  # noqa: E731
+                o: tf.TensorArray(dtype, size=size, element_shape=shapes.get(o)) for o in outputs
+            }
+            _, ups, downs = tf.while_loop(lambda i, *_: i < count, body, [0, arrays(), arrays()])
+            return {o: a.stack() for o, a in ups.items()}, {o: a.stack() for o, a in downs.items()}
+
+        # The variable is an argument, not a capture, so every worker's variable
+        # shares one trace (and one XLA compilation).
+        return tf.function(loop, jit_compile=compiled or None, autograph=False, reduce_retracing=True)
