@@ -155,6 +155,36 @@ def test_the_xla_rule_compiles_only_float64_groups_predicted_over_the_threshold(
     assert not loop(np.float64, None, None).worth_compiling(1000)  # nothing timed yet
 
 
+def test_a_new_group_compiles_from_its_first_call_when_another_group_predicts_it_pays():
+    """The seconds per direction another group's plain loop measured stand in
+    for a new group's own: over the threshold it compiles at once and never
+    traces a plain loop; under it, it runs plain."""
+    import tensorflow as tf
+
+    from gradcli.numerics.in_place import XLA_PAYS_SECONDS, InPlaceLoop
+
+    x = np.linspace(0.1, 1.0, 64)
+    evaluate = lambda flat: {"y": tf.reduce_sum(tf.exp(flat))}  # noqa: E731
+    for measured, compiles in ((XLA_PAYS_SECONDS, True), (XLA_PAYS_SECONDS / 1e4, False)):
+        loop = InPlaceLoop(evaluate, x, ["y"], {"y": tf.TensorShape([])}, None, 64)
+        up, down = loop(np.arange(64), np.full(64, 1e-6), remaining=0, measured=measured)
+        assert loop.compiled is compiles and set(loop._loops) == {compiles}
+        np.testing.assert_allclose((up["y"] - down["y"]) / 2e-6, np.exp(x), rtol=1e-6)
+
+
+def test_small_inputs_share_a_group_up_to_the_limit_and_large_ones_are_alone():
+    from gradcli.numerics.finite_diff import SHARED_GROUP_MAX
+
+    sizes = {"big": SHARED_GROUP_MAX, "mid": SHARED_GROUP_MAX // 2, "a": 10, "b": 20, "c": SHARED_GROUP_MAX // 2}
+    point = {n: np.zeros(k) for n, k in sizes.items()}
+    fd = FiniteDifferences(lambda v: v, point, [], wrt=list(sizes))
+    # Smallest first while the total fits: a, b, then one of mid / c (equal sizes,
+    # first in wrt order), not both (30 + 2 * SHARED_GROUP_MAX / 2 > the limit).
+    assert fd.group("a") == fd.group("b") == fd.group("mid") == ("mid", "a", "b")
+    assert fd.group("c") == ("c",) and fd.group("big") == ("big",)
+    assert FiniteDifferences(lambda v: v, point, [], wrt=list(sizes), joint=True).group("big") == tuple(sizes)
+
+
 # -- FiniteDifferences: the second pass runs only where it is asked for -----------
 
 

@@ -116,13 +116,14 @@ LEVELS = (1.0, -1.0, RICHARDSON_RATIO, -RICHARDSON_RATIO)
 #: copy of the group, and a chunk that stays in cache (about 16 MB) measured
 #: 2-7x faster than chunks of 256 or more directions on 2 cores.
 CHUNK_BYTES = 16 * 2**20
-#: XLA is off unless asked for (``jit_compile=True``): compiling a chunk took
-#: 1.5-5 s and the compiled chunk ran no faster (bench/README.md).
-#: Inputs smaller than this are differenced together in one group (one trace of
-#: the model instead of one each); larger inputs get a group of their own, so the
-#: model reads them straight from the in-place variable instead of from a split
-#: of the group (a copy of the whole group per evaluation).
-SHARED_GROUP_MAX = 2048
+#: Inputs are differenced together in one group, smallest first, while the
+#: group stays within this many elements; larger inputs get a group of their
+#: own. Rule: a group costs one trace of the model (about 0.3 s), and each of
+#: its evaluations reads its inputs from a split of the group's vector, a copy
+#: of the whole group (about 1.6 ns per element per direction, so a group of S
+#: elements pays about 1.6 ns * S**2 over its pass): sharing pays while that
+#: stays under a trace, S below about 13,000; 8,192 leaves a margin.
+SHARED_GROUP_MAX = 8192
 #: Directions per call of the in-place loop (``FiniteDifferences._in_place``):
 #: a call costs about 0.3 ms over its evaluations (about 0.1 ms each at 43k), so
 #: 512 directions make that negligible while progress is still reported (and
@@ -195,8 +196,8 @@ class FiniteDifferences:
     Inputs are perturbed through one flat vector per *group*: with
     ``joint=True`` all of ``wrt`` form one group (one trace serves every input:
     tracing a model costs about 0.3 s, which dominates small checks); otherwise
-    each input of SHARED_GROUP_MAX or more elements is its own group and the
-    smaller ones share one. The other inputs stay fixed tensors of the trace, so
+    the smallest inputs share one group up to SHARED_GROUP_MAX elements and each
+    larger one is alone. The other inputs stay fixed tensors of the trace, so
     an evaluation touches only the perturbed group.
     """
 
@@ -206,7 +207,9 @@ class FiniteDifferences:
     wrt: list[str] = field(default_factory=list)
     joint: bool = False
     chunk: int | None = None  # directions per chunk; None: ``chunk_size`` of the group
-    jit_compile: bool | None = None  # True: compile chunks with XLA (off by default)
+    #: XLA: True always, False never, None where it pays (``numerics.in_place``;
+    #: batched chunks compile only with True).
+    jit_compile: bool | None = None
     evaluations: int = 0
     eager: bool = False  # set when tracing failed and points run one by one
     #: The lowest precision the function computes in (``ModelGraph.precision``,
@@ -217,6 +220,7 @@ class FiniteDifferences:
     #: one-sided slopes (``Derivatives.one_sided``) for the kink scan.
     center: dict | None = None
     _compiled: dict = field(default_factory=dict, repr=False)
+    _seconds_per_direction: float | None = field(default=None, repr=False)  # any plain loop's
 
     def rule_dtype(self, dtype):
         """The dtype whose eps rules steps and round-off: the point's, or the
@@ -226,15 +230,24 @@ class FiniteDifferences:
     def group(self, name: str) -> tuple[str, ...]:
         """The inputs differenced together with ``name``: one flat vector, so one
         dtype (a float32 weight beside a float64 input keeps its own group, its
-        own steps, and reaches the model as float32)."""
+        own steps, and reaches the model as float32). Not ``joint``: the
+        smallest inputs share one group up to SHARED_GROUP_MAX elements, each
+        larger input is alone."""
         if name not in self.wrt:
             return (name,)
         dtype = self.point[name].dtype
         same = tuple(n for n in self.wrt if self.point[n].dtype == dtype)
         if self.joint:
             return same
-        small = tuple(n for n in same if self.point[n].size < SHARED_GROUP_MAX)
-        return small if name in small else (name,)
+        shared, total = set(), 0
+        for n in sorted(same, key=lambda n: self.point[n].size):
+            total += self.point[n].size
+            if total > SHARED_GROUP_MAX:
+                break
+            shared.add(n)
+        if name in shared:
+            return tuple(n for n in same if n in shared)
+        return (name,)
 
     def offset(self, name: str) -> int:
         group = self.group(name)
@@ -484,7 +497,10 @@ class FiniteDifferences:
                 self._group_evaluator(group), self._flat(group), self.outputs, shapes,
                 self.jit_compile, self._chunk_length(group, "axes"),
             )
-        return self._compiled[key](part, steps, remaining)
+        loop = self._compiled[key]
+        result = loop(part, steps, remaining, measured=self._seconds_per_direction)
+        self._seconds_per_direction = loop.seconds_per_direction or self._seconds_per_direction
+        return result
 
     def _flat(self, group) -> np.ndarray:
         return np.concatenate([self.point[n].reshape(-1) for n in group])

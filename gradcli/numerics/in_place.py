@@ -17,7 +17,8 @@ bench/README.md:
   the small ops an evaluation is made of) but compiling costs about 0.6 s per
   group. Rule (``worth_compiling``): with ``jit_compile=None`` (the default)
   a float64 group compiles once the directions it still has to run are
-  predicted, from a plain call timed after the one that traced, to take longer
+  predicted, from a plain call timed after the one that traced (or, before
+  that, from another group's plain loop on the same model), to take longer
   than XLA_PAYS_SECONDS. ``True`` compiles from the start, ``False`` never. A model
   XLA cannot compile stays plain.
 * Compiled loops run on ``workers()`` threads at once, each with its own
@@ -90,10 +91,18 @@ class InPlaceLoop:
         self._variables: list = []
         self._pool: ThreadPoolExecutor | None = None
 
-    def __call__(self, part: np.ndarray, steps: np.ndarray, remaining: int = 0):
+    def __call__(
+        self, part: np.ndarray, steps: np.ndarray, remaining: int = 0, measured: float | None = None
+    ):
         """(up, down): dicts of ``[k, *output_shape]`` arrays for the k indices
         ``part`` and steps ``steps``. ``remaining``: directions the caller still
-        has to run after this call (for the XLA rule)."""
+        has to run after this call (for the XLA rule). ``measured``: seconds per
+        direction a plain loop of another group of the same model took; before
+        this loop has timed itself it stands in, so a large group can compile
+        from its first call instead of tracing a plain loop first."""
+        if self.seconds_per_direction is None and not self._loops:
+            self.seconds_per_direction = measured
+            self.compiled = self.compiled or self.worth_compiling(remaining + len(part))
         at = self.flat[part]
         plus, minus = at + steps, at - steps  # the points a batch of copies would hold, bit for bit
         if self.compiled:
