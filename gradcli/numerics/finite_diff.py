@@ -471,13 +471,48 @@ class FiniteDifferences:
                 return self._in_place(group, part, steps, remaining)
             except Exception:  # not traceable in a loop: run eagerly, point by point
                 self.eager = True
+        if eager or self.eager:
+            return self._eager_pairs(group, kind, part, steps)
         values = self._call(
-            (group, kind), self._differences(group, kind),
-            tf.constant(part), tf.constant(steps), eager=eager,
+            (group, kind), self._differences(group, kind), tf.constant(part), tf.constant(steps),
         )
         k = len(steps)
         values = {o: np.asarray(v) for o, v in values.items()}
         return {o: v[:k] for o, v in values.items()}, {o: v[k:] for o, v in values.items()}
+
+    def _eager_pairs(self, group, kind, part, steps):
+        """The points one by one, eagerly, each input the direction does not move
+        passed as it is (an eager split of the whole group cost as much as the
+        model). The perturbed values are x + d * (s h), the same operations in
+        the same dtype as the batched copies, so the points are the same."""
+        if "eager inputs" not in self._compiled:
+            self._compiled["eager inputs"] = {n: tf.constant(v) for n, v in self.point.items()}
+        fixed = self._compiled["eager inputs"]
+        dtype = self.point[group[0]].dtype
+        starts = {n: self.offset(n) for n in group}
+        sides: tuple[dict, dict] = ({o: [] for o in self.outputs}, {o: [] for o in self.outputs})
+        for row, step in zip(part, steps):
+            if kind == "axes":
+                moved = {}
+                for n in group:
+                    if starts[n] <= row < starts[n] + self.point[n].size:
+                        one = np.zeros(self.point[n].size, dtype)
+                        one[row - starts[n]] = 1
+                        moved[n] = one
+            else:
+                moved = {
+                    n: row[starts[n] : starts[n] + self.point[n].size] for n in group
+                    if np.any(row[starts[n] : starts[n] + self.point[n].size])
+                }
+            for sign, values in zip(SIGNS, sides):
+                inputs = dict(fixed)
+                for n, d in moved.items():
+                    x = self.point[n].reshape(-1)
+                    inputs[n] = tf.constant((x + d * dtype.type(sign * step)).reshape(self.point[n].shape))
+                result = self.function(inputs)
+                for o in self.outputs:
+                    values[o].append(np.asarray(tf.cast(result[o], dtype)))
+        return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)
 
     def _center(self, group):
         """f(x) per output in the group's dtype, when known (``center``)."""
