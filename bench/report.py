@@ -49,6 +49,18 @@ def runs_line(documents) -> str:
     )
 
 
+THREADS = {None: "Each library's default threads", 1: "One intra-op thread each (`--threads 1`)"}
+
+
+def by_threads(documents) -> list:
+    """Runs grouped by their ``--threads`` setting (figures of different
+    settings are never pooled into one median)."""
+    groups = defaultdict(list)
+    for document in documents:
+        groups[document.get("threads")].append(document)
+    return sorted(groups.items(), key=lambda item: (item[0] is not None, item[0] or 0))
+
+
 def check_speed_section(documents) -> list[str]:
     if not documents:
         return ["No results yet: run `python bench/check_speed.py`.", ""]
@@ -185,7 +197,10 @@ def main():
         "gradcli fast: of its projections). The function is correct, so the right",
         "verdict is pass. `gradcli auto` runs on the 6k model and says which mode it picked.",
         "",
-        *check_speed_section(check),
+        *[line for threads, documents in by_threads(check) for line in (
+            f"### {THREADS.get(threads, f'{threads} intra-op threads')}", "",
+            *check_speed_section(documents),
+        )],
         f"Targets at 43k: full >= {TARGET_VS_TF:g}x faster than tf.test.compute_gradient and",
         f">= {TARGET_VS_TORCH:g}x faster than torch gradcheck; fast faster than torch's fast mode.",
         "",
@@ -196,6 +211,13 @@ def main():
         f"Target: `gradcli check --mode full` on the 43k model file >= {TARGET_PROCESS:g}x faster",
         "than the compute_gradient script on the same file.",
         "",
+        "## Fast checks in a fresh process (`bench/fast_cold.py`)",
+        "",
+        "Each fast checker as a CI job meets it: its own new process, imports done and not",
+        "timed, then the first check (cold) and a second one (warm) on the 43k model.",
+        "",
+        *simple_section(load_results("fast_cold"), ("checker", "call"),
+                        "No results yet: run `python bench/fast_cold.py`."),
         "## One chunk of differences, in parts (`bench/profile_differences.py`)",
         "",
         *profile_section(load_results("profile_differences")),

@@ -169,7 +169,7 @@ class CheckOptions(Options):
     overrides: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)  # --input: data of a .keras model or SavedModel
     float64: bool = True
-    jit_compile: bool | None = None  # None: XLA for large inputs (finite_diff.XLA_MIN_ELEMENTS)
+    jit_compile: bool | None = None  # None: XLA where it pays (numerics.in_place.XLA_PAYS_SECONDS)
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     taylor: bool = False  # run the Taylor remainder test on every pair

@@ -23,7 +23,7 @@ from gradcli.cli.options import (
 @tolerance_options("the comparison")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")
 @native_dtype_option
-@click.option("--xla/--no-xla", default=None, help="Compile the finite-difference batches with XLA [default: off; it did not pay in bench/check_speed.py].")
+@click.option("--xla/--no-xla", default=None, help="Compile the finite-difference loops with XLA [default: where a group's predicted time makes it pay].")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
 @click.option("--fail-on", multiple=True, metavar="WORDS", help="Verdicts that also fail a pair (comma-separated or repeated): zero, kink, surrogate, disconnected, inconclusive.")

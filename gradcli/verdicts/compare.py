@@ -234,19 +234,27 @@ def detectable_error(allowed: float, probes: int, element_size: float) -> Power:
 def product_quantile(probes: int) -> float:
     """q with P(|Z1 Z2| < q)**probes = 1 - DETECT_PROBABILITY, Z1, Z2 independent
     standard normals. P(|Z1 Z2| < q) = E_z[erf(q / (|z| sqrt 2))], integrated
-    over z = exp(s) on a fine grid of s (smooth in s, also near z = 0, where
-    small q put all the weight), solved by bisection."""
-    s = np.linspace(-60.0, 3.0, 20001)
+    over z = exp(s) on a grid of s (smooth in s, also near z = 0, where small q
+    put all the weight; below s = -40 the weight, proportional to z, is under
+    1e-17), solved by Newton's method on that sum, kept inside a bisection
+    bracket. A dozen sums of 4,001 erf values: a first fast check paid 0.2 s
+    for the 60 bisection steps on 20,001 points this replaced."""
+    s = np.linspace(-40.0, 3.0, 4001)
     z = np.exp(s)
     weight = 2.0 * np.exp(-0.5 * z**2) / np.sqrt(2.0 * np.pi) * z * (s[1] - s[0])
     erf = np.vectorize(math.erf)
     target = (1.0 - DETECT_PROBABILITY) ** (1.0 / probes)
-    lo, hi = 0.0, 10.0
-    for _ in range(60):
-        q = 0.5 * (lo + hi)
-        below = float(np.sum(weight * erf(q / (z * np.sqrt(2.0)))))
-        lo, hi = (q, hi) if below < target else (lo, q)
-    return 0.5 * (lo + hi)
+    scale = z * np.sqrt(2.0)
+    lo, hi, q = 0.0, 10.0, 1.0
+    for _ in range(100):
+        below = float(np.sum(weight * erf(q / scale))) - target
+        if abs(below) < 1e-13:
+            break
+        lo, hi = (q, hi) if below < 0 else (lo, q)
+        slope = float(np.sum(weight * 2.0 / np.sqrt(np.pi) * np.exp(-((q / scale) ** 2)) / scale))
+        step = q - below / slope if slope > 0 else None
+        q = step if step is not None and lo < step < hi else 0.5 * (lo + hi)
+    return q
 
 
 def _mode_explanation(reverse_failed: bool, forward_failed: bool) -> str:
