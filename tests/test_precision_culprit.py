@@ -89,6 +89,24 @@ def test_mixed_float16_native_dtype_uses_the_float16_compute_dtype_and_passes():
     assert any("computes in float16" in n for n in model["notes"])
 
 
+def test_mixed_bfloat16_outputs_are_checked_with_bfloat16_rules_and_never_pass_on_noise():
+    """bfloat16 outputs were taken for non-floating ("no floating-point output"):
+    now they are checked, with bfloat16's steps and tolerances. Its 8-bit
+    significand leaves differences too noisy to confirm a gradient, which must
+    say so (inconclusive, exit 1) rather than pass; promoted to float64 (the
+    default) the same model passes."""
+    run, doc = check_json("prec_mixed_bfloat16.py", "--native-dtype")
+    model = only_model(doc)
+    assert model["dtype"] == "bfloat16" and model["error"] is None
+    verdicts = {p["verdict"] for p in model["pairs"]}
+    assert verdicts <= {"pass", "inconclusive"} and len(model["pairs"]) == 4
+    assert run.exit_code == (0 if verdicts == {"pass"} else 1), run
+    assert any("computes in bfloat16" in n for n in model["notes"])
+    run, doc = check_json("prec_mixed_bfloat16.py")
+    assert run.exit_code == 0, run
+    assert all(p["verdict"] == "pass" for p in only_model(doc)["pairs"])
+
+
 def test_float16_compute_correct_passes_and_a_20_percent_error_fails():
     run, doc = check_json("prec_float16_custom.py")
     assert run.exit_code == 0, run

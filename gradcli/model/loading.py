@@ -583,8 +583,8 @@ REPEAT_ULPS = 8
 def _forward(model: Model, values: dict) -> dict[str, np.ndarray]:
     """Run the forward pass twice: differencing a random function (dropout,
     unseeded random ops) would report noise as gradient errors."""
-    first = {n: np.asarray(t) for n, t in run_model(model, values).items()}
-    again = {n: np.asarray(t) for n, t in run_model(model, values).items()}
+    first = {n: host_array(t) for n, t in run_model(model, values).items()}
+    again = {n: host_array(t) for n, t in run_model(model, values).items()}
     for name, a in first.items():
         b = again.get(name)
         if not is_floating(a) or b is None or a.shape != b.shape:
@@ -602,6 +602,15 @@ def _forward(model: Model, values: dict) -> dict[str, np.ndarray]:
                 "(dropout or unseeded random ops?); gradients cannot be checked"
             )
     return first
+
+
+def host_array(value) -> np.ndarray:
+    """A tensor as numpy; bfloat16 (Keras ``mixed_bfloat16`` outputs) as float32,
+    which holds every bfloat16 value exactly: numpy does not count ml_dtypes'
+    bfloat16 as floating, so it would not be checked. The check's rules still
+    follow bfloat16, the lowest precision on the path (``ModelGraph.precision``)."""
+    array = np.asarray(value)
+    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
 
 
 def run_model(model: Model, values: dict) -> dict:
