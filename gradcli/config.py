@@ -49,6 +49,7 @@ NOT_PER_MODEL = {
     "overrides": "change `inputs` in the model file itself",
     "input": "give a model file's data in `inputs`",
     "data": "give a model file's data in `inputs`",
+    "timeout": "its worker is stopped by the run, which does not read the model file",
 }
 RUN_WIDE = ("paths", "jobs", "fail_fast", "shard", "summary", "format", "junit_xml", "quiet", "json")
 

@@ -182,6 +182,9 @@ class CheckOptions(Options):
     keep_blocks: bool = False  # failing pairs keep a window of their Jacobian blocks (--plot)
     max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
     budget: float = DEFAULT_BUDGET  # auto: seconds a full check may take (predicted)
+    #: Seconds a model file may run in its worker before it is stopped and
+    #: reported as an error row (``analyses.batch.supervise``); None: no limit.
+    timeout: float | None = None
 
     def validate(self):
         from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
@@ -192,6 +195,7 @@ class CheckOptions(Options):
         int_at_least(self.samples, "samples", 0)
         finite_at_least(self.radius, "radius", strict=True)
         finite_at_least(self.budget, "budget")
+        finite_at_least(self.timeout, "timeout", strict=True)
         for word in self.fail_on:
             one_of(word, "fail_on", FAIL_ON_WORDS)
         unique_names(self.fail_on, "fail_on")

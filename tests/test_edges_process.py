@@ -72,6 +72,36 @@ def test_batch_with_crashing_failing_and_passing_models_reports_every_model(tmp_
     assert {on_import, buggy, square, segfault} <= classes
 
 
+def test_a_model_that_never_finishes_is_stopped_by_timeout_and_the_batch_goes_on(tmp_path):
+    """--timeout ends the worker of a model that hangs: it is an error row
+    naming the limit, the next model is still checked and passes, JSON and
+    JUnit list both, exit 3."""
+    hang, square = (os.path.relpath(p, ROOT) for p in (fixture("hang_while_run.py"), SQUARE))
+    junit = tmp_path / "report.xml"
+    started = time.monotonic()
+    done = real_gradcli("check", hang, square, "--timeout", "20", "--json", "--junit-xml", junit)
+    assert done.returncode == 3, shown(done)
+    assert time.monotonic() - started < 150, shown(done)  # stopped, not waited out (generous)
+    models = {m["name"]: m for m in json.loads(done.stdout)["result"]["models"]}
+    assert list(models) == [hang, square]
+    assert models[hang]["error"] == f"{hang}: the model did not finish within 20 s and was stopped (--timeout)"
+    assert models[square]["ok"]
+    assert done.stderr.strip().splitlines() == [f"Error: {models[hang]['error']}"], shown(done)
+    assert {c.get("classname") for c in ET.parse(junit).getroot().iter("testcase")} >= {hang, square}
+
+
+def test_timeout_must_be_positive_and_applies_to_model_files_only():
+    import gradcli
+    from gradcli.options import CheckOptions, UsageError
+
+    done = real_gradcli("check", SQUARE, "--timeout", "0")
+    assert done.returncode == 2 and "Invalid value for '--timeout'" in done.stderr, shown(done)
+    with pytest.raises(UsageError, match="timeout must be > 0"):
+        CheckOptions(timeout=-1.0)
+    with pytest.raises(UsageError, match="timeout.*model files"):
+        gradcli.check(lambda x: x**2, inputs={"x": 1.0}, timeout=5.0)
+
+
 def test_single_model_that_exits_while_run_is_exit_3_with_a_message():
     exits = os.path.relpath(fixture("exit_on_run.py"), ROOT)
     done = real_gradcli("check", exits)

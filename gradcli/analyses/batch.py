@@ -40,6 +40,7 @@ import traceback
 from dataclasses import dataclass
 
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
+from gradcli.options import UsageError
 from gradcli.results import CheckResult, ModelResult
 
 #: Set to 1 to check model files in gradcli's own process (``--jobs 1`` only).
@@ -71,7 +72,16 @@ def check_batch(
     module objects are always checked in this process.
     """
     specs = list(specs)
-    if (isolate or jobs > 1) and all(isinstance(s, str) for s in specs):
+    timeout = getattr(options, "timeout", None)
+    if timeout is not None and not all(isinstance(s, str) for s in specs):
+        raise UsageError(
+            "applies to model files, which run in worker processes; a module or "
+            "callable is checked in this process and cannot be stopped", param="timeout",
+            bad_value=False,
+        )
+    # A timeout needs a worker to stop, so it runs model files supervised even
+    # where the command line would not (GRADCLI_IN_PROCESS=1, the API).
+    if (isolate or jobs > 1 or timeout is not None) and all(isinstance(s, str) for s in specs):
         outcomes = _supervised(specs, options, tuple(fixed), jobs)
     else:
         from gradcli.analyses.check import check_spec  # imports TensorFlow
@@ -101,7 +111,7 @@ def display(spec) -> str:
 def _supervised(specs: list[str], options, fixed: tuple, jobs: int):
     """Each model's ``ModelResult``, in the order of ``specs``."""
     tasks = [("gradcli.analyses.check:check_spec", (spec, options, fixed)) for spec in specs]
-    for index, outcome in supervise(tasks, jobs):
+    for index, outcome in supervise(tasks, jobs, timeout=options.timeout):
         if isinstance(outcome, Raised):  # only under --debug: check_spec re-raises
             raise outcome.error
         if isinstance(outcome, WorkerLost):
@@ -158,12 +168,14 @@ def death_message(exit_code: int | None) -> str:
     return f"the model ended the process ({how})"
 
 
-def supervise(tasks: list[tuple[str, tuple]], jobs: int):
+def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None = None):
     """Run ``tasks`` (``("module:function", args)``) in up to ``jobs`` workers.
 
     Yields ``(index, result)`` in the order of ``tasks``; ``result`` is the
-    function's return value, or a ``WorkerLost`` when the worker died first
-    (a new worker takes the next task). Closing the generator ends the workers.
+    function's return value, or a ``WorkerLost`` when the worker died first, or
+    ran longer than ``timeout`` seconds and was stopped (a new worker takes the
+    next task). Closing the generator ends the workers. The timeout counts from
+    when the task was sent, worker start-up (importing TensorFlow) included.
     With one worker, its ``gradcli.progress`` reports are relayed to this
     process's listener (the progress bar of long single-model work); several
     workers' stages would overwrite each other, so theirs are dropped.
@@ -186,7 +198,21 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int):
                 index = pending.pop()
                 worker.connection.send((index, *tasks[index]))
                 running[worker] = (index, time.perf_counter())
-            ready = wait([w.connection for w in running] + [w.process.sentinel for w in running])
+            now = time.perf_counter()
+            left = None if timeout is None else max(
+                0.0, min(started + timeout for _, started in running.values()) - now
+            )
+            ready = wait([w.connection for w in running] + [w.process.sentinel for w in running], left)
+            if timeout is not None:
+                for worker in list(running):
+                    index, started = running[worker]
+                    if worker.connection not in ready and time.perf_counter() - started >= timeout:
+                        running.pop(worker)
+                        worker.stop()
+                        done[index] = WorkerLost(
+                            f"the model did not finish within {timeout:g} s and was stopped (--timeout)",
+                            time.perf_counter() - started,
+                        )
             for worker in list(running):
                 if worker.connection not in ready and worker.process.sentinel not in ready:
                     continue

@@ -39,6 +39,7 @@ from gradcli.cli.options import (
 @plot_option("Heat maps of the analytic and numeric Jacobian blocks of failing pairs and their difference, failing elements marked (needs matplotlib).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
 @click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="Stop a model file still running after SECONDS (its worker is ended, start-up included): that model is an error row (exit 3), the others are still checked.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
 def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format,
