@@ -67,6 +67,11 @@ def test_junit_failure_carries_the_report(sample_run):
     assert failure.get("type") == "mismatch"
     assert failure.get("message").startswith("mismatch: the analytic derivative disagrees")
     assert "output / x[2]" in failure.text and "rel err 0.002" in failure.text
+    # ... and the diagnosis a CI page needs without the log: the culprit and its lines
+    # (the sample's custom gradient is applied at line 21, defined at line 11).
+    culprit = next(line for line in failure.text.splitlines() if "culprit:" in line)
+    assert "tf.custom_gradient softplus" in culprit
+    assert culprit.endswith(f"at sample_models/{BUGGY}:21, defined at sample_models/{BUGGY}:11"), culprit
 
 
 def test_batch_summary_table(sample_run):

@@ -4,6 +4,10 @@
       <testsuite name="gradcli check" tests= failures= errors= skipped= time= timestamp=>
         <testcase classname="<model file>" name="<input>[/<output>]" time=>
           <failure message="<verdict>: <explanation>" type="<verdict>">report</failure>
+
+The report of a failing pair is what the text report prints for it: the
+failing elements, then the diagnosis (kinks, fast mode's power, the culprit op
+with its line, Taylor orders), so a CI page names the op without the log.
         </testcase>
 
 One testcase per checked (input, output) pair (and one named ``sweep`` when
@@ -40,7 +44,7 @@ class Case:
 
 
 def check_cases(result: CheckResult) -> list[Case]:
-    from gradcli.render.text import plain_text, render_failure
+    from gradcli.render.text import plain_text, render_failed_pair
 
     cases = []
     for model in result.models:
@@ -57,7 +61,7 @@ def check_cases(result: CheckResult) -> list[Case]:
             if pair.failed:
                 case.outcome, case.kind = "failure", pair.verdict
                 case.message = f"{pair.verdict}: {pair.explanation}"
-                case.text = plain_text(lambda out, pair=pair: render_failure(pair, out))
+                case.text = plain_text(lambda out, pair=pair: render_failed_pair(pair, out))
             cases.append(case)
         if model.sweep is not None:  # one testcase for the points around the given one
             from gradcli.render.text import render_sweep

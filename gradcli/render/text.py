@@ -176,6 +176,12 @@ def render_failure(pair: PairResult, out: Console) -> None:
         out.print(f"    ... and {pair.n_failing - len(pair.failing)} more elements outside tolerance, not listed")
 
 
+def render_failed_pair(pair: PairResult, out: Console) -> None:
+    """A failing pair's whole report: its elements, then its diagnosis."""
+    render_failure(pair, out)
+    render_diagnosis(pair, out)
+
+
 def render_diagnosis(pair: PairResult, out: Console) -> None:
     """Kinks with their one-sided slopes, graph sites, the culprit op, Taylor orders."""
     if pair.kinks:
