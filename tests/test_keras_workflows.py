@@ -330,6 +330,12 @@ def test_keras_file_works_with_check(tmp_path):
     run = gradcli("check", path)
     assert run.exit_code == 2, run
     assert "a .keras model needs its data as --input NAME=VALUE (inputs: x)" in run.stdout + run.stderr
+    # --set's value rules hold for --input: integers are numbers, booleans are not.
+    run = gradcli("check", path, "--input", "x=[[1, 0, 2]]", "--json")
+    assert run.exit_code == 0, run
+    run = gradcli("check", path, "--input", "x=[[true, false, true]]")
+    assert run.exit_code == 2, run
+    assert "--input x: booleans are not numbers (float32 expected)" in run.stdout + run.stderr
     run = gradcli("check", sample("square.py"), "--input", "x=1")
     assert run.exit_code == 2, run
     assert "to change a model file's inputs use --set" in run.stdout + run.stderr

@@ -833,8 +833,11 @@ def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Mo
     for name, value in data.items():
         spec = specs[name] if name in specs else next(iter(specs.values()), None)
         dtype = np.dtype(str(spec.dtype)) if spec is not None else np.dtype("float32")
-        if np.issubdtype(dtype, np.floating) and not is_floating(value):
-            value = np.asarray(value).astype(dtype)
+        value = np.asarray(value)
+        if not (is_floating(value) and np.issubdtype(dtype, np.floating)):
+            # The rules of --set (``fit_value``): integers may become floats,
+            # booleans never (true is not the number 1.0), no fractions for integers.
+            value = fit_value(value, np.zeros(value.shape, dtype), f"--input {name}")
         values[name] = value
     return _keras_model(layer, values, relative_path(path), path, float64)
 
