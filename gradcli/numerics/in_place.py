@@ -52,6 +52,18 @@ XLA_PAYS_SECONDS = 2.0
 MAX_WORKERS = 8
 
 
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    """One pool of MAX_WORKERS threads per process, shared by every loop (a batch
+    of checks in one worker process must not leave a pool per check behind)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(MAX_WORKERS, thread_name_prefix="gradcli-differences")
+    return _POOL
+
+
 def workers() -> int:
     """Threads for compiled loops: the cores this process may use, or TensorFlow's
     intra-op thread count when it was set (``--threads 1`` in bench/ means one)."""
@@ -89,7 +101,6 @@ class InPlaceLoop:
         self.seconds_per_direction: float | None = None
         self._loops: dict[bool, Callable] = {}
         self._variables: list = []
-        self._pool: ThreadPoolExecutor | None = None
 
     def __call__(
         self, part: np.ndarray, steps: np.ndarray, remaining: int = 0, measured: float | None = None
@@ -142,9 +153,8 @@ class InPlaceLoop:
         if len(calls) == 1:
             results = [self._call(compiled, *calls[0])]
         else:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(count, thread_name_prefix="gradcli-differences")
-            results = [f.result() for f in [self._pool.submit(self._call, compiled, *c) for c in calls]]
+            pool = _pool()
+            results = [f.result() for f in [pool.submit(self._call, compiled, *c) for c in calls]]
         join = lambda side: {  # noqa: E731
             o: np.concatenate([r[side][o] for r in results]) for o in self.outputs
         }
