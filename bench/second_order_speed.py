@@ -45,8 +45,11 @@ def parameters(widths) -> int:
 def run(argv, limit) -> dict:
     """Wall, CPU and peak memory of one process; stopped after ``limit`` seconds."""
     started = time.perf_counter()
+    # stdout to a file, not a pipe: a report over the pipe's 64 KB would block the
+    # child until it is read, and this loop reads only after the child ends.
+    out_file = tempfile.TemporaryFile()
     process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, start_new_session=True
+        argv, stdout=out_file, stderr=subprocess.DEVNULL, start_new_session=True
     )
     deadline = started + limit
     while True:
@@ -59,7 +62,8 @@ def run(argv, limit) -> dict:
             return {"wall": None, "note": f"stopped after {limit} s", "peak_mib": usage.ru_maxrss / 1024}
         time.sleep(0.05)
     wall = time.perf_counter() - started
-    out = process.stdout.read().decode()
+    out_file.seek(0)
+    out = out_file.read().decode()
     entry = {
         "wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_mib": usage.ru_maxrss / 1024,
         "exit_code": os.waitstatus_to_exitcode(status), "note": "",
@@ -68,6 +72,7 @@ def run(argv, limit) -> dict:
         document = json.loads(out)
     except ValueError:
         return entry
+    document = document.get("result") or document  # the JSON envelope (schema 2)
     model = (document.get("models") or [document.get("model")])[0] or {}
     if "mode" in model:
         entry["note"] = f"mode {model['mode']}, {model.get('evaluations', 0)} evaluations"
