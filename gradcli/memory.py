@@ -31,6 +31,14 @@ SAFE_FRACTION = 0.5
 #: transposed Hessian), plus one for the stacked evaluations. Calibrated on the
 #: 20,000 x 20,000 Jacobian above: 12.7 GB peak / 3.2 GB block = 4.0.
 COPIES = 4
+#: Dense n x n blocks a full check of second derivatives holds (``check
+#: --order 2`` in full, the dense Hessian's finite-difference check): the
+#: analytic Hessian(s), the numeric one with its error estimates, and the
+#: comparison's working arrays. Calibrated on bench/second_order_speed.py at
+#: n = 10,160 in float64: 9.8 GB (check --order 2) and 10.1 GB (hessian
+#: --method dense) peak, 12 n**2 entries = 3 blocks x COPIES. (Counting two
+#: blocks, as before that run, predicted 6.6 and 3.3 GB.)
+SECOND_ORDER_BLOCKS = 3
 
 _UNITS = {
     "": 1, "b": 1,

@@ -256,19 +256,20 @@ def _in_autodiff(exc: BaseException) -> bool:
 
 def _require_full_memory(model: Model, outputs, size: int, order: int, max_memory) -> None:
     """A full check holds every analytic (output, input) block at once, and a
-    numeric block per input; at order 2, two dense size x size Hessians (forward
-    and reverse, ``second_order._full``). Stop first if they would not fit
-    (``gradcli.memory``)."""
-    from gradcli.memory import dense_bytes, require_memory
+    numeric block per input; at order 2 also SECOND_ORDER_BLOCKS dense
+    size x size blocks (``second_order._full``, calibrated in ``gradcli.memory``).
+    Stop first if they would not fit (``gradcli.memory``)."""
+    from gradcli.memory import SECOND_ORDER_BLOCKS, dense_bytes, require_memory
 
     rows = sum(int(np.size(model.outputs[o])) for o in outputs)
     itemsize = np.dtype(model.dtype).itemsize
     dtype = np.dtype(model.dtype)
     what = f"a full check's Jacobian blocks ({rows} x {size} {dtype})"
+    second = SECOND_ORDER_BLOCKS * size * size if order == 2 else 0
     if order == 2:
-        what += f" and Hessians (2 x {size} x {size})"
+        what += f" and second-derivative blocks ({SECOND_ORDER_BLOCKS} x {size} x {size})"
     require_memory(
-        dense_bytes(rows * size + (2 * size * size if order == 2 else 0), itemsize),
+        dense_bytes(rows * size + second, itemsize),
         what,
         "The fast mode ({@mode} fast) checks random projections and builds no Jacobian", max_memory,
     )

@@ -303,11 +303,18 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
     gradient = objective.gradient(theta)
     result_kw = {}
     if method == "dense":
-        from gradcli.memory import dense_bytes, require_memory
+        from gradcli.memory import SECOND_ORDER_BLOCKS, dense_bytes, require_memory
 
+        # With its finite-difference check (in full for a dense Hessian) it holds
+        # SECOND_ORDER_BLOCKS n x n blocks at the peak, without it one.
+        blocks = SECOND_ORDER_BLOCKS if options.fd_check else 1
+        what = f"the dense Hessian ({n} x {n} {np.dtype(objective.dtype)})"
+        if options.fd_check:
+            what = (f"the dense Hessian and its finite-difference check "
+                    f"({blocks} x {n} x {n} {np.dtype(objective.dtype)})")
         require_memory(
-            dense_bytes(n * n, np.dtype(objective.dtype).itemsize),
-            f"the dense Hessian ({n} x {n} {np.dtype(objective.dtype)})",
+            dense_bytes(blocks * n * n, np.dtype(objective.dtype).itemsize),
+            what,
             "Lanczos ({@method} lanczos) needs only Hessian-vector products", options.max_memory,
         )
         H = objective.dense_hessian(theta)
