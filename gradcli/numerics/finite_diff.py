@@ -483,33 +483,34 @@ class FiniteDifferences:
     def _eager_pairs(self, group, kind, part, steps):
         """The points one by one, eagerly, each input the direction does not move
         passed as it is (an eager split of the whole group cost as much as the
-        model). The perturbed values are x + d * (s h), the same operations in
-        the same dtype as the batched copies, so the points are the same."""
+        model). A unit direction sets x_i + s h in a copy of its input, as the
+        in-place loop does; a dense one is x + d * (s h), as the batched copies
+        compute it: the same points either way."""
         if "eager inputs" not in self._compiled:
             self._compiled["eager inputs"] = {n: tf.constant(v) for n, v in self.point.items()}
         fixed = self._compiled["eager inputs"]
         dtype = self.point[group[0]].dtype
-        starts = {n: self.offset(n) for n in group}
+        spans = {n: (self.offset(n), self.offset(n) + self.point[n].size) for n in group}
+
+        def point(name, row, step):
+            x = self.point[name].reshape(-1)
+            start, _ = spans[name]
+            if kind == "axes":
+                moved = x.copy()
+                moved[row - start] = x[row - start] + step
+            else:
+                moved = x + row[start : start + x.size] * step
+            return tf.constant(moved.reshape(self.point[name].shape))
+
         sides: tuple[dict, dict] = ({o: [] for o in self.outputs}, {o: [] for o in self.outputs})
         for row, step in zip(part, steps):
             if kind == "axes":
-                moved = {}
-                for n in group:
-                    if starts[n] <= row < starts[n] + self.point[n].size:
-                        one = np.zeros(self.point[n].size, dtype)
-                        one[row - starts[n]] = 1
-                        moved[n] = one
+                names = [n for n, (start, stop) in spans.items() if start <= row < stop]
             else:
-                moved = {
-                    n: row[starts[n] : starts[n] + self.point[n].size] for n in group
-                    if np.any(row[starts[n] : starts[n] + self.point[n].size])
-                }
+                names = [n for n, (start, stop) in spans.items() if np.any(row[start:stop])]
             for sign, values in zip(SIGNS, sides):
-                inputs = dict(fixed)
-                for n, d in moved.items():
-                    x = self.point[n].reshape(-1)
-                    inputs[n] = tf.constant((x + d * dtype.type(sign * step)).reshape(self.point[n].shape))
-                result = self.function(inputs)
+                signed = dtype.type(sign * step)
+                result = self.function({**fixed, **{n: point(n, row, signed) for n in names}})
                 for o in self.outputs:
                     values[o].append(np.asarray(tf.cast(result[o], dtype)))
         return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)
