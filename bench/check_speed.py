@@ -48,7 +48,7 @@ tf = import_tensorflow()
 
 from gradcli.analyses.check import CheckOptions, check_model  # noqa: E402
 from gradcli.model.loading import load_model  # noqa: E402
-from mlp import AUTO_SIZE, BATCH, PARAMS, SIZES, write_model  # noqa: E402
+from mlp import AUTO_SIZE, BATCH, PARAMS, SIZES, torch_loss, write_model  # noqa: E402
 
 def exact_gradient(model) -> np.ndarray:
     point = {n: tf.constant(v) for n, v in model.point.items()}
@@ -102,14 +102,7 @@ def run_tf(model, exact):
 def torch_function(model):
     import torch
 
-    t = {n: torch.tensor(model.point[n], dtype=torch.float64) for n in ("x", "y")}
-
-    def f(W1, b1, W2, b2, W3, b3):
-        h = torch.tanh(t["x"] @ W1 + b1)
-        h = torch.tanh(h @ W2 + b2)
-        return ((h @ W3 + b3 - t["y"]) ** 2).mean()
-
-    return f
+    return torch_loss(*(torch.tensor(model.point[n], dtype=torch.float64) for n in ("x", "y")))
 
 
 def run_torch(model, fast_mode):

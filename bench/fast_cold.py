@@ -68,14 +68,10 @@ else:  # no TensorFlow in this process: the point gradcli checked, from its file
     import torch
     if threads:
         torch.set_num_threads(threads)
-    point = dict(np.load(saved))
-    x, y = torch.tensor(point["x"]), torch.tensor(point["y"])
-    names = ("W1", "b1", "W2", "b2", "W3", "b3")
+    from mlp import PARAMS as names, torch_loss
 
-    def f(W1, b1, W2, b2, W3, b3):  # the MLP loss of mlp.py, as check_speed.py writes it
-        h = torch.tanh(x @ W1 + b1)
-        h = torch.tanh(h @ W2 + b2)
-        return ((h @ W3 + b3 - y) ** 2).mean()
+    point = dict(np.load(saved))
+    f = torch_loss(torch.tensor(point["x"]), torch.tensor(point["y"]))
 
     def call():
         params = tuple(torch.tensor(point[n], dtype=torch.float64, requires_grad=True) for n in names)

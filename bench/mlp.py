@@ -45,3 +45,15 @@ def write_model(widths, folder) -> str:
     with open(path, "w") as f:
         f.write(MODEL_FILE.format(widths=widths, batch=BATCH, params=list(PARAMS)))
     return path
+
+
+def torch_loss(x, y):
+    """The same MLP loss in torch, for the peers (``x``, ``y``: the data tensors)."""
+    import torch
+
+    def f(W1, b1, W2, b2, W3, b3):
+        h = torch.tanh(x @ W1 + b1)
+        h = torch.tanh(h @ W2 + b2)
+        return ((h @ W3 + b3 - y) ** 2).mean()
+
+    return f
