@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from functools import lru_cache
 
@@ -177,51 +178,90 @@ class ModelGraph:
         return reached & used
 
     def precision(self) -> tuple[str | None, list[GraphSite]]:
-        """The lowest floating precision on the differentiated path (largest eps
-        among the floating tensors the gradient flows through), and the ops that
-        lower it: those with an output in that dtype and no input in it (a
-        ``Cast``, a Keras autocast, an op returning float32 for float64 input).
-        The reverse pass counts too (``_gradient_ops``). ``(None, [])`` when the
-        graph cannot be traced."""
+        """The lowest floating precision among the tensors that carry the
+        differentiated values, and the ops that lower it.
+
+        Carrying tensors (``_value_path``): in the forward pass, the floating
+        tensors on a path from a differentiated input to an output; in the
+        reverse pass (``_gradient_ops``), the floating tensors on a path from a
+        cotangent or a forward carrying tensor to a gradient. Constants, shapes,
+        counters, random draws and other plumbing beside them never count, even
+        when they are float32 and are added in (``tf.recompute_grad`` adds a
+        float32 0-or-NaN built from a bool of the cotangent). The sites are the
+        carrying ops with a carrying output in that dtype and no carrying input
+        in it (a ``Cast``, a Keras autocast, a gradient function that casts),
+        or a differentiated input of that dtype. ``(None, [])`` when the graph
+        cannot be traced or no value reaches an output."""
         from gradcli.numerics.finite_diff import coarser
 
-        forward = self.differentiated_ops()
-        backward = self._gradient_ops() if forward else set()
-        ops = forward | backward
-        dtypes = {
-            t.dtype.name for op in ops for t in op.outputs if _floating(t) and t.dtype.name != "float64"
-        }
-        dtypes |= {np.asarray(self.model.point[n]).dtype.name for n in self.model.wrt}
-        if not ops:
+        if not self._trace():
             return None, []
+        xs = [self.inputs[n] for n in self.model.wrt if n in self.inputs]
+        ys = [t for t in self.outputs.values() if _floating(t)]
+        forward = _value_path(xs, ys)
+        if not forward:
+            return None, []
+        backward = self._gradient_ops(forward)
+        carrying = {**forward, **backward}
         lowest = "float64"
-        for d in dtypes:
-            lowest = coarser(lowest, d)
-        sites = []
+        for t in carrying.values():
+            lowest = coarser(lowest, t.dtype.name)
+        for x in xs:
+            lowest = coarser(lowest, x.dtype.name)
+        sites = [self.site(x.op, f"input {x.op.name} -> {lowest}") for x in xs if x.dtype.name == lowest]
+        lowered = {t.op for t in carrying.values() if t.dtype.name == lowest}
+        reverse = {t.op for t in backward.values()} - {t.op for t in forward.values()}
         for op in self.graph.get_operations():
-            if op not in ops or not any(t.dtype.name == lowest for t in op.outputs):
+            if op not in lowered or op.type == "Placeholder" or any(
+                t.ref() in carrying and t.dtype.name == lowest for t in op.inputs
+            ):
                 continue
-            if any(t.dtype.name == lowest for t in op.inputs):
-                continue
-            where = " in the gradient" if op in backward else ""
-            sites.append(self.site(op, f"{op.type}{where} -> {lowest}"))
+            if op in reverse:
+                sites.append(self._gradient_site(op, lowest))
+            else:
+                sites.append(self.site(op, f"{op.type} -> {lowest}"))
         return lowest, sites
 
-    def _gradient_ops(self) -> set:
-        """The ops of the reverse pass (``tf.gradients`` of the outputs with respect
-        to the differentiated inputs): a gradient function that computes in float32
-        rounds the analytic side as much as a float32 forward rounds the numeric one."""
+    def _gradient_site(self, op, dtype: str) -> GraphSite:
+        """A reverse-pass op: located by its own model-file line (a custom
+        gradient's code), else by the forward op whose gradient made it."""
+        model_path = os.path.abspath(self.model.path)
+        if any(os.path.abspath(f.filename) == model_path for f in op.traceback):
+            return self.site(op, f"{op.type} in the gradient -> {dtype}")
+        match = re.match(r"(?:gradients(?:_\d+)?/)+(.+?)_grad/", op.name)
+        try:
+            target = self.graph.get_operation_by_name(match.group(1)) if match else None
+        except (KeyError, ValueError):
+            target = None
+        if target is None:
+            return self.site(op, f"{op.type} in the gradient -> {dtype}")
+        return GraphSite(
+            op_type=op.type, op_name=op.name, location=self.location(target),
+            description=f"{op.type} in the gradient of {target.type} -> {dtype}",
+        )
+
+    def _gradient_ops(self, forward: dict) -> dict:
+        """The carrying tensors of the reverse pass (``tf.gradients`` of the
+        outputs with respect to the differentiated inputs, seeded with a
+        cotangent placeholder per output): those on a floating path from a
+        cotangent, a differentiated input or a forward carrying tensor
+        (``forward``) to a gradient. A gradient function that computes in
+        float32 rounds the analytic side as much as a float32 forward rounds the
+        numeric one; its constants and the reverse pass's plumbing do not."""
         graph = self.graph
         before = set(graph.get_operations())
         ys = [t for t in self.outputs.values() if _floating(t)]
         xs = [self.inputs[n] for n in self.model.wrt if n in self.inputs]
         try:
-            with graph.as_default():
-                tf.gradients(ys, xs)
+            with graph.as_default(), graph.name_scope("gradients"):
+                seeds = [tf.compat.v1.placeholder(y.dtype, y.shape, name="cotangent") for y in ys]
+                grads = tf.gradients(ys, xs, grad_ys=seeds)
         except Exception:  # no gradient registered somewhere: forward dtypes only
-            pass
-        # A constant created for the reverse pass lowers nothing by itself.
-        return {op for op in graph.get_operations() if op not in before and op.type != "Const"}
+            return {}
+        ends = [getattr(g, "values", g) for g in grads if g is not None]
+        created = {op for op in graph.get_operations() if op not in before}
+        starts = seeds + xs + [t for t in forward.values()]
+        return _value_path(starts, ends, within=created)
 
     # -- findings ---------------------------------------------------------------
 
@@ -530,6 +570,39 @@ class ModelGraph:
                 if worst is None or rel > worst[2]:
                     worst = (analytic, numeric, rel)
         return worst
+
+
+def _value_path(starts, ends, within=None) -> dict:
+    """The floating tensors on a path from a tensor of ``starts`` to one of
+    ``ends`` (``ref -> tensor``): reached from ``starts`` along floating tensors
+    and read, along floating tensors, by an op that leads to ``ends``. A cut
+    (``_cut_description``) is on a path but nothing flows on through it. With
+    ``within``, only those ops count (the reverse pass's own)."""
+    starts = [t for t in starts if _floating(t)]
+    reached, stack = {}, list(starts)
+    while stack:
+        t = stack.pop()
+        for consumer in t.consumers():
+            if within is not None and consumer not in within:
+                continue
+            for out in consumer.outputs:
+                if _floating(out) and out.ref() not in reached:
+                    reached[out.ref()] = out
+                    if not _cut_description(consumer):
+                        stack.append(out)
+    for t in starts:  # a start is on a path when it leads to an end
+        reached.setdefault(t.ref(), t)
+    needed, stack = {}, [t for t in ends if _floating(t)]
+    while stack:
+        t = stack.pop()
+        if t.ref() in needed:
+            continue
+        needed[t.ref()] = t
+        op = t.op
+        if (within is not None and op not in within) or _cut_description(op):
+            continue
+        stack.extend(i for i in op.inputs if _floating(i))
+    return {r: t for r, t in needed.items() if r in reached}
 
 
 def _coarsest(dtypes) -> str:
