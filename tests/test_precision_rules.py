@@ -133,3 +133,50 @@ def test_a_cast_on_the_path_gets_float32_rules_and_the_note_names_the_cast():
     x = np.array([0.5, -1.5, 1.25])
     worst = pair(doc)["worst"]
     assert worst["numeric"] == pytest.approx(3 * x[worst["input_index"][0]] ** 2, rel=1e-4)
+
+
+# -- a gradient that raises in float64 falls back to the model's own dtype -----
+
+
+def resize_truth():
+    """R^T R img for the lanczos3 resize R (linear), R built column by column
+    from the forward resize of unit images in float64 (no gradient involved)."""
+    import tensorflow as tf
+
+    img = np.linspace(-1.0, 1.0, 30, dtype=np.float32).reshape(1, 5, 6, 1).astype(float)
+    basis = np.eye(30).reshape(30, 5, 6, 1)
+    columns = tf.image.resize(tf.constant(basis), (3, 4), method="lanczos3").numpy().reshape(30, 12)
+    r = columns.T  # [12, 30]
+    return (r.T @ r @ img.reshape(30)).reshape(5, 6)
+
+
+def test_a_float32_only_gradient_falls_back_to_the_native_dtype_with_a_note():
+    name = "prec_rule_resize.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    (note,) = [n for n in model["notes"] if "gradient does not run in float64" in n]
+    line = line_of(name, "small = tf.image.resize(")
+    assert f"ScaleAndTranslate 'resize/ScaleAndTranslate' at tests/models/{name}:{line}" in note
+    assert "ScaleAndTranslateGrad" in note
+    truth = resize_truth()
+    worst = pair(doc, "img")["worst"]
+    _, i, j, _ = worst["input_index"]
+    assert worst["analytic"] == pytest.approx(truth[i, j], rel=1e-4, abs=1e-5)
+    assert worst["numeric"] == pytest.approx(truth[i, j], rel=2e-3, abs=1e-4)
+
+
+def test_a_wrong_gradient_beside_a_float32_only_gradient_still_fails():
+    run, doc = check_json("prec_rule_resize_bad.py")
+    assert run.exit_code == 1, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32"
+    assert any("gradient does not run in float64" in n for n in model["notes"])
+    p = pair(doc, "img")
+    assert p["verdict"] == "mismatch"
+    truth = resize_truth()
+    for element in p["failing"]:
+        _, i, j, _ = element["input_index"]
+        assert element["analytic"] == pytest.approx(1.02 * truth[i, j], rel=1e-4, abs=1e-5)
+        assert element["numeric"] == pytest.approx(truth[i, j], rel=2e-3, abs=1e-4)

@@ -544,9 +544,14 @@ def _settle_dtype(model: Model, float64: bool) -> None:
 
     Rule: check in float64 whenever the model runs in it, because float32
     round-off (about 1e-7 relative, amplified by 1/h in a difference quotient)
-    would otherwise swamp the errors we look for. A model that raises in float64
-    (e.g. it mixes in float32 constants) runs in its own dtypes, and the
-    tolerances follow that dtype (``compare.DEFAULT_TOLERANCES``).
+    would otherwise swamp the errors we look for. "Runs" means both passes: a
+    model whose forward pass raises in float64 (e.g. it mixes in float32
+    constants), or whose gradient raises in float64 where it does not in the
+    model's own dtypes (a TensorFlow gradient kernel that accepts float32 only,
+    such as ScaleAndTranslateGrad behind ``tf.image.resize`` with lanczos or
+    antialiasing; ``_float64_gradient_failure``, one reverse-mode product each),
+    runs in its own dtypes, with a note naming the op, and the tolerances
+    follow that dtype (``compare.DEFAULT_TOLERANCES``).
     """
     native = dict(model.point)
     changed = [n for n in model.wrt if native[n].dtype != CHECK_DTYPE]
@@ -556,6 +561,7 @@ def _settle_dtype(model: Model, float64: bool) -> None:
         }
         try:
             model.outputs, model.point = _forward(model, promoted), promoted
+            failure = _float64_gradient_failure(model, native) if changed else None
         except ModelError as exc:
             if not changed:
                 raise
@@ -564,14 +570,98 @@ def _settle_dtype(model: Model, float64: bool) -> None:
                 f"checking in {native[changed[0]].dtype} with steps and tolerances for that dtype"
             )
         else:
-            if changed:
-                model.notes.append(
-                    f"promoted {', '.join(changed)} from "
-                    f"{native[changed[0]].dtype} to float64 for checking"
-                )
-            return _check_finite_outputs(model)
+            if failure is None:
+                if changed:
+                    model.notes.append(
+                        f"promoted {', '.join(changed)} from "
+                        f"{native[changed[0]].dtype} to float64 for checking"
+                    )
+                return _check_finite_outputs(model)
+            model.notes.append(
+                f"the gradient does not run in float64 ({failure}); checking in "
+                f"{native[changed[0]].dtype} with steps and tolerances for that dtype"
+            )
     model.outputs, model.point = _forward(model, native), native
     _check_finite_outputs(model)
+
+
+def _reverse_product(model: Model, values: dict) -> BaseException | None:
+    """One reverse-mode product at ``values`` (an eager tape, every floating
+    output seeded with ones), as a training step takes it: the exception a
+    gradient raised, or None."""
+    tf = import_tensorflow()
+
+    try:
+        tensors = {n: tf.convert_to_tensor(v) for n, v in values.items()}
+        xs = [tensors[n] for n in model.wrt]
+        with tf.GradientTape() as tape:
+            tape.watch(xs)
+            outputs = model.function(tensors)
+        ys = [y for y in outputs.values() if y.dtype.is_floating]
+        if ys:
+            tape.gradient(ys, xs)
+    except (GradcliError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # whatever the gradient raised: compared below
+        return exc
+    return None
+
+
+def _float64_gradient_failure(model: Model, native: dict) -> str | None:
+    """Why the reverse pass fails in float64 but not in the model's own dtypes
+    (``_settle_dtype``): "Op 'name' at file:line: its gradient raised ...", or
+    None when it runs in float64 or fails in both (then it is the model's
+    error, reported by the check). Costs one reverse-mode product at the
+    promoted point, and one more at the native point only when that fails."""
+    failure = _reverse_product(model, model.point)
+    if failure is None or _reverse_product(model, native) is not None:
+        return None
+    return _describe_gradient_failure(model, failure)
+
+
+def _describe_gradient_failure(model: Model, exc: BaseException) -> str:
+    """The forward op whose own gradient raises in float64, with its model-file
+    line, found by building each op's gradient in the traced float64 graph
+    (``verdicts.culprit.ModelGraph``); else the op TensorFlow's message names."""
+    import re
+
+    first = _first_line(exc)
+    first = re.sub(r"\s*\[Op:\w+\].*", "", first).strip()
+    named = getattr(getattr(exc, "op", None), "type", None)
+    if named is None:
+        found = re.search(r"\[Op:(\w+)\]", str(exc))
+        named = found.group(1) if found else None
+    why = f"{type(exc).__name__}{f' in {named}' if named else ''}: {first}"
+    try:
+        site = _failing_gradient_site(model)
+    except Exception:  # graph analysis is a bonus: TensorFlow's own words stay
+        site = None
+    return f"{site}: its gradient raised {why}" if site else f"the gradient raised {why}"
+
+
+def _failing_gradient_site(model: Model) -> str | None:
+    """``Op 'name' at file:line`` of the first op, in graph order, whose own
+    registered gradient cannot be built at the model's (float64) point."""
+    from gradcli.verdicts.culprit import ModelGraph
+
+    tf = import_tensorflow()
+    graph = ModelGraph(model)
+    if not graph._trace():
+        return None
+    with graph.graph.as_default():
+        for op in list(graph.graph.get_operations()):
+            xs = [t for t in op.inputs if t.dtype.is_floating]
+            ys = [t for t in op.outputs if t.dtype.is_floating]
+            if not xs or not ys or op.type in ("Placeholder", "Const"):
+                continue
+            try:
+                tf.gradients(ys, xs, stop_gradients=xs)
+            except LookupError:  # no gradient at all: not a dtype problem
+                continue
+            except Exception:
+                where = graph.location(op)
+                return f"{op.type} '{op.name}'" + (f" at {where}" if where else "")
+    return None
 
 
 #: Two evaluations at the same point may differ by this many ulps (reduction
