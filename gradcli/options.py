@@ -151,6 +151,7 @@ class LoadOptions(Options):
 # --- gradcli check ---------------------------------------------------------------
 
 MODES = ("auto", "full", "fast")
+AUTODIFF_MODES = ("both", "reverse")
 #: auto runs the full check when it is predicted to take at most this many
 #: seconds: about what a user waits for a check without reaching for options.
 DEFAULT_BUDGET = 10.0
@@ -172,6 +173,10 @@ class CheckOptions(Options):
     jit_compile: bool | None = None  # None: XLA where it pays (numerics.in_place.XLA_PAYS_SECONDS)
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
+    #: Which automatic differentiation modes are checked: "both" (reverse mode,
+    #: element by element or by probes, and forward mode by random probes: see
+    #: ``analyses.check``), or "reverse" (forward mode off, said in a note).
+    autodiff: str = "both"
     taylor: bool = False  # run the Taylor remainder test on every pair
     # Sweep (gradcli.analyses.sweep): check again at ``samples`` seeded random
     # points within ``radius`` * max(1, |x|), and with ``special`` at structured points.
@@ -190,6 +195,7 @@ class CheckOptions(Options):
         from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
 
         one_of(self.mode, "mode", MODES)
+        one_of(self.autodiff, "autodiff", AUTODIFF_MODES)
         int_at_least(self.probes, "probes", 1)
         one_of(self.order, "order", (1, 2))
         int_at_least(self.samples, "samples", 0)

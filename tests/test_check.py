@@ -333,9 +333,19 @@ def test_fast_mode_checks_forward_mode_too():
     assert pair["explanation"].startswith(
         "forward mode (ForwardAccumulator) disagrees with finite differences; reverse mode agrees"
     )
-    # The full check compares reverse mode element by element: 2x on the diagonal.
+    # The full check compares reverse mode element by element (2x on the diagonal,
+    # right) and forward mode by random probes: both modes, whatever the size.
     run = gradcli("check", fixture("forward_only_wrong.py"), "--mode", "full", "--json")
+    assert run.exit_code == 1, run
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["explanation"].startswith(
+        "forward mode (ForwardAccumulator) disagrees with finite differences; reverse mode agrees"
+    )
+    assert pair["max_abs_error"] < 1e-8  # reverse mode agrees element by element
+    # Forward mode switched off is said, never silent.
+    run = gradcli("check", fixture("forward_only_wrong.py"), "--mode", "full", "--autodiff", "reverse", "--json")
     assert run.exit_code == 0, run
+    assert "forward mode (JVPs) not checked: autodiff is 'reverse'" in run.result["models"][0]["notes"]
 
 
 def test_empty_folder_exits_2_with_one_line(tmp_path):

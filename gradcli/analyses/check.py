@@ -32,14 +32,14 @@ import numpy as np
 
 from gradcli import config
 from gradcli.numerics import autodiff
-from gradcli.verdicts import compare, diagnose
+from gradcli.verdicts import compare, diagnose, same_function
 from gradcli.verdicts.culprit import ModelGraph
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, differentiable, load_model
 from gradcli.analyses.reach import require_gradient
-from gradcli.results import MISMATCH, BlockWindow, CheckResult, ModelResult, PairResult
+from gradcli.results import MISMATCH, PASS, ZERO, BlockWindow, CheckResult, ModelResult, PairResult
 
 #: ``keep_blocks``: a failing pair keeps at most this many rows and columns of
 #: its blocks, around its worst element: enough to see a pattern in a heat map,
@@ -49,6 +49,13 @@ WINDOW = 64
 #: batch function perturbs every input at once: tracing costs more than the
 #: larger batched copies. Beyond it each input is differenced on its own.
 JOINT_LIMIT = 2048
+#: Random (tangent, cotangent) pairs that check forward mode in a full check: a
+#: forward-mode bug lives in a JVP rule, which acts on every direction, so a
+#: few probes see it; FD and reverse mode are already at hand, so each probe
+#: costs one JVP and no evaluation.
+FORWARD_PROBES = 3
+#: Reverse-mode verdicts whose pairs also check forward mode (``forward_failures``).
+FORWARD_CHECKED = (PASS, MISMATCH, ZERO)
 
 
 def check_paths(
@@ -166,6 +173,9 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else []),
         predicted_full_seconds=predicted,
     )
+    result.call_proof = _prove_own_function(model, options, result.notes)
+    if options.autodiff == "reverse":
+        result.notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
     skipped = [o for o in model.outputs if o not in outputs]
     if skipped:
         result.notes.append(f"outputs {', '.join(skipped)} are not floating-point or have no elements: not checked")
@@ -180,7 +190,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     except Exception as exc:  # a gradient function (or the model near the point) raised
         if _raised_in_gradcli(exc):
             raise  # a bug of ours: check_spec reports it as an internal error
-        raise diagnose.raised(exc, model, _in_autodiff(exc)) from None
+        raise diagnose.raised(exc, model, _in_autodiff(exc), graph) from None
     if fd.eager:
         result.notes.append(
             "the model could not be traced by tf.function/vectorized_map: finite "
@@ -197,6 +207,16 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _prove_own_function(model: Model, options: CheckOptions, notes: list):
+    """``verdicts.same_function.prove``: a model whose checked function differs
+    from the user's own call fails whatever its pairs say; one whose own call
+    could not be run says so in a note."""
+    proof = same_function.prove(model, options.rng_seed)
+    if proof is not None and not proof.proven and not proof.differs:
+        notes.append(f"not proven to be the user's function: {proof.detail}")
+    return proof
 
 
 def _compute_precision(model: Model, graph: ModelGraph) -> tuple[str, str]:
@@ -314,11 +334,144 @@ class _FullCheck:
 
     def run(self) -> list[PairResult]:
         analytic = self.reverse_jacobians(self.model.wrt, self.outputs)
-        return [
+        self.columns = {}  # input -> its numeric Jacobian columns (``pairs_for``)
+        pairs = [
             pair
             for name in self.model.wrt
             for pair in self.pairs_for(name, self.outputs, analytic)
         ]
+        if self.options.autodiff == "both":
+            self.check_forward_mode(pairs, analytic)
+        return pairs
+
+    def check_forward_mode(self, pairs, analytic) -> None:
+        """Forward mode (JVPs) in the full check, at no extra evaluation: a few
+        random tangents u and cotangents v (``FORWARD_PROBES``, from the check's
+        seed); the numeric J u is the same combination of the numeric columns
+        (with |u| times their error estimates), the reverse-mode J u comes from
+        the analytic blocks. The rule is ``forward_failures``'."""
+        model, rng = self.model, np.random.default_rng([self.options.rng_seed, 1])
+        k = FORWARD_PROBES
+        tangents = {
+            n: rng.standard_normal((k,) + model.point[n].shape).astype(model.point[n].dtype)
+            for n in model.wrt
+        }
+        cotangents = {o: rng.standard_normal((k,) + model.outputs[o].shape) for o in self.outputs}
+        numeric, reverse = {}, {}
+        for o in self.outputs:
+            shape = model.outputs[o].shape
+            size = int(np.prod(shape, dtype=np.int64))
+            v = cotangents[o].reshape(k, size)
+            numeric[o], reverse[o] = {}, {}
+            for n in model.wrt:
+                u = tangents[n].reshape(k, -1)
+                columns = self.columns[n]
+                values = u @ np.asarray(columns.values[o]).reshape(u.shape[1], size)
+                errors = np.abs(u) @ np.asarray(columns.errors[o]).reshape(u.shape[1], size)
+                numeric[o][n] = (values.reshape((k,) + shape), errors.reshape((k,) + shape))
+                block = analytic[(o, n)]
+                ju = u @ block.reshape(size, u.shape[1]).T if isinstance(block, np.ndarray) else 0.0
+                reverse[o][n] = np.sum(v * ju, axis=1)  # None: disconnected; a wrong shape is its pair's
+        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, numeric, reverse))
+
+    @staticmethod
+    def mark_forward(pairs, failures) -> None:
+        """Pairs whose forward mode is wrong fail, and say so (``compare.mark_forward_failure``)."""
+        for pair in pairs:
+            worst = failures.get((pair.input, pair.output))
+            if worst is not None:
+                compare.mark_forward_failure(pair, *worst)
+
+    def forward_failures(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
+        """Pairs whose forward-mode projections are wrong, each with its worst
+        probe: (input, output) -> (probe, forward <v, J u>, numeric <v, J u>).
+
+        Forward mode is probed along the joint tangent u = (u_1, ..., u_k) of all
+        inputs: one JVP per probe instead of one per (input, probe), which is what
+        a forward-mode pass costs to trace. ``numeric[o][n]`` holds the numeric
+        J_n u_n and its error estimate (derivatives already taken: no evaluation
+        is added), ``reverse[o][n]`` the projection <v, J_n u_n> by reverse
+        mode; the joint values are their sums. Only an output that fails jointly
+        has its inputs probed one at a time, to name the inputs whose forward
+        mode is wrong. Rule (``compare.forward_wrong``): a probe fails when
+        forward mode disagrees with finite differences *and* with reverse mode.
+        Where both analytic modes agree they share one verdict, the reverse-mode
+        pair's (a kink's subgradient, a surrogate, or a mismatch already
+        reported); where they disagree, the one finite differences side with is
+        right. Only pairs whose reverse-mode verdict rests on trusted finite
+        differences (``FORWARD_CHECKED``) take part: where the function is
+        locally constant (a surrogate) or not differentiable (a kink), forward
+        mode gives the true derivative or a subgradient, and the pair's verdict
+        already says why the numbers disagree.
+        """
+        verdicts = {(p.input, p.output): p.verdict for p in pairs}
+        failed = {}
+        for o in self.outputs:
+            wrt = [n for n in self.model.wrt if verdicts.get((n, o)) in FORWARD_CHECKED]
+            if not wrt:
+                continue
+            jvp = autodiff.batched_jvp(
+                self.model.function, self.model.point, {n: tangents[n] for n in wrt}, [o]
+            )[o]
+            joint = self.forward_probe(
+                {n: tangents[n] for n in wrt}, cotangents[o], jvp,
+                [numeric[o][n] for n in wrt], sum(reverse[o][n] for n in wrt),
+            )
+            if joint is None:
+                continue
+            alone = {n: None for n in wrt}
+            if len(wrt) > 1:
+                for n in wrt:
+                    jvp_n = autodiff.batched_jvp(
+                        self.model.function, self.model.point, {n: tangents[n]}, [o]
+                    )[o]
+                    alone[n] = self.forward_probe(
+                        {n: tangents[n]}, cotangents[o], jvp_n, [numeric[o][n]], reverse[o][n]
+                    )
+            if not any(alone.values()):  # only jointly (or one input): every pair of o
+                alone = {n: joint for n in wrt}
+            failed.update({(n, o): worst for n, worst in alone.items() if worst is not None})
+        return failed
+
+    def forward_probe(self, tangents, cotangents, jvp, numeric, reverse):
+        """The worst failing probe (probe, forward, numeric) of one forward-mode
+        comparison (``compare.forward_wrong``), or None when every probe agrees."""
+        probes = len(cotangents)
+        flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
+        ju_numeric = sum(flat(values) for values, _ in numeric)
+        errors = sum(flat(e) for _, e in numeric)
+        v = flat(cotangents)
+        forward, numeric_projection = np.sum(v * flat(jvp), axis=1), np.sum(v * ju_numeric, axis=1)
+        u = np.concatenate([flat(t) for t in tangents.values()], axis=1)
+        scale, roundoff = compare.projection_scale(u, v, ju_numeric, flat(jvp), u.dtype)
+        bad = compare.forward_wrong(
+            forward,
+            numeric_projection,
+            np.asarray(reverse, float),
+            np.sum(np.abs(v) * errors, axis=1),
+            scale,
+            self.tol,
+            roundoff,
+            np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+        )
+        if not bad.any():
+            return None
+        with np.errstate(invalid="ignore"):
+            p = int(np.argmax(np.where(bad, np.nan_to_num(np.abs(forward - numeric_projection), nan=np.inf), -1.0)))
+        return p, float(forward[p]), float(numeric_projection[p])
+
+    def checked_forward(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
+        """``forward_failures``; a forward pass that raises leaves the reverse-mode
+        verdicts standing, with a warning on every pair that says why."""
+        try:
+            return self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
+        except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
+            if _raised_in_gradcli(exc):
+                raise
+            problem = diagnose.raised(exc, self.model, True)
+            for pair in pairs:
+                pair.warnings.append(f"forward mode could not be checked: {problem}")
+            return {}
 
     def reverse_jacobians(self, wrt, outputs) -> dict:
         """Reverse mode always: it is what training uses, and TensorFlow's forward
@@ -330,6 +483,8 @@ class _FullCheck:
 
     def pairs_for(self, name, outputs, analytic) -> list[PairResult]:
         numeric = self.fd.along_axes(name, settled=self.settled(name, outputs, analytic))
+        if hasattr(self, "columns"):
+            self.columns[name] = numeric
         x_shape = self.model.point[name].shape
         pairs = []
         for o in outputs:
@@ -338,6 +493,9 @@ class _FullCheck:
             columns = numeric.values[o].reshape(len(numeric.steps), -1).T
             errors = numeric.errors[o].reshape(len(numeric.steps), -1).T
             block = analytic[(o, name)]
+            if isinstance(block, autodiff.WrongShape):  # compare's shape rule
+                pairs.append(compare.wrong_shape(name, o, "full", block.expected, block.got))
+                continue
             block = None if block is None else block.reshape(columns.shape)
             nonfinite = None
             if block is not None and not np.all(np.isfinite(block)):
@@ -357,9 +515,7 @@ class _FullCheck:
             elif block is not None:
                 pair = diagnose.refine(
                     pair, block, columns, errors, self.fd, self.model.outputs[o], x_shape,
-                    y_shape, self.tol, self.options.allow_surrogate,
-                    surrogate_sites=(lambda n=name, o=o: self.graph.surrogate_sites(n, o))
-                    if self.graph is not None else None,
+                    y_shape, self.tol, self.options.allow_surrogate, graph=self.graph,
                     suspects=diagnose.kink_suspects(numeric.one_sided, o, columns.shape, self.tol),
                 )
             if self.options.keep_blocks and pair.failed:
@@ -380,6 +536,8 @@ class _FullCheck:
             for o in outputs:
                 d1 = values[o].reshape(size, -1).T  # [output size, input size]
                 block = analytic[(o, name)]
+                if isinstance(block, autodiff.WrongShape):
+                    continue  # no element to compare (compare's shape rule)
                 a = np.zeros_like(d1) if block is None else block.reshape(d1.shape)
                 allowed = compare.allowed_error(a, a, roundoff[o].reshape(size, -1).T, self.tol)
                 with np.errstate(invalid="ignore"):
@@ -421,56 +579,36 @@ class _FastCheck(_FullCheck):
                 pairs.append(pair)
             if failed_outputs:
                 pairs = self.replace_with_full(pairs, name, failed_outputs)
-        for o, worst in self.forward_failures(tangents, cotangents, numeric).items():
-            of_o = [p for p in pairs if p.output == o]
-            if any(p.mode == "full" for p in of_o):
-                # The joint probes run through the pair re-checked element by element
-                # (a bug, a kink...): its report stands for forward mode too.
-                continue
-            for pair in of_o:
-                compare.mark_forward_failure(pair, *worst)
+        if self.options.autodiff != "both":
+            return pairs
+        along = {
+            o: {n: (numeric[n].values[o], numeric[n].errors[o]) for n in model.wrt}
+            for o in self.outputs
+        }
+        reverse_projection = {
+            o: {
+                n: np.array([
+                    float(np.sum(tangents[n][p] * r[n]))
+                    if isinstance(r[n], np.ndarray) and r[n].shape == tangents[n][p].shape else 0.0
+                    for p, r in enumerate(reverse[o])
+                ])
+                for n in model.wrt
+            }
+            for o in self.outputs
+        }
+        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
         return pairs
-
-    def forward_failures(self, tangents, cotangents, numeric) -> dict:
-        """Outputs whose forward-mode projections disagree with finite differences,
-        each with its worst probe: (probe, forward <v, J u>, numeric <v, J u>).
-
-        Forward mode is probed along the joint tangent u = (u_1, ..., u_k) of all
-        inputs: one JVP per probe instead of one per (input, probe), which is what
-        a forward-mode pass costs to trace. By linearity the numeric J u is the
-        sum of the per-input derivatives already taken, so no evaluation is added.
-        """
-        probes = self.options.probes
-        jvps = autodiff.batched_jvp(self.model.function, self.model.point, tangents, self.outputs)
-        flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
-        failed = {}
-        for o in self.outputs:
-            ju_numeric = sum(flat(numeric[n].values[o]) for n in self.model.wrt)
-            errors = sum(flat(numeric[n].errors[o]) for n in self.model.wrt)
-            v = flat(cotangents[o])
-            forward, numeric_projection = np.sum(v * flat(jvps[o]), axis=1), np.sum(v * ju_numeric, axis=1)
-            u = np.concatenate([flat(tangents[n]) for n in self.model.wrt], axis=1)
-            scale, roundoff = compare.projection_scale(u, v, ju_numeric, flat(jvps[o]), u.dtype)
-            bad = compare.forward_mismatch(
-                forward,
-                numeric_projection,
-                np.sum(np.abs(v) * errors, axis=1),
-                scale,
-                self.tol,
-                roundoff,
-                np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
-            )
-            if bad.any():
-                p = int(np.argmax(np.abs(forward - numeric_projection)))
-                failed[o] = (p, float(forward[p]), float(numeric_projection[p]))
-        return failed
 
     def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:
         """One pair's probes in reverse mode against finite differences."""
         probes = len(tangents)
         flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
         u, v = flat(tangents), flat(cotangents)
-        grads = [r[name] for r in reverse]
+        shape = np.shape(self.model.point[name])
+        grads = [autodiff.checked_gradient(r[name], shape) for r in reverse]
+        wrong = next((g for g in grads if isinstance(g, autodiff.WrongShape)), None)
+        if wrong is not None:  # compare's shape rule: never broadcast it into the probe
+            return compare.wrong_shape(name, o, "fast", wrong.expected, wrong.got)
         disconnected = any(g is None for g in grads)
         jtv = np.zeros_like(u) if disconnected else flat(grads)
         ju_numeric = flat(numeric.values[o])

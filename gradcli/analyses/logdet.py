@@ -18,6 +18,7 @@ import numpy as np
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
+from gradcli.model.calling import Calling
 from gradcli.model.loading import (
     Model, definition_site, load_model, normalize_outputs, run_model, where_raised,
 )
@@ -154,7 +155,7 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
 
     try:
         tensors = {k: tf.convert_to_tensor(v) for k, v in model.point.items()}
-        value = fn(**tensors)
+        value = Calling.of(fn, tensors)(fn, tensors)  # as the user calls it
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error

@@ -26,6 +26,7 @@ from gradcli.cli.options import (
 @click.option("--xla/--no-xla", default=None, help="Compile the finite-difference loops with XLA [default: where a group's predicted time makes it pay].")
 @click.option("--order", type=click.IntRange(1, 2), default=1, show_default=True, help="2: also check second derivatives (Hessian-vector products against differences of the gradient).")
 @click.option("--allow-surrogate", is_flag=True, help="Let surrogate (straight-through) gradients pass.")
+@click.option("--autodiff", type=click.Choice(["both", "reverse"]), default="both", show_default=True, help="Which differentiation modes to check: both (reverse mode, the gradient, and forward mode, JVPs, by random probes) or reverse only (a note says forward mode was not checked).")
 @click.option("--fail-on", multiple=True, metavar="WORDS", help="Verdicts that also fail a pair (comma-separated or repeated): zero, kink, surrogate, disconnected, inconclusive.")
 @click.option("--taylor", is_flag=True, help="Run the Taylor remainder test on every pair and show its orders.")
 @click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True, help="Also check at N seeded random points around the given one; the worst is shown as --set values.")

@@ -128,6 +128,18 @@ def _add_loss(model, targets: np.ndarray, loss_fn) -> None:
 
     model.function = function
     model.point[TARGET] = np.asarray(targets)
+    own = model.own_call
+    if own is not None:
+        predict_own = own.call
+
+        def own_loss(values: dict) -> dict:
+            outputs = predict_own({n: v for n, v in values.items() if n != TARGET})
+            predictions = outputs["output"] if len(outputs) == 1 else list(outputs.values())
+            y_pred = tf.nest.flatten(predictions)[0]
+            y_true = tf.cast(values[TARGET], y_pred.dtype)
+            return {LOSS_OUTPUT: tf.convert_to_tensor(loss_fn(y_true, predictions))}
+
+        own.call, own.description = own_loss, f"loss(y, {own.description})"
 
 
 #: Built-in Keras layers that compute differently in training (Keras 3 also gives

@@ -3,8 +3,9 @@
 The contract (README, "Model files"): the file is imported (its code runs) and
 gradcli reads
 
-* ``model``: a callable of tensors (keyword arguments named like the inputs) or
-  a Keras model/layer; ``FILE.py:NAME`` picks another name;
+* ``model``: a callable of tensors (parameters named like the inputs, passed
+  positionally in signature order: ``calling.Calling``) or a Keras
+  model/layer; ``FILE.py:NAME`` picks another name;
 * ``inputs``: a dict name -> value, or a callable taking a
   ``numpy.random.Generator`` and returning one;
 * ``wrt`` (optional): the names to differentiate with respect to;
@@ -40,6 +41,7 @@ from typing import Any, Callable
 import numpy as np
 
 from gradcli.errors import GradcliError, ModelError, UsageError
+from gradcli.model.calling import Calling, OwnCall, describe_call
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown, fit_value, require_numeric
 from gradcli.options import LoadOptions
@@ -65,6 +67,7 @@ class Model:
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
     runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
+    own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
 
     @property
     def dtype(self) -> np.dtype:
@@ -328,13 +331,19 @@ def load_model(
     elif callable(target):
         site = definition_site(module, path, name)
         _check_parameters(target, raw_inputs, site, definition_site(module, path, "inputs"))
+        calling = Calling.of(target, raw_inputs)
         model = Model(
             name=display,
             path=path,
-            function=_plain_function(target, site, path),
+            function=_plain_function(target, site, path, calling),
             point=raw_inputs,
             wrt=[],
             native_dtypes={},
+            own_call=OwnCall(
+                call=lambda data: normalize_outputs(calling(target, data), site),
+                variables={},
+                description=describe_call(name, calling),
+            ),
         )
         from gradcli.model.variables import expose_weights  # the file's layers, tf.Modules, tf.Variables
 
@@ -450,7 +459,7 @@ def _check_parameters(target: Callable, names, site: str, inputs_site: str) -> N
         return
     named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     takes = ", ".join(sorted(named)) or "no named parameters"
-    if not any(p.kind == p.VAR_KEYWORD for p in parameters):
+    if not any(p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL) for p in parameters):
         for name in names:
             if name not in named:
                 raise ModelError(
@@ -775,8 +784,10 @@ def _dense_tensor(value, name: str, site: str):
         raise ModelError(f"{site}: output {name!r} is a {kind}, not a tensor") from None
 
 
-def call_model(target: Callable, values: dict, site: str, path: str) -> dict:
-    """The model file's callable on a dict of tensors, outputs named and
+def call_model(target: Callable, values: dict, site: str, path: str, calling: Calling | None = None) -> dict:
+    """The model file's callable on a dict of tensors, called as the user calls
+    it (``calling.Calling``: positionally in signature order, so a
+    ``tf.custom_gradient`` model runs its own gradient), outputs named and
     checked (``normalize_outputs``, errors at ``site``).
 
     An exception that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``,
@@ -785,8 +796,9 @@ def call_model(target: Callable, values: dict, site: str, path: str) -> dict:
     ``sys.exit(0)`` would end the run with exit 0 and no report. Ctrl-C stays
     Ctrl-C; ordinary exceptions keep their meaning for the callers (a model that
     cannot be traced falls back to eager calls)."""
+    calling = calling or Calling.of(target, values)
     try:
-        result = target(**values)
+        result = calling(target, values)
     except (Exception, KeyboardInterrupt):
         raise
     except BaseException as exc:
@@ -796,9 +808,9 @@ def call_model(target: Callable, values: dict, site: str, path: str) -> dict:
     return normalize_outputs(result, site)
 
 
-def _plain_function(target: Callable, site: str, path: str) -> Callable[[dict], dict]:
+def _plain_function(target: Callable, site: str, path: str, calling: Calling) -> Callable[[dict], dict]:
     def function(values: dict) -> dict:
-        return call_model(target, values, site, path)
+        return call_model(target, values, site, path, calling)
 
     return function
 
@@ -878,6 +890,11 @@ def _keras_model(
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
     point.update(data)
+    own_call = OwnCall(  # the original layer, called as training code calls it
+        call=lambda values: normalize_outputs(layer(data_args(values), training=training)),
+        variables=dict(weights),
+        description=f"{layer.name}({', '.join(data_names)}, training={training})",
+    )
     model = Model(
         name=display,
         path=path,
@@ -889,6 +906,7 @@ def _keras_model(
         notes=notes,
         weights=weight_names,
         runs_in_float64=runner is not layer,
+        own_call=own_call,
     )
     return model
 

@@ -80,10 +80,20 @@ def load_saved_model(path: str, entry: str | None, data: dict[str, np.ndarray]):
             f"a SavedModel's graph has fixed dtypes: checking in {', '.join(floats)} with "
             "steps and tolerances for that dtype"
         )
+    from gradcli.model.calling import OwnCall
+
+    def own_call(tensors: dict) -> dict:  # the loaded function itself, reading its variables
+        outputs = function(**{n: tensors[n] for n in specs})
+        return normalize_outputs(outputs)
+
     return Model(
         name=display, path=path, function=model_function, point=point, wrt=[],
         native_dtypes={}, kind="savedmodel", notes=notes, weights=weight_names,
         runs_in_float64=False,
+        own_call=OwnCall(
+            call=own_call, variables={n: v for n, (v, _) in captured.items()},
+            description=f"the loaded function({', '.join(specs)})",
+        ),
     )
 
 

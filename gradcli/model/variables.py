@@ -201,6 +201,11 @@ def expose_weights(model, module: ModuleType, target) -> None:
     point = {n: np.asarray(v.numpy()) for n, v in weights.keras.items()}
     point.update({n: np.asarray(v.numpy()) for n, (_, _, v) in weights.slots.items()})
     model.function, model.weights = function, weights.names
+    if model.own_call is not None:  # the user's call reads the variables themselves
+        model.own_call.variables = {
+            **{n: v for n, v in weights.keras.items()},
+            **{n: v for n, (_, _, v) in weights.slots.items()},
+        }
     model.point = {**point, **data}
     _verify_reached(model, weights, target, data)
 

@@ -16,6 +16,8 @@ checkout (``GITHUB_WORKSPACE``): the annotation lands on the file in the diff.
 
 ``--summary PATH`` appends a Markdown report (the verdict tables) to PATH, as
 GitHub's ``$GITHUB_STEP_SUMMARY`` file expects (several steps may write to it).
+An interrupted run appends the models it finished under a heading that says
+so; the models it did not finish are rows marked ``not finished``.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ def annotations(result: CheckResult) -> list[str]:
             file, line = at if at is not None else (path, None)
             lines.append(command("error", model.error, file=file, line=line, title=f"{TITLE}: could not check"))
             continue
+        if model.not_the_users_function:
+            lines.append(command(
+                "error", f"the function checked is not the user's own: {model.call_proof.detail}",
+                file=path, title=f"{TITLE}: not the user's function",
+            ))
         for pair in model.pairs:
             if pair.failed:
                 lines += _failure(model, pair, path)
@@ -127,14 +134,20 @@ def error_annotation(command_name: str, message: str) -> str:
 # --- the job summary (Markdown) --------------------------------------------------
 
 
-def summary_markdown(result: CheckResult) -> str:
-    """A heading, the batch table, then each model's verdict table."""
+def summary_markdown(result: CheckResult, interrupted: bool = False) -> str:
+    """A heading, the batch table, then each model's verdict table
+    (``interrupted``: the run stopped before the models in ``skipped``)."""
     passed = sum(m.ok for m in result.models)
-    lines = [f"## {TITLE}: {passed} of {len(result.models)} models passed", ""]
+    heading = f"## {TITLE}: {passed} of {len(result.models)} models passed"
+    if interrupted:
+        total = len(result.models) + len(result.skipped)
+        heading = f"## {TITLE}: interrupted after {len(result.models)} of {total} models ({passed} passed)"
+    not_run = "**not finished**" if interrupted else "not run"
+    lines = [heading, ""]
     lines += _table(
         ("model", "verdict", "pairs", "time"),
         [(_code(m.name), model_verdict(m), str(len(m.pairs)), f"{m.seconds:.2f} s") for m in result.models]
-        + [(_code(name), "not run", "-", "-") for name in result.skipped],
+        + [(_code(name), not_run, "-", "-") for name in result.skipped],
     )
     for model in result.models:
         lines += ["", f"### {_code(model.name)}", ""]

@@ -16,6 +16,17 @@ the model has a single output. A model that could not be loaded, run or
 checked is one testcase named ``load`` with an ``<error>``; a model that
 ``--fail-fast`` did not run is one testcase with ``<skipped>``. A model's
 time is shared equally by its testcases, so the suite's time is the run's.
+An interrupted run (Ctrl-C, SIGTERM) writes the models that finished, and one
+``<error type="interrupted">`` testcase for each model it did not finish (or
+one named ``interrupted`` when it had finished them all): such a file never
+reads as a pass.
+
+Every name, message and text goes through ``xml_text``: XML 1.0 cannot hold
+control characters other than tab, newline and carriage return, lone
+surrogates, U+FFFE or U+FFFF, and a single one makes the whole file unreadable.
+ANSI escape sequences (colours in an exception's message) are dropped whole;
+any other such character is written as a visible escape (``\\x00``,
+``\\udcff``). The JSON report keeps the exact strings.
 Reads result objects only.
 """
 
@@ -23,6 +34,7 @@ from __future__ import annotations
 
 import datetime
 import io
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
@@ -63,6 +75,13 @@ def check_cases(result: CheckResult) -> list[Case]:
                 case.message = f"{pair.verdict}: {pair.explanation}"
                 case.text = plain_text(lambda out, pair=pair: render_failed_pair(pair, out))
             cases.append(case)
+        if model.not_the_users_function:  # every verdict above is about another function
+            from gradcli.render.text import render_call_proof
+
+            case = Case(model.name, "same function", 0.0, "failure",
+                        f"not the user's function: {model.call_proof.detail}", "not the user's function")
+            case.text = plain_text(lambda out, p=model.call_proof: render_call_proof(p, out))
+            cases.append(case)
         if model.sweep is not None:  # one testcase for the points around the given one
             from gradcli.render.text import render_sweep
 
@@ -77,6 +96,24 @@ def check_cases(result: CheckResult) -> list[Case]:
     return cases
 
 
+#: An ANSI escape sequence (CSI such as colours, or OSC such as links), dropped whole.
+_ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-_])")
+#: Characters XML 1.0 does not allow (its ``Char`` production, complemented).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def xml_text(text) -> str:
+    """``text`` as XML 1.0 can hold it: ANSI sequences removed, every other
+    character XML forbids written as a Python-style escape."""
+    text = _ANSI.sub("", str(text))
+    return _NOT_XML.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
 def document(cases: list[Case], suite: str) -> ET.ElementTree:
     counts = {
         "tests": str(len(cases)),
@@ -88,38 +125,52 @@ def document(cases: list[Case], suite: str) -> ET.ElementTree:
     root = ET.Element("testsuites", counts)
     testsuite = ET.SubElement(
         root, "testsuite",
-        {"name": suite, **counts,
+        {"name": xml_text(suite), **counts,
          "timestamp": datetime.datetime.now().isoformat(timespec="seconds")},
     )
     for case in cases:
-        node = ET.SubElement(testsuite, "testcase",
-                             {"classname": case.classname, "name": case.name, "time": f"{case.time:.3f}"})
+        node = ET.SubElement(testsuite, "testcase", {
+            "classname": xml_text(case.classname), "name": xml_text(case.name),
+            "time": f"{case.time:.3f}",
+        })
         if case.outcome == "skipped":
-            ET.SubElement(node, "skipped", {"message": case.message})
+            ET.SubElement(node, "skipped", {"message": xml_text(case.message)})
         elif case.outcome is not None:
-            child = ET.SubElement(node, case.outcome, {"message": case.message, "type": case.kind})
-            child.text = case.text
+            child = ET.SubElement(node, case.outcome,
+                                  {"message": xml_text(case.message), "type": xml_text(case.kind)})
+            child.text = xml_text(case.text)
         if case.output:
-            ET.SubElement(node, "system-out").text = case.output
+            ET.SubElement(node, "system-out").text = xml_text(case.output)
     ET.indent(root)
     return ET.ElementTree(root)
 
 
-def write(cases: list[Case], path: str, suite: str) -> None:
-    buffer = io.BytesIO()
-    document(cases, suite).write(buffer, encoding="utf-8", xml_declaration=True)
-    with open(path, "wb") as f:
-        f.write(buffer.getvalue() + b"\n")
-
-
-def write_report(path: str, command: str, result=None, error=None, model: str = "") -> None:
-    """The JUnit file of ``gradcli COMMAND``: its cases, or, when the command
-    could not run (``error``, a ``GradcliError``), one error case for ``model``."""
-    if error is not None:
+def report_bytes(command: str, result=None, error=None, model: str = "") -> bytes:
+    """The JUnit file of ``gradcli COMMAND``: its cases; or, when the command
+    could not run (``error``, a ``GradcliError``, and no ``result``), one error
+    case for ``model``; or, for an interrupted run (both), the finished
+    models' cases and an error case for each model not finished."""
+    if result is None:
         cases = [Case(model, "load", 0.0, "error", str(error), f"exit code {error.exit_code}", str(error))]
     else:
         cases = CASES[command](result)
-    write(cases, path, f"gradcli {command}")
+        if error is not None:
+            cases = _interrupted(cases, result, str(error), command)
+    buffer = io.BytesIO()
+    document(cases, f"gradcli {command}").write(buffer, encoding="utf-8", xml_declaration=True)
+    return buffer.getvalue() + b"\n"
+
+
+def _interrupted(cases: list[Case], result, message: str, command: str) -> list[Case]:
+    """The models the run did not finish (listed as ``skipped``) become errors."""
+    unfinished = [c for c in cases if c.outcome == "skipped"]
+    for case in unfinished:
+        case.outcome, case.kind = "error", "interrupted"
+        case.message = case.text = f"not finished: {message}"
+    if not unfinished:
+        cases.append(Case(f"gradcli {command}", "interrupted", 0.0, "error",
+                          f"the run was {message}", "interrupted", f"the run was {message}"))
+    return cases
 
 
 def hessian_cases(result) -> list[Case]:

@@ -71,6 +71,8 @@ def model_verdict(model: ModelResult) -> str:
     failing = sorted({p.verdict for p in model.pairs if p.failed})
     if model.sweep is not None and model.sweep.failed:
         failing.append("sweep")
+    if model.not_the_users_function:
+        failing.insert(0, "not the user's function")
     return f"fail ({', '.join(failing)})" if failing else "pass"
 
 
@@ -125,6 +127,8 @@ def render_model(model: ModelResult, out: Console) -> None:
             f"{worst.numeric:.7g}" if worst else "-",
         )
     out.print(table)
+    if model.not_the_users_function:
+        render_call_proof(model.call_proof, out)
     for pair in model.pairs:
         if pair.failed:
             render_failure(pair, out)
@@ -138,6 +142,17 @@ def render_model(model: ModelResult, out: Console) -> None:
     out.print(
         Text(f"  {model.evaluations} function evaluations, {model.seconds:.2f} s", style="dim")
     )
+
+
+def render_call_proof(proof, out: Console) -> None:
+    """The failed proof that the checked function is the user's own: every
+    verdict above is about another function."""
+    out.print(Text(
+        f"  FAIL the function checked is not the user's own: one gradient through gradcli's "
+        f"call and through {proof.call} differ ({proof.detail}); the verdicts above are not "
+        "about the function you train",
+        style="bold red",
+    ))
 
 
 def render_sweep(sweep, out: Console) -> None:

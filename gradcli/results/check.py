@@ -12,7 +12,7 @@ __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
     "FAIL_ON_WORDS",
     "Kink", "GraphSite", "BlockWindow", "Culprit", "Taylor", "Element", "Tolerance", "Power",
-    "PairResult", "ModelResult", "CheckResult", "SweepPoint", "Sweep",
+    "PairResult", "ModelResult", "CheckResult", "SweepPoint", "Sweep", "CallProof",
 ]
 
 #: Verdict words. A verdict in FAILING makes the check exit 1.
@@ -170,6 +170,22 @@ class PairResult:
 
 
 @dataclass
+class CallProof:
+    """Whether the function checked is the user's own (``verdicts.same_function``):
+    one reverse-mode product through gradcli's call against the same product
+    through the user's own call ``call``."""
+
+    proven: bool  # the two agree: the checked function is the user's
+    differs: bool  # the two disagree: every verdict is about another function
+    call: str  # the user's call compared with, e.g. "model(x, y)"
+    input: str  # the input that differs most (or the worst, when proven)
+    rel_difference: float  # |g - g_own| / (|g| + |g_own|) for that input
+    rtol: float  # the bound it was held to (sqrt(eps) of ``dtype``)
+    dtype: str  # the coarsest dtype either side computed in
+    detail: str = ""  # why it is not proven
+
+
+@dataclass
 class SweepPoint:
     """One point of a sweep (``gradcli.analyses.sweep``) and its check."""
 
@@ -219,10 +235,21 @@ class ModelResult:
     error: str | None = None  # set when the model could not be loaded, run or checked
     error_code: int = 0
     sweep: Sweep | None = None  # ``--samples`` / ``--special``: checks at more points
+    call_proof: CallProof | None = None  # is the checked function the user's own?
+
+    @property
+    def not_the_users_function(self) -> bool:
+        """The proof found that gradcli's call differs from the user's own: no
+        verdict about the pairs may pass (``verdicts.same_function``)."""
+        return self.call_proof is not None and self.call_proof.differs
 
     @property
     def failed(self) -> bool:
-        return any(p.failed for p in self.pairs) or (self.sweep is not None and self.sweep.failed)
+        return (
+            any(p.failed for p in self.pairs)
+            or (self.sweep is not None and self.sweep.failed)
+            or self.not_the_users_function
+        )
 
     @property
     def ok(self) -> bool:

@@ -41,6 +41,12 @@ to sqrt(m n) F), which hid a single element wrong by 0.1% among 6,000. The one
 case it is stricter than full mode: errors of one sign on every element, near
 rtol each (a gradient scaled by 1 + rtol), which fail once |v^T J u| > F.
 
+Shape rule (``wrong_shape``): an input whose reverse-mode gradient has another
+shape than the input (``autodiff.WrongShape``: a scalar for a per-channel
+parameter, a broadcastable ``(1, n)`` for ``(n,)``) is a ``mismatch`` whatever
+the values: backpropagation would broadcast it or fail, and no element can be
+compared. The pair states both shapes; the other inputs are compared as usual.
+
 Fast mode's power (``detectable_error``): a single element J_ij wrong by d moves
 probe p by d v_i u_j, a product of two independent standard normals. It fails
 with probability >= DETECT_PROBABILITY over the probes once
@@ -270,6 +276,17 @@ def forward_mismatch(forward, numeric, fd_error, scale, tol: Tolerance, roundoff
     return outside(forward, numeric, projection_allowed(fd_error, scale, tol, roundoff, norms))
 
 
+def forward_wrong(forward, numeric, reverse, fd_error, scale, tol: Tolerance, roundoff=0.0, norms=1.0) -> np.ndarray:
+    """Probes where forward mode is wrong: outside tolerance of finite
+    differences (``forward_mismatch``) and of reverse mode (the same rule with
+    no finite-difference term: both sides are analytic). A NaN or Inf forward
+    projection is always wrong, whatever the other sides say."""
+    against_reverse = outside(forward, reverse, projection_allowed(0.0, scale, tol, 2 * roundoff, norms))
+    with np.errstate(invalid="ignore"):
+        not_finite = ~np.isfinite(forward)
+    return not_finite | (forward_mismatch(forward, numeric, fd_error, scale, tol, roundoff, norms) & against_reverse)
+
+
 def apply_fail_on(pairs: list[PairResult], fail_on) -> None:
     """Pairs whose verdict is listed in ``fail_on`` fail, whatever the default
     rule decided (``results.FAIL_ON_WORDS``): the one place a user's choice
@@ -285,8 +302,8 @@ def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: 
     if pair.failed and pair.verdict not in (MISMATCH, PASS, ZERO):
         return  # a more specific verdict (disconnected, inconclusive...) stands
     pair.explanation = _mode_explanation(pair.failed, True) + (
-        f" (forward mode is probed along all inputs at once; probe {probe}: forward "
-        f"{forward:.10g}, numeric {numeric:.10g})"
+        f" (random tangent and cotangent, probe {probe}: forward mode gives {forward:.10g}, "
+        f"finite differences {numeric:.10g}, and reverse mode disagrees with forward mode)"
     )
     pair.verdict, pair.failed = MISMATCH, True
 
@@ -444,4 +461,20 @@ def _element(out_index, in_index, a, n, diff, fd_error, magnitude) -> Element:
         abs_error=float(diff),
         rel_error=rel,
         fd_error=float(fd_error),
+    )
+
+
+def wrong_shape(input_name: str, output_name: str, mode: str, expected: tuple, got: tuple) -> PairResult:
+    """The pair of an input whose gradient has the wrong shape (shape rule)."""
+    def shape(t):
+        return "(" + ", ".join(str(d) for d in t) + ("," if len(t) == 1 else "") + ")"
+
+    return PairResult(
+        input=input_name, output=output_name, verdict=MISMATCH, failed=True, mode=mode,
+        max_abs_error=math.inf, max_rel_error=math.inf, fd_error=0.0, compared=0,
+        explanation=(
+            f"the gradient of {output_name} with respect to {input_name} has shape "
+            f"{shape(got)}, but {input_name} has shape {shape(expected)}: a gradient function "
+            "returned the wrong shape (backpropagation would broadcast it or fail)"
+        ),
     )

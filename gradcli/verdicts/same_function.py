@@ -1,0 +1,197 @@
+"""Prove that the function gradcli differentiates is the user's own.
+
+gradcli never differentiates the user's object directly: it calls a wrapper
+(``Model.function``) that passes named arrays, promotes to float64, swaps
+weights for inputs, clones Keras models in float64, freezes SavedModels. Any
+of these could change *which gradient code runs*: a ``tf.custom_gradient``
+called with keywords is differentiated through its forward ops, a clone can
+lose a custom layer's state, a frozen graph can drop a gradient override. A
+check of such a wrapper would then pass or fail a function the user never
+trains.
+
+Rule (``prove``): before any verdict, one reverse-mode product is taken twice
+with the same random cotangent c (standard normal, from the check's seed):
+
+* through ``Model.function``, with respect to the differentiated inputs, as the
+  check does;
+* through the user's own call (``Model.own_call``: the object called as
+  training code calls it, positionally, with a tape watching its variables).
+
+For every differentiated input the two products g1 and g2 must satisfy
+
+    |g1 - g2| <= PROOF_RTOL(dtype) * (|g1| + |g2|) + tiny
+
+(2-norms). ``dtype`` is the coarsest floating dtype either side computes in
+(a Keras model is called in its own float32 while the check runs a float64
+clone). PROOF_RTOL is sqrt(eps): both sides evaluate the same function, so
+they differ by the round-off of one backward pass (a few hundred eps for
+well-conditioned models, well below sqrt(eps)), while any difference of code
+path, such as a custom gradient run on one side only, moves the product by the
+size of that gradient's error (a bug worth reporting is at least 1e-5 relative
+in float64). A reference that returns None (no gradient) where the wrapper
+returns one, or the other way round, differs too. When the user's call cannot
+run at the check's point (float64 data into float32 weights), both sides run
+at the model's own dtypes instead.
+
+A failed proof fails the model whatever the pairs say (``ModelResult.failed``):
+a verdict about another function is no verdict. A model with no own call to
+compare (none is known for it) is reported as not proven, in a note.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcli.results import CallProof
+from gradcli.tf_import import import_tensorflow
+
+#: Smallest norm treated as nonzero when both products are tiny: below it the
+#: two are equal (both are zero up to underflow).
+TINY = 1e-300
+
+
+def proof_rtol(dtype) -> float:
+    """sqrt(eps) of ``dtype``: see the module docstring for the reason."""
+    return float(np.sqrt(np.finfo(np.dtype(dtype)).eps))
+
+
+def prove(model, seed: int = 0) -> CallProof | None:
+    """Compare one VJP through ``model.function`` with the same VJP through
+    ``model.own_call`` (see the module docstring). None when the model has no
+    own call to compare with."""
+    own = model.own_call
+    if own is None or not model.wrt:
+        return None
+    tf = import_tensorflow()
+    from gradcli.numerics import autodiff
+
+    outputs = {n: v for n, v in model.outputs.items() if np.issubdtype(np.asarray(v).dtype, np.floating)}
+    if not outputs:
+        return None
+    rng = np.random.default_rng(seed)
+    cotangents = {o: rng.standard_normal(np.shape(v)) for o, v in outputs.items()}
+    errors = []
+    for point in _points(model):
+        try:
+            theirs, dtypes = _own_vjp(model, own, point, cotangents)
+        except Exception as exc:  # noqa: BLE001 - the user's call at this dtype: try the next point
+            errors.append(exc)
+            continue
+        ours = autodiff.vjp(model.function, point, model.wrt, cotangents)
+        dtypes.add(np.dtype(model.dtype) if point is model.point else _coarsest(
+            [np.asarray(point[n]).dtype for n in model.wrt]))
+        return _compare(model.wrt, ours, theirs, _coarsest(dtypes), own.description)
+    exc = errors[-1]
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return CallProof(
+        proven=False, differs=False, call=own.description, input="", rel_difference=float("nan"),
+        rtol=float("nan"), dtype="",
+        detail=f"could not run the user's own call to compare ({type(exc).__name__}: {first})",
+    )
+
+
+def _points(model):
+    """The check's point, then (if it differs) the point in the model's own dtypes."""
+    yield model.point
+    native = {
+        n: np.asarray(v).astype(model.native_dtypes[n])
+        if n in model.native_dtypes and np.issubdtype(np.asarray(v).dtype, np.floating) else v
+        for n, v in model.point.items()
+    }
+    if any(native[n].dtype != np.asarray(model.point[n]).dtype for n in native):
+        yield native
+
+
+def _own_vjp(model, own, point: dict, cotangents: dict):
+    """The VJP through the user's own call at ``point``: data inputs as watched
+    tensors, weights as the user's variables holding the point's values for the
+    duration (restored after). Returns (input -> array or None, dtypes seen)."""
+    tf = import_tensorflow()
+    data = {n: tf.convert_to_tensor(v) for n, v in point.items() if n not in own.variables}
+    saved = {}
+    try:
+        for n, variable in own.variables.items():
+            value = np.asarray(point[n])
+            current = np.asarray(variable.numpy())
+            if current.shape != value.shape or not np.array_equal(current, value.astype(current.dtype)):
+                saved[n] = current
+                variable.assign(value.astype(current.dtype))
+        sources = [own.variables[n] if n in own.variables else data[n] for n in model.wrt]
+        with tf.GradientTape() as tape:
+            for n in model.wrt:
+                if n not in own.variables:
+                    tape.watch(data[n])
+            outputs = own.call(data)
+        names = [o for o in cotangents if o in outputs]
+        grads = tape.gradient(
+            [outputs[o] for o in names], sources,
+            output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
+            unconnected_gradients=tf.UnconnectedGradients.NONE,
+        )
+    finally:
+        for n, value in saved.items():
+            own.variables[n].assign(value)
+    dtypes = {_numpy_dtype(outputs[o].dtype) for o in names}
+    dtypes |= {_numpy_dtype(v.dtype) for n, v in own.variables.items() if n in model.wrt}
+    return {n: None if g is None else _dense(g) for n, g in zip(model.wrt, grads)}, dtypes
+
+
+def _numpy_dtype(dtype) -> np.dtype:
+    """A TensorFlow DType or a Keras dtype name as numpy's."""
+    return np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
+
+
+def _dense(gradient) -> np.ndarray:
+    tf = import_tensorflow()
+    if isinstance(gradient, tf.IndexedSlices):  # an Embedding's gradient
+        gradient = tf.convert_to_tensor(gradient)
+    return np.asarray(gradient)
+
+
+def _coarsest(dtypes) -> np.dtype:
+    floats = [np.dtype(d) for d in dtypes if np.issubdtype(np.dtype(d), np.floating)]
+    return max(floats, key=lambda d: np.finfo(d).eps) if floats else np.dtype(np.float64)
+
+
+def _compare(wrt, ours: dict, theirs: dict, dtype, description: str) -> CallProof:
+    rtol = proof_rtol(dtype)
+    worst, worst_rel, detail = "", 0.0, ""
+    for n in wrt:
+        a, b = ours.get(n), theirs.get(n)
+        if (a is None) != (b is None):
+            which = "gradcli's call" if a is None else "the user's call"
+            return CallProof(
+                proven=False, differs=True, call=description, input=n, rel_difference=float("inf"),
+                rtol=rtol, dtype=str(dtype),
+                detail=f"{which} gives no gradient for {n}, the other one does",
+            )
+        if a is None:
+            continue
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        if a.shape != b.shape:
+            return CallProof(
+                proven=False, differs=True, call=description, input=n, rel_difference=float("inf"),
+                rtol=rtol, dtype=str(dtype),
+                detail=f"the gradients for {n} have shapes {list(a.shape)} and {list(b.shape)}",
+            )
+        if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
+            continue  # a NaN product is the check's to report, element by element
+        size = np.linalg.norm(a) + np.linalg.norm(b)
+        difference = np.linalg.norm(a - b)
+        rel = 0.0 if difference <= TINY else difference / max(size, TINY)
+        if rel > worst_rel or not worst:
+            worst, worst_rel = n, rel
+        if rel > rtol:
+            detail = (
+                f"for {n}, |g - g_own| / (|g| + |g_own|) = {rel:.3g} > {rtol:.2g} "
+                f"(sqrt(eps) of {dtype}): gradcli's call gives |g| = {np.linalg.norm(a):.6g}, "
+                f"the user's call {np.linalg.norm(b):.6g}"
+            )
+            return CallProof(
+                proven=False, differs=True, call=description, input=n, rel_difference=rel,
+                rtol=rtol, dtype=str(dtype), detail=detail,
+            )
+    return CallProof(
+        proven=True, differs=False, call=description, input=worst, rel_difference=worst_rel,
+        rtol=rtol, dtype=str(dtype), detail="",
+    )
