@@ -89,11 +89,14 @@ def test_comparable_is_the_one_rule():
 def test_gradient_that_raises_is_exit_3_with_op_and_line():
     path = fixture("verdict_gradient_raises.py")
     line = line_of(path, "tf.linalg.inv(")
+    made = line_of(path, "scale(a))")  # the op whose gradient function raised
     for mode in ("full", "fast"):
         run = gradcli("check", path, "--mode", mode)
         assert run.exit_code == 3, run
         assert run.stderr == (
             f"Error: tests/models/verdict_gradient_raises.py:{line}: computing the gradient "
+            f"of op 'IdentityN' (tf.custom_gradient scale, made at "
+            f"tests/models/verdict_gradient_raises.py:{made}) "
             "raised InvalidArgumentError in op MatrixInverse: Input is not invertible.\n"
         )
         assert "Traceback" not in run.stdout + run.stderr

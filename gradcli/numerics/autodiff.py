@@ -3,6 +3,17 @@
 Every function takes ``function`` (dict of tensors -> dict of output tensors)
 and ``point`` (dict of arrays) and returns numpy arrays. ``None`` stands for
 "TensorFlow returned no gradient" (disconnected), never for zero.
+
+Shape rule: a reverse-mode gradient must have exactly its input's shape.
+TensorFlow does not check this for gradient functions (registered or
+``tf.custom_gradient``): a scalar returned for a per-channel parameter, or a
+``(1, 3)`` gradient for a ``(3,)`` input, flows on and is broadcast or fails
+later (an optimizer's update of the variable). ``jacobians`` gives such an
+input a ``WrongShape`` (the two shapes) in place of its block, for
+that input alone: the other inputs keep their blocks and are checked. ``vjp``
+returns gradients as TensorFlow gave them; ``checked_gradient`` applies the
+rule to one. Equal element counts are no excuse (a ``(1, 3)`` for ``(3,)`` is
+reported).
 """
 
 from __future__ import annotations
@@ -20,15 +31,38 @@ def _tensors(point: dict) -> dict:
     return {n: tf.convert_to_tensor(v) for n, v in point.items()}
 
 
-def _numpy(value):
-    return None if value is None else np.asarray(value)
+@dataclass(frozen=True)
+class WrongShape:
+    """A gradient whose shape is not its input's (module docstring, shape rule):
+    stands in for the gradient (or Jacobian block) of that input."""
+
+    expected: tuple  # the input's shape
+    got: tuple  # the shape of the gradient TensorFlow returned
+
+    def __str__(self) -> str:
+        return f"a gradient of shape {_shape(self.got)} for an input of shape {_shape(self.expected)}"
+
+
+def _shape(shape) -> str:
+    return "(" + ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def checked_gradient(gradient, shape):
+    """``gradient`` as an array of ``shape`` exactly, None if None, else ``WrongShape``."""
+    if gradient is None:
+        return None
+    array = np.asarray(gradient)
+    if array.shape != tuple(shape):
+        return WrongShape(expected=tuple(shape), got=array.shape)
+    return array
 
 
 def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> dict:
     """J^T c summed over outputs: ``GradientTape.gradient(output_gradients=c)``.
 
     ``cotangents`` maps output name -> seed; outputs without one are left out of
-    the sum (a zero seed). Returns input name -> array, or None where disconnected.
+    the sum (a zero seed). Returns input name -> array (in the shape TensorFlow
+    gave it: see ``checked_gradient``), or None where disconnected.
     """
     values = _tensors(point)
     with tf.GradientTape() as tape:
@@ -42,7 +76,7 @@ def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> di
         output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
         unconnected_gradients=tf.UnconnectedGradients.NONE,
     )
-    return {n: _numpy(g) for n, g in zip(wrt, grads)}
+    return {n: None if g is None else np.asarray(g) for n, g in zip(wrt, grads)}
 
 
 #: Batches of up to this many tangents run eagerly (see ``batched_jvp``).
@@ -72,7 +106,8 @@ def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | No
 @dataclass
 class Jacobians:
     """``blocks[(output, input)]``: array of shape ``output.shape + input.shape``
-    (None where disconnected); ``mode`` "reverse" or "forward"; ``passes`` the
+    (None where disconnected, ``WrongShape`` where the input's gradient has
+    another shape than the input); ``mode`` "reverse" or "forward"; ``passes`` the
     number of vectorised VJP/JVP passes, i.e. output or input elements."""
 
     blocks: dict
@@ -139,7 +174,9 @@ def _agrees_with_reverse(function, point, wrt, outputs, blocks, rtol=1e-8) -> bo
         for n in wrt:
             b = blocks[(o, n)].reshape(v.size, -1)
             forward = v.reshape(-1) @ b
-            g = reverse[n]
+            g = checked_gradient(reverse[n], np.shape(point[n]))
+            if isinstance(g, WrongShape) or isinstance(blocks[(o, n)], WrongShape):
+                return False  # reverse mode's blocks carry the wrong shape
             g = np.zeros_like(forward) if g is None else g.reshape(-1)
             scale = np.linalg.norm(v) * np.linalg.norm(b) + 1e-300
             if np.linalg.norm(forward - g) > rtol * scale:
@@ -166,16 +203,17 @@ def _reverse(function, values, wrt, outputs):
             y, [values[n] for n in wrt], output_gradients=tf.ones_like(y),
             unconnected_gradients=tf.UnconnectedGradients.NONE,
         )
-        connected = [n for n, g in zip(wrt, reach) if g is not None]
-        for n in wrt:
-            blocks[(o, n)] = None
+        reach = [checked_gradient(g, values[n].shape) for n, g in zip(wrt, reach)]
+        for n, g in zip(wrt, reach):
+            blocks[(o, n)] = g if isinstance(g, WrongShape) else None
+        connected = [n for n, g in zip(wrt, reach) if isinstance(g, np.ndarray)]
         passes += size
         if not connected:
             continue
         if size == 1:  # the one pass is the reach gradient itself: no trace to pay for
             for n, g in zip(wrt, reach):
-                if g is not None:
-                    blocks[(o, n)] = np.asarray(g).reshape(tuple(y.shape) + tuple(values[n].shape))
+                if isinstance(g, np.ndarray):
+                    blocks[(o, n)] = g.reshape(tuple(y.shape) + tuple(values[n].shape))
             continue
         sources = [values[n] for n in connected]
         seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
@@ -191,7 +229,12 @@ def _reverse(function, values, wrt, outputs):
         except Exception:  # noqa: BLE001 - TensorFlow raises many types here
             rows, vectorised = _rows_one_by_one(function, values, connected, o, seeds), False
         for n, j in zip(connected, rows):
-            blocks[(o, n)] = np.asarray(j).reshape(tuple(y.shape) + tuple(values[n].shape))
+            j = j if isinstance(j, WrongShape) else checked_gradient(
+                j, (size,) + tuple(values[n].shape))
+            if isinstance(j, WrongShape):  # one row's shape, not the stacked rows'
+                blocks[(o, n)] = WrongShape(tuple(values[n].shape), j.got[1:] or j.got)
+            else:
+                blocks[(o, n)] = j.reshape(tuple(y.shape) + tuple(values[n].shape))
     return blocks, passes, vectorised
 
 
@@ -199,12 +242,18 @@ def _rows_one_by_one(function, values, wrt, output, seeds) -> list[np.ndarray]:
     """The rows of ``_reverse``, one eager VJP per output element, each on a
     fresh tape: for gradients that cannot run in the vectorised graph or twice
     on one tape (a ``tf.py_function``'s gradient calls back into Python once
-    per recorded call). A real failure raises again here."""
+    per recorded call). A real failure raises again here. An input whose
+    gradient comes back in another shape gets that ``WrongShape``."""
     rows = []
     for c in seeds:
         grads = vjp(function, values, wrt, {output: c})
+        grads = {n: checked_gradient(grads[n], values[n].shape) for n in wrt}
         rows.append([np.zeros(np.shape(values[n])) if grads[n] is None else grads[n] for n in wrt])
-    return [np.stack(column) for column in zip(*rows)]
+    columns = []
+    for column in zip(*rows):
+        wrong = [g for g in column if isinstance(g, WrongShape)]
+        columns.append(wrong[0] if wrong else np.stack(column))
+    return columns
 
 
 def _forward(function, values, wrt, outputs):

@@ -377,18 +377,7 @@ class ModelGraph:
         ops = [op for op in path if op not in inside and self._checkable(op)]
         if not ops:
             return None
-        feeds = [self.inputs[n] for n in self.model.point]
-        feed_values = [tf.constant(self.model.point[n]) for n in self.model.point]
-        fed = {t.ref() for t in feeds}
-        needed = {}
-        for op in ops:
-            for t in self._local_inputs(op) + self._local_outputs(op):
-                if t.ref() not in fed:
-                    needed.setdefault(t.ref(), t)
-        needed = list(needed.values())
-        values = self._wrapped.prune(feeds, needed)(*feed_values) if needed else []
-        seen = {t.ref(): v for t, v in zip(needed, values)}
-        seen.update({t.ref(): v for t, v in zip(feeds, feed_values)})
+        feeds, feed_values, seen = self._seen_values(ops)
         rng = np.random.default_rng(0)
         target = self.outputs[output]
         seen[target.ref()] = np.asarray(self.model.outputs[output])
@@ -406,17 +395,161 @@ class ModelGraph:
                 except Exception:  # an op that cannot be fed or differenced alone: skip it
                     continue
                 if found is not None:
-                    analytic, numeric, rel = found
-                    return Culprit(
-                        site=self.site(op, _describe(op)),
-                        definition=_custom_definition(op),
-                        analytic=analytic,
-                        numeric=numeric,
-                        rel_error=rel,
-                        checked_ops=count,
-                        checked=what,
-                    )
+                    return self._culprit(op, found, count, what)
         return None
+
+    def _culprit(self, op, found, count, what) -> Culprit:
+        """The culprit record of ``op``: what it is (``describe_op``), where its
+        gradient is defined, and the probe that convicted it (NaN for a
+        gradient of the wrong shape, which no probe can be formed from)."""
+        description = self.describe_op(op)
+        if isinstance(found, _WrongShape):
+            arg = _input_label(op, found.index)
+            return Culprit(
+                site=self.site(op, f"{description} returns a gradient of shape {found.got} "
+                                   f"for {arg} of shape {found.expected}"),
+                definition=_gradient_definition(op), analytic=float("nan"),
+                numeric=float("nan"), rel_error=float("inf"), checked_ops=count,
+                checked="gradient's shape",
+            )
+        analytic, numeric, rel = found
+        return Culprit(
+            site=self.site(op, description), definition=_gradient_definition(op),
+            analytic=analytic, numeric=numeric, rel_error=rel, checked_ops=count, checked=what,
+        )
+
+    def describe_op(self, op) -> str:
+        """What to call ``op`` in a report: the op type (or ``tf.custom_gradient
+        NAME``), whether a ``gradient_override_map`` replaced its registered
+        gradient and by which function, and the Keras layer whose ``call`` made
+        it (``keras_layer``)."""
+        text = _describe(op)
+        override = _override(op)
+        if override is not None:
+            name, function = override
+            text += f", its gradient overridden by registered gradient '{name}'"
+            if function:
+                text += f" ({function})"
+        layer = self.keras_layer(op)
+        if layer:
+            text += f" in {layer}"
+        return text
+
+    def keras_layer(self, op) -> str:
+        """``Keras layer 'NAME' (Class.call)`` when ``op`` was made in the ``call``
+        of a layer class written in the model file, else "". The class comes
+        from the model-file frame's enclosing ``class`` (its ``call``), the name
+        from the op's outermost name scope matched against the model's layers
+        (a graph may append ``_1`` to a scope already used)."""
+        model_path = os.path.abspath(self.model.path)
+        frames = [f for f in op.traceback if os.path.abspath(f.filename) == model_path]
+        owner = next(
+            (c for c in (_enclosing_class(f.filename, f.lineno) for f in reversed(frames)
+                         if f.name != "<module>") if c), None,
+        )
+        if owner is None:
+            return ""
+        scopes = [s for s in op.name.split("/")[:-1] if s]
+        names = _layer_names(self.model)
+        layer = next((s for s in scopes if s in names), None)
+        if layer is None:
+            stripped = [re.sub(r"_\d+$", "", s) for s in scopes]
+            layer = next((s for s in stripped if s in names), stripped[0] if stripped else None)
+        return f"Keras layer '{layer}' ({owner})" if layer else f"Keras layer {owner}"
+
+    def _seen_values(self, ops):
+        """The model's inputs (``feeds``), their values, and ``seen``: tensor ref ->
+        the value each local input and output of ``ops`` had at the point."""
+        feeds = [self.inputs[n] for n in self.model.point]
+        feed_values = [tf.constant(self.model.point[n]) for n in self.model.point]
+        fed = {t.ref() for t in feeds}
+        needed = {}
+        for op in ops:
+            for t in self._local_inputs(op) + self._local_outputs(op):
+                if t.ref() not in fed:
+                    needed.setdefault(t.ref(), t)
+        needed = list(needed.values())
+        values = self._wrapped.prune(feeds, needed)(*feed_values) if needed else []
+        seen = {t.ref(): v for t, v in zip(needed, values)}
+        seen.update({t.ref(): v for t, v in zip(feeds, feed_values)})
+        return feeds, feed_values, seen
+
+    # -- the op whose gradient raised ---------------------------------------------
+
+    def raising_gradient(self, exc: BaseException) -> GraphSite | None:
+        """The op whose gradient function raised ``exc`` while the model was
+        differentiated, located in the model file; None if it cannot be told.
+
+        First from the frames of ``exc`` (``_gradient_frame``): a graph gradient
+        names its forward op; an eager one names the op type or the
+        ``tf.custom_gradient`` whose gradient ran, matched here to the op of
+        the traced graph. TensorFlow filters its own frames out of many
+        tracebacks, so otherwise each differentiable op on a differentiated
+        path is given its own gradient, in backpropagation's order (last op
+        first), built and run at the values it saw with a cotangent of ones:
+        the first that raises is the one. Never the op that happened to raise
+        inside a gradient function (an AddV2 of its arithmetic)."""
+        hint = _gradient_frame(exc)
+        if hint is not None and hint[0] == "op":
+            return self.site(hint[1], self.describe_op(hint[1]))
+        if not self._trace():
+            if hint is not None and hint[0] == "type":
+                return GraphSite(op_type=hint[1], op_name="", location="", description=hint[1])
+            return None
+        path = set()
+        for name in self.model.wrt:
+            for output in self.outputs:
+                if name in self.inputs:
+                    path |= set(self.path_ops(name, output))
+        ordered = [op for op in self.graph.get_operations() if op in path]
+        inside = self._inside_custom_gradients(ordered)
+        ops = [op for op in ordered if op not in inside and self._checkable(op)][::-1]
+        if hint is not None:
+            matches = [op for op in ops if _matches_hint(op, hint)]
+            if matches:
+                return self.site(matches[0], self.describe_op(matches[0]))
+            if hint[0] == "type":
+                return GraphSite(op_type=hint[1], op_name="", location="", description=hint[1])
+        try:
+            feeds, feed_values, seen = self._seen_values(ops)
+        except Exception:  # the model cannot be run in graph form: no search
+            return None
+        for op in ops:
+            if self._gradient_raises(op, feeds, feed_values, seen):
+                return self.site(op, self.describe_op(op))
+        return None
+
+    def _gradient_raises(self, op, feeds, feed_values, seen) -> bool:
+        """Whether ``op``'s own gradient raises when built, or when run at the
+        values the op saw with a cotangent of ones."""
+        xs, ys = self._local_inputs(op), self._local_outputs(op)
+        try:
+            with self.graph.as_default():
+                seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
+                grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
+        except LookupError:  # no gradient registered: a disconnected input, not a raise
+            return False
+        except Exception:  # noqa: BLE001 - whatever the gradient function raised
+            return True
+        pairs = [(x, g) for x, g in zip(xs, grads) if g is not None]
+        if not pairs:
+            return False
+        fed_refs = {t.ref() for t in feeds}
+        extra = [x for x, _ in pairs if x.ref() not in fed_refs]
+        try:
+            backward = self._wrapped.prune(feeds + extra + seeds, [getattr(g, "values", g) for _, g in pairs])
+        except Exception:  # cannot be cut out of the graph: no verdict
+            return False
+        values = dict(zip([t.ref() for t in feeds], feed_values))
+        values.update({x.ref(): tf.constant(np.asarray(seen[x.ref()])) for x in extra if x.ref() in seen})
+        if any(x.ref() not in values for x in extra):
+            return False
+        ones = [tf.ones(np.shape(seen[y.ref()]) if y.ref() in seen else [], y.dtype) for y in ys]
+        try:
+            backward(*[values[t.ref()] for t in feeds + extra], *ones)
+        except Exception:  # noqa: BLE001
+            return True
+        return False
 
     def _inside_custom_gradients(self, path) -> set:
         """Ops of the forward code of a ``tf.custom_gradient`` (between its
@@ -499,6 +632,12 @@ class ModelGraph:
                 return False
         return True
 
+    @staticmethod
+    def _op_input_index(op, x) -> int:
+        """Position of ``x`` among the op's inputs (a custom gradient's arguments)."""
+        inputs = list(op.inputs)[_custom_result_count(op) or 0:]
+        return next((i for i, t in enumerate(inputs) if t.ref() == x.ref()), 0)
+
     def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None):
         """The op's gradient against differences of the op alone, or with ``to``
         (a model output) of the function from the op's inputs to ``to``."""
@@ -510,7 +649,18 @@ class ModelGraph:
             # stop_gradients: partial derivatives of this op alone; without it an
             # input that also reaches another input ((a - b)**2 * a) would get
             # its total derivative, which the local differences do not see.
-            grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
+            try:
+                grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
+            except ValueError as exc:  # graph mode checks a gradient's static shape
+                wrong = _WrongShape.parse(str(exc), op) if to is None else None
+                if wrong is None:
+                    raise
+                return wrong
+        if to is None:  # shapes known only when run are checked when run (below)
+            for i, (x, g) in enumerate(zip(xs, grads)):
+                if g is not None and not g.shape.is_compatible_with(x.shape):
+                    return _WrongShape(self._op_input_index(op, x), _shape_text(x.shape),
+                                       _shape_text(g.shape))
         xs_grads = [(x, g) for x, g in zip(xs, grads) if g is not None]
         if not xs_grads:
             return None
@@ -548,6 +698,10 @@ class ModelGraph:
                 fed[x.ref()] = tf.constant(base[f"in{i}"])
             seed_values = [tf.cast(v[f"out{j}"], ys[j].dtype) for j in range(len(ys))]
             jtv = backward(*[fed[t.ref()] for t in feeds + extra], *seed_values)
+            for i, g in enumerate(jtv):
+                if to is None and np.shape(g) != np.shape(base[f"in{i}"]):
+                    return _WrongShape(self._op_input_index(op, xs[i]),
+                                       _shape_text(np.shape(base[f"in{i}"])), _shape_text(np.shape(g)))
             analytic = sum(float(np.sum(np.asarray(g) * u[f"in{i}"])) for i, g in enumerate(jtv))
             numeric, error, ju_norm = 0.0, 0.0, 0.0
             for k in base:
@@ -603,6 +757,168 @@ def _value_path(starts, ends, within=None) -> dict:
             continue
         stack.extend(i for i in op.inputs if _floating(i))
     return {r: t for r, t in needed.items() if r in reached}
+
+
+#: Frames of TensorFlow's gradient machinery and the local that names the op
+#: whose gradient they call: graph mode's forward op, eager mode's op type, a
+#: ``tf.custom_gradient``'s user gradient (eager and graph wrappers).
+_GRADIENT_FRAMES = {
+    "_GradientsHelper": ("op", "op"),
+    "_gradient_function": ("type", "op_name"),
+    "actual_grad_fn": ("custom", "grad_fn"),
+    "tape_grad_fn": ("custom", "grad_fn"),
+}
+
+
+def _gradient_frame(exc: BaseException):
+    """``("op", Operation)``, ``("type", "Qr")`` or ``("custom", code)`` from the
+    innermost gradient-machinery frame of ``exc``'s traceback, else None."""
+    found, tb = None, exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        kind = _GRADIENT_FRAMES.get(frame.f_code.co_name)
+        if kind is not None and "tensorflow" in frame.f_code.co_filename:
+            value = frame.f_locals.get(kind[1])
+            if kind[0] == "custom":
+                value = getattr(value, "__code__", None)
+            elif kind[0] == "type" and isinstance(value, bytes):
+                value = value.decode()
+            if kind[0] == "type" and value in ("PartitionedCall", "StatefulPartitionedCall"):
+                value = None  # a tf.function's call: the op inside is found by search
+            if value is not None and not (kind[0] == "op" and not hasattr(value, "traceback")):
+                found = (kind[0], value)
+        tb = tb.tb_next
+    return found
+
+
+def _matches_hint(op, hint) -> bool:
+    kind, value = hint
+    if kind == "type":
+        return op.type == value or _override(op) is not None and _override(op)[0] == value
+    user_grad = _closure(_custom_grad_fn(op) or (lambda: None)).get("grad_fn")
+    return getattr(user_grad, "__code__", None) is value
+
+
+class _WrongShape:
+    """A local check's finding: the op's gradient for its input ``index`` has
+    shape ``got``, not the input's ``expected`` (``autodiff``'s shape rule)."""
+
+    def __init__(self, index, expected: str, got: str):
+        self.index, self.expected, self.got = index, expected, got
+
+    @classmethod
+    def parse(cls, message: str, op):
+        """From TensorFlow's graph-mode error "Incompatible shapes between op
+        input and calculated input gradient" about ``op`` itself, else None."""
+        found = re.search(
+            r"Incompatible shapes between op input and calculated input gradient\. "
+            r"Forward operation: (.+?)\. Input index: (\d+)\. Original input shape: (.+?)\. "
+            r"Calculated input gradient shape: (.+)$", message.strip(),
+        )
+        if found is None or found.group(1) != op.name:
+            return None
+        index = int(found.group(2))
+        n = _custom_result_count(op)
+        return cls(index - (n or 0), found.group(3), found.group(4))
+
+
+def _shape_text(shape) -> str:
+    dims = ["None" if d is None else str(d) for d in (
+        shape.as_list() if hasattr(shape, "as_list") else list(shape))]
+    return "(" + ", ".join(dims) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _input_label(op, index) -> str:
+    """``input 'scale'`` of an op: its argument name, or a custom gradient's position."""
+    if _custom_result_count(op) is not None:
+        names = _custom_argument_names(op)
+        return f"argument '{names[index]}'" if index < len(names) else f"argument {index}"
+    names = [a.name for a in op.op_def.input_arg] if op.op_def else []
+    if len(names) == len(op.inputs) and 0 <= index < len(names):
+        return f"input '{names[index]}'"
+    return f"input {index}"
+
+
+def _override(op):
+    """``(registered name, "function at file:line")`` when ``op``'s gradient is
+    not its type's: a ``gradient_override_map`` set ``_gradient_op_type`` (a
+    ``tf.custom_gradient`` does too, and is reported as itself), else None."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    if _custom_result_count(op) is not None:
+        return None
+    try:
+        name = op.get_attr("_gradient_op_type")
+    except (ValueError, TypeError):
+        return None
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    if not name or name == op.type:
+        return None
+    try:
+        function = tf_ops.gradient_registry.lookup(name)
+    except LookupError:
+        return name, ""
+    return name, _function_text(function)
+
+
+def _function_text(function) -> str:
+    """``qualname at file:line`` of a Python function, else its name."""
+    code = getattr(function, "__code__", None)
+    qual = getattr(function, "__qualname__", "") or getattr(function, "__name__", "")
+    if code is None:
+        return qual
+    return f"{qual} at {relative_path(code.co_filename)}:{code.co_firstlineno}"
+
+
+def _gradient_definition(op) -> str:
+    """``file:line`` of the code that computes ``op``'s gradient when the user
+    wrote it: a ``tf.custom_gradient``'s decorated function, or the Python
+    function registered for a ``gradient_override_map``; else ""."""
+    custom = _custom_definition(op)
+    if custom:
+        return custom
+    override = _override(op)
+    if override is None or " at " not in override[1]:
+        return ""
+    return override[1].rsplit(" at ", 1)[1]
+
+
+def _layer_names(model) -> set:
+    """Names of the Keras layers the model's module (and its ``model``) holds."""
+    names = set()
+    try:
+        import keras
+    except ImportError:
+        return names
+    roots = list(vars(model.module).values()) if getattr(model, "module", None) else []
+    roots.append(getattr(model, "source", None))
+    stack, seen = [r for r in roots if isinstance(r, keras.layers.Layer)], set()
+    while stack:
+        layer = stack.pop()
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        names.add(layer.name)
+        stack.extend(getattr(layer, "_layers", None) or [])
+    return names
+
+
+def _enclosing_class(path: str, line: int) -> str:
+    """``Class.method`` when ``line`` is inside a method of a class (the
+    innermost class and the method of it that encloses the line), else ""."""
+    tree = _parsed(path)
+    if tree is None:
+        return ""
+    best = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.lineno <= line <= (node.end_lineno or node.lineno):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and (
+                    item.lineno <= line <= (item.end_lineno or item.lineno)
+                ):
+                    if best is None or node.lineno > best[0]:
+                        best = (node.lineno, f"{node.name}.{item.name}")
+    return best[1] if best else ""
 
 
 def _coarsest(dtypes) -> str:
@@ -683,6 +999,18 @@ def _custom_definition(op) -> str:
         return ""
     line = _enclosing_def(code.co_filename, code.co_firstlineno) or code.co_firstlineno
     return f"{relative_path(code.co_filename)}:{line}"
+
+
+def _custom_argument_names(op) -> list[str]:
+    """The parameter names of the function decorated with ``tf.custom_gradient``."""
+    user_grad = _closure(_custom_grad_fn(op) or (lambda: None)).get("grad_fn")
+    code = getattr(user_grad, "__code__", None)
+    tree = _parsed(code.co_filename) if code is not None else None
+    line = _enclosing_def(code.co_filename, code.co_firstlineno) if tree is not None else None
+    for node in ast.walk(tree) if line else ():
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.lineno == line:
+            return [a.arg for a in node.args.posonlyargs + node.args.args]
+    return []
 
 
 @lru_cache(maxsize=32)

@@ -122,12 +122,18 @@ def nonfinite_step(fd, graph, input_name, output, col) -> str:
     return ""
 
 
-def raised(exc: BaseException, model, analytic: bool) -> ModelError:
+def raised(exc: BaseException, model, analytic: bool, graph=None) -> ModelError:
     """A one-line ModelError for an exception raised while differentiating
     (``analytic``) or while evaluating the model near the point: the model-file
     line (the deepest frame in the file, else the first ``File "...", line N``
     of the model file in TensorFlow's message, which names the node's creation
-    site for errors raised inside a traced graph) and the op that raised."""
+    site for errors raised inside a traced graph) and the op that raised.
+
+    While differentiating, the message also names the op whose gradient
+    function raised (``ModelGraph.raising_gradient``: its type, name, what
+    replaced its gradient, and the model-file line that created it), which is
+    rarely the op that raised inside that function; with no model-file frame
+    in the traceback, the line that leads the message is that op's."""
     import re
     import traceback
 
@@ -149,10 +155,30 @@ def raised(exc: BaseException, model, analytic: bool) -> ModelError:
     message = re.sub(r"\{\{[^}]*\}\}\s*", "", text)
     message = re.sub(r"\s*\[Op:\w+\].*", "", message).strip().splitlines()
     doing = "computing the gradient" if analytic else "evaluating the model within a step of the point"
+    site = _raising_gradient(exc, model, graph) if analytic else None
+    if site is not None:
+        made = f", made at {site.location}" if site.location else ""
+        op_name = f"op '{site.op_name}'" if site.op_name else "op"
+        doing = f"computing the gradient of {op_name} ({site.description}{made})"
+        if where == relative_path(model.path) and site.location:  # no line of its own
+            where = site.location
     by = f" in op {op}" if op else ""
     return ModelError(
         f"{where}: {doing} raised {type(exc).__name__}{by}: {message[0] if message else ''}"
     )
+
+
+def _raising_gradient(exc, model, graph):
+    """``ModelGraph.raising_gradient``, tracing the model if no graph is given;
+    None when that search itself fails (the message then names what it can)."""
+    try:
+        if graph is None:
+            from gradcli.verdicts.culprit import ModelGraph
+
+            graph = ModelGraph(model)
+        return graph.raising_gradient(exc)
+    except Exception:  # noqa: BLE001 - a bonus on an error message, never a second error
+        return None
 
 
 def nonfinite_analytic(model, input_name, output, analytic, fd, f0, x_shape, y_shape, tol, graph):
