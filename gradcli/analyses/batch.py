@@ -97,11 +97,23 @@ def check_batch(
                 progress(len(results), len(specs), result.name)
             if fail_fast and not result.ok:
                 break
+    except KeyboardInterrupt:  # the models that finished are still this run's report
+        raise Interrupted(CheckResult(
+            models=results, skipped=[display(s) for s in specs[len(results):]])) from None
     finally:
         close = getattr(outcomes, "close", None)
         if close is not None:
             close()  # ends the workers still running after --fail-fast or Ctrl-C
     return CheckResult(models=results, skipped=[display(s) for s in specs[len(results):]])
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a batch: ``result`` holds the models that finished (those
+    not finished are its ``skipped``), for the reports an interrupted run writes."""
+
+    def __init__(self, result: CheckResult):
+        super().__init__()
+        self.result = result
 
 
 def display(spec) -> str:

@@ -13,7 +13,9 @@ takes the parsed parameters and returns a result object (``gradcli.results``).
    a model file cannot corrupt the report or the JSON document;
 4. renders the result (``--json``: the one envelope of ``gradcli.render.json``;
    ``--format NAME``: that renderer; else the command's text renderer), writes the output files, and returns the
-   exit code the result decides (``gradcli.results.outcome``).
+   exit code the result decides (``gradcli.results.outcome``). Every report write is checked and
+   report files are replaced whole; Ctrl-C and SIGTERM still write the finished part, marked
+   interrupted (``gradcli.cli.reports``).
 
 A ``UsageError`` or ``ModelError`` from the library still gets its JSON
 document (``ok: false`` and the message) and its JUnit file before the error
@@ -55,63 +57,91 @@ class GradcliCommand(click.Command):
             raise click.UsageError(f"--json and --format {params['output_format']}: choose one", ctx=ctx)
         ctx.params = params
         ctx.meta[GIVEN] = given
-        try:
-            with contextlib.redirect_stdout(sys.stderr):
-                result = ctx.invoke(self.callback, **params)
-        except GradcliError as error:
-            if isinstance(error, UsageError) and error.param:
-                error = _about_flag(ctx, error)
-            self.finish_error(ctx, error)
-            raise error from None
-        self.emit(ctx, result)
+        from gradcli.cli.reports import Reports
+
+        reports = Reports(self.name, params, {p.name for p in self.params})
+        with reports.interruptible():
+            try:
+                with contextlib.redirect_stdout(sys.stderr):
+                    result = ctx.invoke(self.callback, **params)
+            except GradcliError as error:
+                if isinstance(error, UsageError) and error.param:
+                    error = _about_flag(ctx, error)
+                self.finish_error(ctx, reports, error)
+                raise error from None
+            except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM (Reports.interruptible)
+                stopped = reports.stopped()
+                with reports.finishing():
+                    partial = getattr(interrupt, "result", None)  # a batch's finished models
+                    if partial is not None:
+                        self.emit(ctx, reports, partial, stopped)
+                    else:
+                        self.finish_error(ctx, reports, stopped)
+                raise stopped from None
+            self.emit(ctx, reports, result)
         return result.exit_code
 
-    def emit(self, ctx, result) -> None:
+    def emit(self, ctx, reports, result, stopped=None) -> None:
+        """stdout's report and the report files (``stopped``: of the part an
+        interrupted run finished, marked as interrupted); then one line per
+        model error, or the one line of a report that could not be written."""
+        from gradcli.render.files import ON_INTERRUPT, WRITERS
+
         params = ctx.params
         if params.get("as_json"):
             from gradcli.render.json import document, dumps
 
-            click.echo(dumps(document(self.name, result)))
+            reports.stdout(lambda: dumps(document(self.name, result, stopped)) + "\n")
         else:
-            from gradcli.render.text import console
-
             extra = {name: params[name] for name in self.render_params}
-            _function(self.formats[params.get("output_format") or "text"])(result, console(), **extra)
-        from gradcli.render.files import WRITERS
-
+            renderer = _function(self.formats[params.get("output_format") or "text"])
+            annotation = stopped is not None and params.get("output_format") == "github"
+            reports.stdout(lambda: _rendered(renderer, result, extra)
+                           + (_annotation(self.name, stopped) if annotation else ""))
         for name, writer in WRITERS.items():
-            if params.get(name):
-                _write(ctx, name, lambda: writer(params[name], self.name, result))
+            if params.get(name) and (stopped is None or name in ON_INTERRUPT):
+                more = {} if stopped is None else {"error": stopped}
+                reports.file(name, lambda: writer(params[name], self.name, result, **more))
+        if stopped is not None:
+            reports.finish(stopped)
+            return
+        reports.finish()
         for message in getattr(result, "error_messages", ()):
             click.echo(f"Error: {message}", err=True)
 
-    def finish_error(self, ctx, error: GradcliError) -> None:
+    def finish_error(self, ctx, reports, error) -> None:
         """The JSON document (or GitHub annotation) and the JUnit file of a run
-    that could not finish."""
+        that could not finish (an error, or interrupted before any result)."""
         params = ctx.params
         if params.get("as_json"):
             from gradcli.render.json import document, dumps
 
-            click.echo(dumps(document(self.name, error=error)))
+            reports.stdout(lambda: dumps(document(self.name, error=error)) + "\n")
         elif params.get("output_format") == "github":
-            from gradcli.render.github import error_annotation
-
-            click.echo(error_annotation(self.name, str(error)))
+            reports.stdout(lambda: _annotation(self.name, error))
         if params.get("junit_xml"):
             from gradcli.render.files import junit_xml
 
             model = params.get("model") or ", ".join(params.get("models") or ())
-            _write(ctx, "junit_xml", lambda: junit_xml(params["junit_xml"], self.name, error=error, model=model))
+            reports.file("junit_xml", lambda: junit_xml(params["junit_xml"], self.name, error=error, model=model))
+        reports.finish(error)
 
 
-def _write(ctx, name: str, write) -> None:
-    try:
-        note = write()
-    except OSError as exc:
-        path = ctx.params[name]
-        raise GradcliError(f"cannot write {path}: {exc.strerror or exc}") from None
-    if note:
-        click.echo(note, err=True)
+def _rendered(renderer, result, extra) -> str:
+    """The text report as one string, drawn on stdout's console (its colours and width)."""
+    from gradcli.render.text import console
+
+    out = console()
+    with out.capture() as captured:
+        renderer(result, out, **extra)
+    return captured.get()
+
+
+def _annotation(command: str, error) -> str:
+    from gradcli.render.github import error_annotation
+
+    message = error.format_message() if hasattr(error, "format_message") else str(error)
+    return error_annotation(command, message) + "\n"
 
 
 def _function(spec: str):

@@ -9,7 +9,10 @@ Every command prints exactly one document on stdout::
 name; arrays as nested lists; NaN and infinities as the strings "nan", "inf",
 "-inf", which JSON cannot hold). When the command could not run (exit 2 or 3
 after its options were read), ``error`` holds the message and ``result`` is
-null. The schema is documented in docs/reference/json.md and pinned by tests.
+null. An interrupted run (Ctrl-C, SIGTERM) has both: ``error`` says so
+("interrupted") and ``result`` holds the models that finished (those not
+finished are in ``skipped``), with ``ok`` false and the exit code 130 or 143.
+The schema is documented in docs/reference/json.md and pinned by tests.
 """
 
 from __future__ import annotations
@@ -30,18 +33,19 @@ MATRIX_LIMIT = 100
 
 def document(command: str, result=None, error=None) -> dict:
     """The envelope for ``result``, or for ``error`` (a ``GradcliError`` or a
-    click usage error: anything with ``exit_code`` and a message)."""
+    click usage error: anything with ``exit_code`` and a message), or for the
+    part of ``result`` an interrupted run finished (both)."""
+    body = {
+        "schema": SCHEMA_VERSION, "command": command, "ok": False, "exit_code": None,
+        "error": None, "result": None,
+    }
+    if result is not None:
+        payload = PAYLOADS.get(command, _plain)(result)
+        body.update(ok=result.ok, exit_code=result.exit_code, result=_plain(payload))
     if error is not None:
         message = error.format_message() if hasattr(error, "format_message") else str(error)
-        return {
-            "schema": SCHEMA_VERSION, "command": command, "ok": False,
-            "exit_code": error.exit_code, "error": message, "result": None,
-        }
-    payload = PAYLOADS.get(command, _plain)(result)
-    return {
-        "schema": SCHEMA_VERSION, "command": command, "ok": result.ok,
-        "exit_code": result.exit_code, "error": None, "result": _plain(payload),
-    }
+        body.update(ok=False, exit_code=error.exit_code, error=message)
+    return body
 
 
 def _check(result) -> dict:
