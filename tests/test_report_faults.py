@@ -37,6 +37,7 @@ from tests.conftest import ROOT, fixture, sample
 
 SQUARE = sample("square.py")
 SLEEP = fixture("faults_sleep.py")
+BUGGY = sample("buggy_custom_gradient.py")  # never reached: the batch is interrupted before it
 ANSI = fixture("faults_ansi_error.py")
 #: What faults_ansi_error.py raises.
 MESSAGE = "\x1b[31mred\x1b[0m text, NUL \x00, ESC \x1b, BEL \x07, FF \x0c, surrogate \udcff, \ufffe end"
@@ -70,7 +71,7 @@ class Launch:
     """One gradcli process: its arguments, how it is started, and (``signal``)
     what it gets once the sleeping fixture model has started."""
 
-    def __init__(self, folder: Path, *args, in_process=True, stdout=None, preexec=None,
+    def __init__(self, folder: Path, *args, in_process=True, stdout=None, stderr=None, preexec=None,
                  send=None, group=False):
         self.folder = folder
         self.args = [str(a) for a in args]
@@ -80,13 +81,15 @@ class Launch:
             self.env.pop("GRADCLI_IN_PROCESS", None)
         else:
             self.env["GRADCLI_IN_PROCESS"] = "1"
-        self.stdout, self.preexec, self.send, self.group = stdout, preexec, send, group
+        self.stdout, self.stderr, self.preexec = stdout, stderr, preexec
+        self.send, self.group = send, group
         self.signalled = False
 
     def start(self):
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gradcli", *self.args], cwd=self.folder, env=self.env,
-            stdout=subprocess.PIPE if self.stdout is None else self.stdout, stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE if self.stdout is None else self.stdout,
+            stderr=subprocess.PIPE if self.stderr is None else self.stderr,
             preexec_fn=self.preexec, start_new_session=True,
         )
 
@@ -113,27 +116,26 @@ def _close_stdout():
 def runs(tmp_path_factory):
     """name -> (folder, CompletedProcess) for every command-line fault."""
     folders = {name: tmp_path_factory.mktemp(name) for name in
-               ("full", "closed", "pipe", "sigint", "sigterm", "ansi", "save")}
+               ("full", "closed", "pipe", "both", "sigint", "sigterm", "ansi")}
     for name in ("full", "sigint", "sigterm"):
         (folders[name] / "report.xml").write_text(PASSING)
         (folders[name] / "summary.md").write_text("earlier step\n")
-    (folders["save"] / "out.npz").write_bytes(b"PK previous run")
     reader, writer = os.pipe()
     os.close(reader)  # a pipe nobody reads: every write is EPIPE
     full_stdout = open(folders["full"] / "stdout.json", "wb")
-    batch = (SQUARE, SLEEP, SQUARE)
+    batch = (SQUARE, SLEEP, BUGGY)
     launches = {
         "full": Launch(folders["full"], "check", SQUARE, "--json", "--junit-xml", "report.xml",
                        "--summary", "summary.md", stdout=full_stdout, preexec=_limit_file_size),
         "closed": Launch(folders["closed"], "check", SQUARE, "--junit-xml", "report.xml",
                          in_process=False, stdout=subprocess.DEVNULL, preexec=_close_stdout),
         "pipe": Launch(folders["pipe"], "check", SQUARE, "--junit-xml", "report.xml", stdout=writer),
+        "both": Launch(folders["both"], "check", SQUARE, "--json", stdout=writer, stderr=writer),
         "sigint": Launch(folders["sigint"], "check", *batch, "--json", "--junit-xml", "report.xml",
                          "--summary", "summary.md", in_process=False, send=signal.SIGINT, group=True),
         "sigterm": Launch(folders["sigterm"], "check", *batch, "--json", "--junit-xml", "report.xml",
                           "--summary", "summary.md", in_process=False, send=signal.SIGTERM),
         "ansi": Launch(folders["ansi"], "check", ANSI, SQUARE, "--json", "--junit-xml", "report.xml"),
-        "save": Launch(folders["save"], "forward", ANSI, "--json", "--save", "out.npz"),
     }
     for launch in launches.values():
         launch.start()
@@ -153,7 +155,7 @@ def runs(tmp_path_factory):
     for name, launch in launches.items():
         stdout, stderr = launch.process.communicate()
         done[name] = (folders[name], subprocess.CompletedProcess(
-            launch.args, launch.process.returncode, (stdout or b"").decode(), stderr.decode()))
+            launch.args, launch.process.returncode, (stdout or b"").decode(), (stderr or b"").decode()))
     return done
 
 
@@ -193,6 +195,13 @@ def test_a_broken_pipe_is_exit_3_with_one_line_and_the_files_still_written(runs)
     assert temporaries(folder) == []
 
 
+def test_a_broken_stdout_and_stderr_leave_the_exit_code_alone_to_tell(runs):
+    """Nowhere to write the report or the error line: exit 3 all the same
+    (not click's 1, not Python's 120 for a failed flush at exit)."""
+    folder, run = runs["both"]
+    assert run.returncode == 3, shown(run)
+
+
 @pytest.mark.parametrize("name, code, line", [
     ("sigint", 130, "Error: interrupted"),
     ("sigterm", 143, "Error: terminated (SIGTERM)"),
@@ -211,7 +220,7 @@ def test_an_interrupted_batch_reports_the_finished_models_marked_interrupted(run
     (pair,) = model["pairs"]
     assert model["name"] == SQUARE and pair["verdict"] == "pass"
     assert pair["worst"]["analytic"] == pytest.approx(4.0, rel=1e-9)  # d(x1^2)/dx1 at x1 = 2
-    assert document["result"]["skipped"] == [SLEEP, SQUARE]
+    assert document["result"]["skipped"] == [SLEEP, BUGGY]
 
     suite = ET.parse(folder / "report.xml").getroot()
     assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("3", "2", "0")
@@ -235,15 +244,6 @@ def test_control_characters_in_an_error_stay_exact_in_json_and_readable_in_junit
     expected = ("red text, NUL \\x00, ESC \\x1b, BEL \\x07, FF \\x0c, surrogate \\udcff, \\ufffe end")
     assert error.get("message").endswith(expected) and error.text.endswith(expected)
     assert (suite.get("tests"), suite.get("errors")) == ("2", "1")
-
-
-def test_a_run_that_fails_leaves_no_previous_save_file(runs):
-    """``forward --save`` on a model that cannot be loaded: exit 3, and the
-    previous run's .npz is not left to read as this run's arrays."""
-    folder, run = runs["save"]
-    assert run.returncode == 3, shown(run)
-    assert json.loads(run.stdout)["error"].endswith(MESSAGE)
-    assert not (folder / "out.npz").exists() and temporaries(folder) == []
 
 
 # --- the mechanisms -------------------------------------------------------------
@@ -320,6 +320,20 @@ def test_a_replacement_is_whole_keeps_the_mode_and_writes_devices_in_place(tmp_p
     assert temporaries(tmp_path) == []
     files.replace_file(os.devnull, lambda path: Path(path).write_text("x"))
     assert not Path(os.devnull).is_file()  # still the device, not a file renamed over it
+
+
+def test_a_run_starts_by_removing_the_report_files_a_previous_run_left(tmp_path):
+    """--junit-xml, --plot and --save targets go when the run starts (whatever
+    ends it, none is left to read as this run's); --summary is appended to and
+    stays; an option the command does not have is not touched."""
+    from gradcli.cli.reports import Reports
+
+    paths = {name: tmp_path / f"old.{name}" for name in ("junit_xml", "plot", "save", "summary", "other")}
+    for path in paths.values():
+        path.write_text("previous run")
+    Reports("hessian", {name: str(path) for name, path in paths.items()},
+            {"junit_xml", "plot", "save", "summary"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old.other", "old.summary"]
 
 
 def test_previous_reports_are_removed_except_files_the_run_reads(tmp_path):

@@ -48,20 +48,20 @@ class GradcliGroup(click.Group):
                 standalone_mode=False, **extra,
             )
         except click.exceptions.NoArgsIsHelpError as exc:
-            click.echo(exc.ctx.get_help() if exc.ctx else str(exc), err=True)
+            _say(exc.ctx.get_help() if exc.ctx else str(exc))
             code = EXIT_USAGE
         except click.UsageError as exc:
             hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
-            click.echo(f"Error: {exc.format_message()}{hint}", err=True)
+            _say(f"Error: {exc.format_message()}{hint}")
             code = EXIT_USAGE
         except click.ClickException as exc:
-            click.echo(f"Error: {exc.format_message()}", err=True)
+            _say(f"Error: {exc.format_message()}")
             code = exc.exit_code
         except GradcliError as exc:
-            click.echo(f"Error: {exc}", err=True)
+            _say(f"Error: {exc}")
             code = exc.exit_code
         except (click.exceptions.Abort, KeyboardInterrupt):
-            click.echo("Error: interrupted", err=True)
+            _say("Error: interrupted")
             code = EXIT_INTERRUPTED
         except (Exception, GeneratorExit) as exc:
             if debug:
@@ -69,11 +69,25 @@ class GradcliGroup(click.Group):
             if isinstance(exc, OSError) and _writing_failed(exc):
                 code = _stream_error(exc)
             else:  # a bug in gradcli: say so in one line
-                click.echo(f"Error: {internal_error_message(exc)}", err=True)
+                _say(f"Error: {internal_error_message(exc)}")
                 code = EXIT_MODEL
         if not standalone_mode:
             return code
         sys.exit(code or 0)
+
+
+def _say(line: str) -> None:
+    """The one error line on stderr; a stderr that is closed or broken loses
+    it, and the exit code alone tells."""
+    try:
+        click.echo(line, err=True)
+    except OSError:
+        try:  # what is left in stderr's buffer would fail again at exit
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 2)
+            os.close(null)
+        except OSError:
+            pass
 
 
 def _writing_failed(exc: OSError) -> bool:
