@@ -8,11 +8,21 @@ are those of ``gradcli check``. Analytic second derivatives are
 Hessian-vector products two ways: forward-over-reverse and reverse-over-reverse.
 
 * ``full``: every Hessian element. Numeric columns d(grad)/dx_j from
-  ``along_axes``; analytic blocks from the dense forward-over-reverse Hessian,
-  compared element by element; the reverse-over-reverse Hessian must agree with
-  it within the same allowance.
+  ``along_axes``; analytic blocks from the dense forward-over-reverse and
+  reverse-over-reverse Hessians, each compared element by element with the
+  differences.
 * ``fast``: ``probes`` projections v^T H u per (input, gradient block) pair, from
   reverse-over-reverse, forward-over-reverse and differences along u.
+
+One rule decides a pair's verdict and its count of failing elements (or
+probes): an element fails when either route is outside ``compare``'s tolerance
+of the differences (in full mode the block compared is, element by element,
+the route farther from the differences relative to its allowance). A failing
+pair says which route agrees with finite differences (``_routes``), and names
+the op or ``tf.custom_gradient`` whose gradient function's own derivative is
+wrong (``ModelGraph.culprit`` with ``order=2``: each op's gradient, as a
+function of the op's inputs for a fixed random cotangent, is differentiated
+by TensorFlow and by differences).
 
 A derivative that TensorFlow cannot see (a custom gradient using
 ``tf.stop_gradient`` on its input, say) gives a first derivative that passes and
@@ -26,7 +36,7 @@ import numpy as np
 from gradcli.verdicts import compare
 from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.numerics.objective import Objective, choose_cotangents, gradient_name
-from gradcli.results import MISMATCH, PairResult, Tolerance
+from gradcli.results import EXPLANATIONS, MISMATCH, PairResult, Tolerance
 
 
 def check_objective(
@@ -57,20 +67,52 @@ def _full(objective, fd, outputs, tol, hessian) -> list[PairResult]:
             errors = numeric.errors[out].reshape(bj.size, bi.size).T
             rows = slice(bi.offset, bi.offset + bi.size)
             cols = slice(bj.offset, bj.offset + bj.size)
-            block = H[rows, cols]
+            forward, reverse = H[rows, cols], H_reverse[rows, cols]
+            forward_bad = _outside(forward, columns, errors, tol)
+            reverse_bad = _outside(reverse, columns, errors, tol)
+            # One rule for verdict and count: per element, the route farther
+            # from the differences (relative to its allowance) is compared.
+            with np.errstate(invalid="ignore", divide="ignore"):
+                worse = _severity(reverse, columns, errors, tol) > _severity(forward, columns, errors, tol)
+            block = np.where(worse, reverse, forward)
             pair = compare.compare_block(
                 bj.name, out, block, columns, errors, bi.shape, bj.shape, tol
             )
-            gap = np.abs(H_reverse[rows, cols] - block)
-            allowed = compare.allowed_error(block, columns, errors, tol)
-            if np.any(gap > allowed):
-                pair.failed, pair.verdict = True, MISMATCH
-                pair.explanation = (
-                    "forward-over-reverse and reverse-over-reverse second derivatives disagree "
-                    f"(by up to {gap.max():.3g})"
-                )
+            _routes(pair, int(forward_bad.sum()), int(reverse_bad.sum()), forward_bad.size, "elements")
             pairs.append(pair)
     return pairs
+
+
+def _outside(analytic, numeric, errors, tol) -> np.ndarray:
+    return compare.outside(analytic, numeric, compare.allowed_error(analytic, numeric, errors, tol))
+
+
+def _severity(analytic, numeric, errors, tol) -> np.ndarray:
+    """|analytic - numeric| over its allowance; infinite where not comparable."""
+    allowed = compare.allowed_error(analytic, numeric, errors, tol)
+    ratio = np.abs(analytic - numeric) / allowed
+    return np.where(compare.comparable(analytic, numeric), ratio, np.inf)
+
+
+def _routes(pair: PairResult, forward_bad: int, reverse_bad: int, total: int, what: str) -> None:
+    """A failing pair's explanation says which second-derivative route agrees
+    with finite differences: forward-over-reverse (``ForwardAccumulator`` over
+    the gradient), reverse-over-reverse (the gradient of <gradient, v>)."""
+    if not pair.failed or pair.verdict != MISMATCH:
+        return
+    def count(bad):
+        return "agrees" if bad == 0 else f"disagrees ({bad} of {total} {what} outside tolerance)"
+    agreeing = [name for name, bad in (("forward-over-reverse", forward_bad),
+                                       ("reverse-over-reverse", reverse_bad)) if bad == 0]
+    which = (f"{agreeing[0]} agrees with finite differences" if agreeing
+             else "neither forward-over-reverse nor reverse-over-reverse agrees with finite differences")
+    routes = (
+        f"second derivative: {which} (forward-over-reverse {count(forward_bad)}; "
+        f"reverse-over-reverse {count(reverse_bad)})"
+    )
+    generic = pair.explanation == EXPLANATIONS[MISMATCH] or pair.explanation.startswith(
+        ("reverse mode", "forward mode", "reverse and forward"))  # compare's first-order words
+    pair.explanation = routes if generic or not pair.explanation else f"{pair.explanation}; {routes}"
 
 
 def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
@@ -91,18 +133,18 @@ def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
             scale, roundoff = compare.projection_scale(
                 flat_u, v, hu_numeric, forward[:, part], objective.dtype
             )
-            pairs.append(
-                compare.compare_projections(
-                    bj.name, out,
-                    np.sum(v * reverse[:, part], axis=1),
-                    np.sum(v * forward[:, part], axis=1),
-                    np.sum(v * hu_numeric, axis=1),
-                    np.sum(np.abs(v) * numeric.errors[out].reshape(probes, -1), axis=1),
-                    scale, tol, roundoff,
-                    np.linalg.norm(flat_u, axis=1) * np.linalg.norm(v, axis=1),
-                    element_size=float(scale[0]) / np.sqrt(bi.size * bj.size),
-                )
+            rev_p, fwd_p = np.sum(v * reverse[:, part], axis=1), np.sum(v * forward[:, part], axis=1)
+            num_p = np.sum(v * hu_numeric, axis=1)
+            err_p = np.sum(np.abs(v) * numeric.errors[out].reshape(probes, -1), axis=1)
+            norms = np.linalg.norm(flat_u, axis=1) * np.linalg.norm(v, axis=1)
+            pair = compare.compare_projections(
+                bj.name, out, rev_p, fwd_p, num_p, err_p, scale, tol, roundoff, norms,
+                element_size=float(scale[0]) / np.sqrt(bi.size * bj.size),
             )
+            allowed = compare.projection_allowed(err_p, scale, tol, roundoff, norms)
+            _routes(pair, int(compare.outside(fwd_p, num_p, allowed).sum()),
+                    int(compare.outside(rev_p, num_p, allowed).sum()), probes, "probes")
+            pairs.append(pair)
     return pairs
 
 
@@ -119,6 +161,7 @@ def check_second_order(model, outputs: list[str], tol: Tolerance, mode: str, opt
         found, count = check_objective(
             objective, tol, mode, options.probes, rng, function_name=f"({o})"
         )
+        _name_culprits(model, o, found, tol)
         pairs.extend(found)
         evaluations += count
         if model.outputs[o].shape:
@@ -126,6 +169,23 @@ def check_second_order(model, outputs: list[str], tol: Tolerance, mode: str, opt
         if objective.eager:
             notes.append(f"second order ({o}): the model could not be traced; ran eagerly")
     return pairs, evaluations, notes
+
+
+def _name_culprits(model, output: str, pairs: list[PairResult], tol: Tolerance) -> None:
+    """The op (or custom gradient) whose gradient function has a wrong derivative,
+    for each failing pair (``ModelGraph.culprit(order=2)``); a bonus: a search
+    that fails leaves a warning, never loses the report."""
+    failing = [p for p in pairs if p.failed and p.verdict == MISMATCH]
+    if not failing:
+        return
+    from gradcli.verdicts.culprit import ModelGraph
+
+    graph = ModelGraph(model)
+    for pair in failing:
+        try:
+            pair.culprit = graph.culprit(pair.input, output, tol, order=2)
+        except Exception as exc:  # noqa: BLE001 - graph analysis is a bonus
+            pair.warnings.append(f"could not search for the culprit op ({type(exc).__name__})")
 
 
 def _single_output(model, output: str):

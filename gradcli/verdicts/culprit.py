@@ -368,8 +368,11 @@ class ModelGraph:
 
     # -- the culprit --------------------------------------------------------------
 
-    def culprit(self, name, output, tol) -> Culprit | None:
-        """The first op on the path whose own gradient disagrees with finite differences."""
+    def culprit(self, name, output, tol, order: int = 1) -> Culprit | None:
+        """The first op on the path whose own gradient disagrees with finite
+        differences; with ``order=2``, whose gradient function's own derivative
+        does (the op's gradient for a fixed random cotangent, as a function of
+        the op's inputs, is the function checked)."""
         if not self._trace():
             return None
         path = self.path_ops(name, output)
@@ -388,10 +391,12 @@ class ModelGraph:
         # the first whose gradient to the output is wrong, after ops whose
         # gradients to the output are right, is where the error enters.
         scans = [(ops, None, "own gradient"), (ops[::-1], target, "gradient to the output")]
-        for order, to, what in scans:
-            for count, op in enumerate(order, start=1):
+        if order == 2:
+            scans = [(ops, None, "own gradient's derivative")]
+        for op_order, to, what in scans:
+            for count, op in enumerate(op_order, start=1):
                 try:
-                    found = self._check_op(op, feeds, feed_values, seen, tol, rng, to)
+                    found = self._check_op(op, feeds, feed_values, seen, tol, rng, to, order)
                 except Exception:  # an op that cannot be fed or differenced alone: skip it
                     continue
                 if found is not None:
@@ -632,31 +637,51 @@ class ModelGraph:
                 return False
         return True
 
+    def _first_gradients(self, xs, ys, rng) -> list:
+        """The op's gradient J^T w for a fixed standard normal cotangent w (seeded):
+        tensors of the graph that depend on the op's inputs ``xs`` through the
+        op's gradient function (a custom gradient's closure included)."""
+        with self.graph.as_default():
+            w = [tf.constant(rng.standard_normal(y.shape.as_list()), y.dtype) for y in ys]
+            grads = tf.gradients(ys, xs, grad_ys=w, stop_gradients=xs)
+        return [tf.convert_to_tensor(g) for g in grads if g is not None and _floating(g)]
+
     @staticmethod
     def _op_input_index(op, x) -> int:
         """Position of ``x`` among the op's inputs (a custom gradient's arguments)."""
         inputs = list(op.inputs)[_custom_result_count(op) or 0:]
         return next((i for i, t in enumerate(inputs) if t.ref() == x.ref()), 0)
 
-    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None):
+    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None, order=1):
         """The op's gradient against differences of the op alone, or with ``to``
-        (a model output) of the function from the op's inputs to ``to``."""
+        (a model output) of the function from the op's inputs to ``to``; with
+        ``order=2`` the function is the op's gradient (``_first_gradients``)."""
         from gradcli.numerics.finite_diff import FiniteDifferences
 
         xs, ys = self._local_inputs(op), ([to] if to is not None else self._local_outputs(op))
+        shape_rule = to is None and order == 1  # an op's own first-order gradient
+        if order == 2:
+            ys = self._first_gradients(xs, ys, rng)
+            if not ys:
+                return None
         with self.graph.as_default():
             seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
             # stop_gradients: partial derivatives of this op alone; without it an
             # input that also reaches another input ((a - b)**2 * a) would get
             # its total derivative, which the local differences do not see.
+            # Second order: a gradient function that hides its dependence on an
+            # input (tf.stop_gradient inside it) has no derivative to TensorFlow,
+            # which means 0 (``unconnected_gradients``), checked like any value.
+            unconnected = "zero" if order == 2 else "none"
             try:
-                grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
+                grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs,
+                                     unconnected_gradients=unconnected)
             except ValueError as exc:  # graph mode checks a gradient's static shape
-                wrong = _WrongShape.parse(str(exc), op) if to is None else None
+                wrong = _WrongShape.parse(str(exc), op) if shape_rule else None
                 if wrong is None:
                     raise
                 return wrong
-        if to is None:  # shapes known only when run are checked when run (below)
+        if shape_rule:  # shapes known only when run are checked when run (below)
             for i, (x, g) in enumerate(zip(xs, grads)):
                 if g is not None and not g.shape.is_compatible_with(x.shape):
                     return _WrongShape(self._op_input_index(op, x), _shape_text(x.shape),
@@ -699,7 +724,7 @@ class ModelGraph:
             seed_values = [tf.cast(v[f"out{j}"], ys[j].dtype) for j in range(len(ys))]
             jtv = backward(*[fed[t.ref()] for t in feeds + extra], *seed_values)
             for i, g in enumerate(jtv):
-                if to is None and np.shape(g) != np.shape(base[f"in{i}"]):
+                if shape_rule and np.shape(g) != np.shape(base[f"in{i}"]):
                     return _WrongShape(self._op_input_index(op, xs[i]),
                                        _shape_text(np.shape(base[f"in{i}"])), _shape_text(np.shape(g)))
             analytic = sum(float(np.sum(np.asarray(g) * u[f"in{i}"])) for i, g in enumerate(jtv))
@@ -772,10 +797,20 @@ _GRADIENT_FRAMES = {
 
 def _gradient_frame(exc: BaseException):
     """``("op", Operation)``, ``("type", "Qr")`` or ``("custom", code)`` from the
-    innermost gradient-machinery frame of ``exc``'s traceback, else None."""
+    innermost gradient-machinery frame of ``exc``'s traceback, else None.
+
+    One exception: a ``tf.custom_gradient`` still recording its call (its
+    eager decorator's frame, after its forward code returned) was being
+    differentiated in forward mode, which TensorFlow does by running (and
+    differentiating) its gradient function: that custom gradient is the op,
+    whatever gradient raised inside its gradient function."""
     found, tb = None, exc.__traceback__
     while tb is not None:
         frame = tb.tb_frame
+        if frame.f_code.co_name == "_eager_mode_decorator" and "tensorflow" in frame.f_code.co_filename:
+            code = getattr(frame.f_locals.get("grad_fn"), "__code__", None)
+            if code is not None:
+                return ("custom", code)
         kind = _GRADIENT_FRAMES.get(frame.f_code.co_name)
         if kind is not None and "tensorflow" in frame.f_code.co_filename:
             value = frame.f_locals.get(kind[1])
