@@ -18,6 +18,11 @@ and culprit (or the graph site it names), compute_gradient's verdict and
 largest error. A "fail" row is caught when the exit code is not 0 (1: a check
 failed, 3: the check stopped at a NaN/Inf and said where).
 
+A file may also say ``CULPRIT = "..."``: text the code at fault must be named
+by (an op type, a function name); the culprit column is then scored (named:
+the text, case and all, appears in the culprit or first graph site of a
+failing pair, or in the error line, the model's own path left out). False alarms are the files whose right verdict is "pass" and that fail.
+
     python bench/real_bugs.py [FILE...]
 """
 
@@ -42,6 +47,8 @@ def gradcli_row(path):
     result = check_paths([path], CheckOptions())
     (model,) = result.models
     where = ""
+    if model.not_the_users_function:
+        where = f"not the user's function: {model.call_proof.detail}"
     for pair in model.pairs:
         if pair.culprit is not None:
             site = pair.culprit.site
@@ -53,7 +60,10 @@ def gradcli_row(path):
     verdict = model_verdict(model)
     if model.error is not None:
         verdict = "error: " + model.error.split(": ", 2)[-1][:60]
-    return verdict, result.exit_code, where
+    # What names the code at fault: the culprit (or first graph site) of the first
+    # failing pair, or the error line, less the model file's own path.
+    said = " ".join([where, model.error or ""]).replace(path, "").replace(os.path.basename(path), "")
+    return verdict, result.exit_code, where, said
 
 
 def compute_gradient_row(path):
@@ -91,34 +101,48 @@ def main(paths):
     rows = []
     for path in paths:
         name = os.path.splitext(os.path.basename(path))[0]
-        right = _right(path)
+        right, culprit = _declared(path, "RIGHT"), _declared(path, "CULPRIT", required=False)
         started = time.perf_counter()
-        verdict, code, where = gradcli_row(path)
+        verdict, code, where, said = gradcli_row(path)
         cg_verdict, cg_error = compute_gradient_row(path)
-        rows.append((name, right, verdict, code, where, cg_verdict, cg_error,
+        named = None if culprit is None else culprit in said
+        rows.append((name, right, verdict, code, where, named, cg_verdict, cg_error,
                      time.perf_counter() - started))
-    header = ("model", "right", "gradcli verdict", "exit", "culprit / site", "ok",
+    header = ("model", "right", "gradcli verdict", "exit", "culprit / site", "named", "ok",
               "compute_gradient", "max err", "ok")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     gradcli_right = cg_right = 0
-    for name, right, verdict, code, where, cg, err, _ in rows:
+    for name, right, verdict, code, where, named, cg, err, _ in rows:
         ok = (code == 0) == (right == "pass")
         cg_ok = (cg == "pass") == (right == "pass")
         gradcli_right += ok
         cg_right += cg_ok
-        print(f"| {name} | {right} | {verdict} | {code} | {where or '-'} | {'yes' if ok else 'NO'} "
-              f"| {cg} | {err:.3g} | {'yes' if cg_ok else 'NO'} |")
+        named_cell = "-" if named is None else ("yes" if named else "NO")
+        print(f"| {name} | {right} | {verdict} | {code} | {_cell(where) or '-'} | {named_cell} "
+              f"| {'yes' if ok else 'NO'} | {cg} | {err:.3g} | {'yes' if cg_ok else 'NO'} |")
+    passes = [r for r in rows if r[1] == "pass"]
+    scored = [r for r in rows if r[5] is not None]
     print(f"\nright verdicts: gradcli {gradcli_right}/{len(rows)}, "
           f"tf.test.compute_gradient (max err < {THRESHOLD:g}) {cg_right}/{len(rows)}")
+    print(f"culprit named: gradcli {sum(bool(r[5]) for r in scored)}/{len(scored)} "
+          "(compute_gradient names none)")
+    print(f"false alarms on correct functions: gradcli {sum(r[3] != 0 for r in passes)}/{len(passes)}, "
+          f"compute_gradient {sum(r[6] != 'pass' for r in passes)}/{len(passes)}")
 
 
-def _right(path):
+def _cell(text):
+    return text.replace("|", "/").replace("\n", " ")
+
+
+def _declared(path, name, required=True):
     with open(path) as handle:
         for line in handle:
-            if line.startswith("RIGHT = "):
+            if line.startswith(f"{name} = "):
                 return line.split("=", 1)[1].strip().strip("\"'")
-    raise SystemExit(f"{path}: no RIGHT = ... line")
+    if required:
+        raise SystemExit(f"{path}: no {name} = ... line")
+    return None
 
 
 if __name__ == "__main__":

@@ -221,10 +221,11 @@ def test_a_checked_function_that_is_not_the_users_call_fails_the_model():
     # The keyword call differentiates sin's forward op: the pairs pass...
     assert [p.verdict for p in result.pairs] == ["pass"]
     # ...but the function is not the user's, so the model fails and says by how much:
-    # |g - g_own| / (|g| + |g_own|) = ERROR / (2 + ERROR) for a gradient scaled by 1 + ERROR.
+    # |g - g_own| / (|g| + |g_own| + share of the whole) with one input (share 1, so the
+    # denominator doubles): ERROR / (2 (2 + ERROR)) for a gradient scaled by 1 + ERROR.
     proof = result.call_proof
     assert proof.differs and not proof.proven and result.failed
-    assert proof.rel_difference == pytest.approx(ERROR / (2 + ERROR), rel=1e-6)
+    assert proof.rel_difference == pytest.approx(ERROR / (2 * (2 + ERROR)), rel=1e-6)
     assert proof.call == "wrong_sin(x)" and proof.input == "x"
 
 

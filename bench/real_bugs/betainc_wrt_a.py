@@ -9,6 +9,7 @@ failure), naming the Betainc op.
 import tensorflow as tf
 
 RIGHT = "fail"
+CULPRIT = "Betainc"
 
 
 def model(a):

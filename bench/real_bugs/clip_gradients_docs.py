@@ -9,6 +9,7 @@ exceeds 0.5 (here it is about 4): a check must say mismatch and name
 import tensorflow as tf
 
 RIGHT = "fail"
+CULPRIT = "clip_gradients"
 
 
 @tf.custom_gradient

@@ -8,6 +8,7 @@ verdict: not a pass.
 import tensorflow as tf
 
 RIGHT = "fail"
+CULPRIT = "Sqrt"
 
 
 def model(x):

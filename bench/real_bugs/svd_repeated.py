@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 RIGHT = "fail"
+CULPRIT = "Svd"
 
 
 def model(a):

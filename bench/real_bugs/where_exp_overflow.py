@@ -8,6 +8,7 @@ gradient is 0 * inf = NaN. Right verdict: not a pass.
 import tensorflow as tf
 
 RIGHT = "fail"
+CULPRIT = "Exp"
 
 
 def model(x):

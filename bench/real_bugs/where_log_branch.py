@@ -9,6 +9,7 @@ not a pass.
 import tensorflow as tf
 
 RIGHT = "fail"
+CULPRIT = "RealDiv"
 
 
 def model(x):

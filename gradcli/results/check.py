@@ -179,7 +179,7 @@ class CallProof:
     differs: bool  # the two disagree: every verdict is about another function
     call: str  # the user's call compared with, e.g. "model(x, y)"
     input: str  # the input that differs most (or the worst, when proven)
-    rel_difference: float  # |g - g_own| / (|g| + |g_own|) for that input
+    rel_difference: float  # |g - g_own| / (|g| + |g_own| + its share of the whole) for that input
     rtol: float  # the bound it was held to (sqrt(eps) of ``dtype``)
     dtype: str  # the coarsest dtype either side computed in
     detail: str = ""  # why it is not proven
@@ -236,6 +236,9 @@ class ModelResult:
     error_code: int = 0
     sweep: Sweep | None = None  # ``--samples`` / ``--special``: checks at more points
     call_proof: CallProof | None = None  # is the checked function the user's own?
+    #: The layer-by-layer pass (``analyses.by_layer``): one ``LayerResult`` per
+    #: checked layer call, failures first; empty when the pass did not run.
+    layers: list = field(default_factory=list)
 
     @property
     def not_the_users_function(self) -> bool:
@@ -249,6 +252,7 @@ class ModelResult:
             any(p.failed for p in self.pairs)
             or (self.sweep is not None and self.sweep.failed)
             or self.not_the_users_function
+            or any(layer.failed for layer in self.layers)
         )
 
     @property
