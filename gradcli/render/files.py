@@ -122,7 +122,7 @@ def replace_file(path: str, write):
         note = write(temp)
         if os.path.getsize(temp) == 0:  # nothing written: leave no file
             os.unlink(temp)
-            return note
+            return _named(note, temp, path)
         handle = os.open(temp, os.O_RDONLY)
         try:
             os.fsync(handle)  # a full disk can first show here (delayed allocation)
@@ -135,6 +135,11 @@ def replace_file(path: str, write):
         except OSError:
             pass
         raise
+    return _named(note, temp, path)
+
+
+def _named(note, temp: str, path: str):
+    """A writer's note about ``temp``, told about ``path``."""
     return note.replace(temp, path) if isinstance(note, str) else note
 
 
