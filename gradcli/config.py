@@ -1,21 +1,35 @@
-"""Configuration: ``[tool.gradcli]`` in the nearest pyproject.toml, and a model
-file's own ``check`` dict.
+"""Configuration: ``[tool.gradcli]`` of the project's pyproject.toml, and a
+model file's own ``check`` dict.
+
+Which file (``find_pyproject``), as ruff and pytest find theirs: from the
+working folder upwards, the first ``pyproject.toml`` found ends the search,
+with or without a ``[tool.gradcli]`` table (without one, the project has no
+gradcli settings and the defaults apply); so does the repository root (a
+folder holding ``.git``, a folder or a file), and so does a ``stop`` folder
+given by the caller (the pytest plugin gives pytest's rootdir). Nothing above
+that boundary is read: a table in a parent folder of a checkout cannot change
+how the checkout is checked. ``config_file`` names the file instead (a
+pyproject.toml, whose ``[tool.gradcli]`` table is read, or a gradcli TOML
+file, whose top level is that table); ``isolated`` reads none.
 
 Precedence, lowest first (each level overrides the ones before it):
 
 1. the built-in defaults of each option;
-2. ``[tool.gradcli]`` in the nearest pyproject.toml (keys shared by every command);
+2. ``[tool.gradcli]`` of that file (keys shared by every command);
 3. ``[tool.gradcli.<command>]`` in the same file (keys for one command);
 4. the model file's ``check = {...}`` dict (per model, ``gradcli check`` only);
 5. the command line (or the keyword arguments of ``gradcli.check(...)``).
 
 Keys are spelled like the long options, with dashes or underscores
 (``rng-seed`` or ``rng_seed``); ``paths`` lists the MODEL arguments used when
-none is given. Relative ``paths`` and ``junit-xml`` are relative to the folder
-of the pyproject.toml, as other tools read their settings.
+none is given. Relative ``paths`` and output files (``PATH_KEYS``) are
+relative to the folder of the file that sets them, as other tools read their
+settings, and must lie inside its project (``project_root``: the repository
+root holding the file, else the file's own folder): a configuration speaks for
+its own project, so it may neither check models nor write reports elsewhere.
 
 This module reads files and validates model-file settings against the fields
-of an options dataclass; casting pyproject values to the type of each command
+of an options dataclass; casting configured values to the type of each command
 line option happens in ``gradcli.cli.command`` (it knows the options).
 Every problem is a one-line :class:`~gradcli.errors.UsageError` (exit 2).
 """
@@ -33,8 +47,12 @@ from gradcli.options import coerce
 from gradcli.model.paths import relative_path
 
 PYPROJECT = "pyproject.toml"
-#: Keys whose values are paths, resolved against the pyproject.toml's folder.
-PATH_KEYS = ("paths", "junit_xml")
+#: A folder holding this (a folder, or a file in a worktree or submodule) is a
+#: repository root: the search for a pyproject.toml ends there.
+REPOSITORY_MARKER = ".git"
+#: Keys whose values are paths, resolved against the configuration file's
+#: folder and kept inside its project.
+PATH_KEYS = ("paths", "junit_xml", "summary", "save", "plot")
 #: Command-line option names whose options-dataclass field differs:
 #: name -> (field, convert value).
 FIELD_OF_OPTION = {
@@ -65,11 +83,19 @@ def normalize_back(field: str) -> str:
 
 @dataclass
 class ProjectConfig:
-    """The ``[tool.gradcli]`` table of one pyproject.toml (keys normalized)."""
+    """The gradcli table of one configuration file (keys normalized).
 
-    path: str | None = None  # None: no pyproject.toml with [tool.gradcli] was found
+    ``path`` is the file whose settings apply (None: no settings, the
+    defaults); ``table`` how its settings table is named in messages
+    (``tool.gradcli`` in a pyproject.toml, empty in a gradcli TOML file);
+    ``origin`` says in words how the file was chosen, or why there is none.
+    """
+
+    path: str | None = None
     shared: dict = field(default_factory=dict)
     commands: dict[str, dict] = field(default_factory=dict)
+    table: str = "tool.gradcli"
+    origin: str = ""
 
     def for_command(self, name: str) -> dict:
         """Shared keys overridden by the ``[tool.gradcli.<name>]`` table."""
@@ -77,44 +103,91 @@ class ProjectConfig:
 
     def where(self, key: str, command: str | None = None) -> str:
         """``pyproject.toml [tool.gradcli] rtol``: how error messages name a key."""
-        table = "tool.gradcli" + (
-            f".{command}" if command and key in self.commands.get(command, {}) else ""
-        )
-        return f"{relative_path(self.path)} [{table}] {key.replace('_', '-')}"
+        sub = command if command and key in self.commands.get(command, {}) else ""
+        table = ".".join(filter(None, (self.table, sub)))
+        return " ".join(filter(None, (relative_path(self.path), f"[{table}]" if table else "", key.replace("_", "-"))))
 
 
-def find_pyproject(start: str | None = None) -> str | None:
-    """The nearest pyproject.toml, from ``start`` (the current folder) upwards,
-    that has a ``[tool.gradcli]`` table. Like ruff, a pyproject.toml without
-    the table is passed over, so a project's tool settings are found from any
-    of its subfolders."""
-    folder = os.path.abspath(start or os.getcwd())
+def repository_root(folder: str) -> str | None:
+    """The nearest folder from ``folder`` upwards that holds ``.git``, or None."""
+    folder = os.path.abspath(folder)
     while True:
-        candidate = os.path.join(folder, PYPROJECT)
-        if os.path.isfile(candidate) and "gradcli" in _read_toml(candidate).get("tool", {}):
-            return candidate
+        if os.path.lexists(os.path.join(folder, REPOSITORY_MARKER)):
+            return folder
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
         folder = parent
 
 
-def load_project_config(start: str | None = None) -> ProjectConfig:
-    path = find_pyproject(start)
+def project_root(config_path: str) -> str:
+    """The folder a configuration file speaks for: the repository root holding
+    it, else the file's own folder."""
+    folder = os.path.dirname(os.path.abspath(config_path))
+    return repository_root(folder) or folder
+
+
+def find_pyproject(start: str | None = None, stop: str | None = None) -> tuple[str | None, str]:
+    """``(path, boundary)``: the first pyproject.toml from ``start`` (the
+    current folder) upwards, with or without a ``[tool.gradcli]`` table, or
+    None; and the last folder searched. The search ends at the first
+    pyproject.toml, at a repository root (a folder holding ``.git``), at
+    ``stop`` and at the file system's root, whichever comes first."""
+    folder = os.path.abspath(start or os.getcwd())
+    stop = os.path.abspath(stop) if stop else None
+    while True:
+        candidate = os.path.join(folder, PYPROJECT)
+        if os.path.isfile(candidate):
+            return candidate, folder
+        parent = os.path.dirname(folder)
+        if folder == stop or parent == folder or os.path.lexists(os.path.join(folder, REPOSITORY_MARKER)):
+            return None, folder
+        folder = parent
+
+
+def load_project_config(
+    start: str | None = None, *, config_file: str | None = None, isolated: bool = False,
+    stop: str | None = None,
+) -> ProjectConfig:
+    """The settings in force: none when ``isolated``; those of ``config_file``
+    when given (a pyproject.toml without a ``[tool.gradcli]`` table is then an
+    error); else those of the pyproject.toml ``find_pyproject`` finds."""
+    if isolated:
+        return ProjectConfig(origin="none: configuration files are ignored")
+    if config_file is not None:
+        if not os.path.isfile(config_file):
+            raise UsageError(f"{config_file}: no such configuration file")
+        data = _read_toml(config_file)
+        if os.path.basename(config_file) != PYPROJECT:
+            return _config(config_file, data, "", "given")
+        if not isinstance(data.get("tool"), dict) or "gradcli" not in data["tool"]:
+            raise UsageError(f"{relative_path(config_file)}: no [tool.gradcli] table")
+        return _config(config_file, data["tool"]["gradcli"], "tool.gradcli", "given")
+    path, boundary = find_pyproject(start, stop)
+    searched = f"searched from {os.path.abspath(start or os.getcwd())} up to {boundary}"
     if path is None:
-        return ProjectConfig()
-    table = _read_toml(path)["tool"]["gradcli"]
+        return ProjectConfig(origin=f"none: no {PYPROJECT} ({searched})")
+    tool = _read_toml(path).get("tool", {})
+    if not isinstance(tool, dict) or "gradcli" not in tool:
+        return ProjectConfig(origin=f"none: {relative_path(path)} has no [tool.gradcli] table ({searched})")
+    return _config(path, tool["gradcli"], "tool.gradcli", f"the nearest {PYPROJECT}, {searched}")
+
+
+def _config(path: str, table, name: str, origin: str) -> ProjectConfig:
+    config = ProjectConfig(path=os.path.abspath(path), table=name, origin=origin)
     if not isinstance(table, dict):
-        raise UsageError(f"{relative_path(path)}: [tool.gradcli] must be a table")
-    config = ProjectConfig(path=path)
-    base = os.path.dirname(path)
+        raise UsageError(f"{relative_path(path)}: [{name}] must be a table")
+    base, root = os.path.dirname(config.path), project_root(config.path)
     for key, value in table.items():
         if isinstance(value, dict):
-            config.commands[key] = {
-                normalize(k): _resolve(normalize(k), v, base) for k, v in value.items()
-            }
+            config.commands[key] = {normalize(k): v for k, v in value.items()}
         else:
-            config.shared[normalize(key)] = _resolve(normalize(key), value, base)
+            config.shared[normalize(key)] = value
+    for command in (None, *config.commands):
+        values = config.commands[command] if command else config.shared
+        for key, value in values.items():
+            if key in PATH_KEYS:
+                values[key] = _resolve(value, base, root, config.where(key, command))
     return config
 
 
@@ -132,14 +205,20 @@ def _read_toml(path: str) -> dict:
         raise UsageError(f"{relative_path(path)}: cannot read: {exc.strerror}") from None
 
 
-def _resolve(key: str, value, base: str):
-    if key not in PATH_KEYS:
-        return value
-    if key == "paths" and isinstance(value, str):
-        value = [value]
+def _resolve(value, base: str, root: str, where: str):
+    """A path setting (or a list of them) relative to ``base``, kept inside ``root``."""
     if isinstance(value, list):
-        return [os.path.join(base, v) if isinstance(v, str) else v for v in value]
-    return os.path.join(base, value) if isinstance(value, str) else value
+        return [_resolve(v, base, root, where) for v in value]
+    if not isinstance(value, str):
+        return value  # the option's type refuses it later, naming the key
+    path = os.path.normpath(os.path.join(base, os.path.expanduser(value)))
+    file, _, name = path.rpartition(":")
+    checked = file if name.isidentifier() and file and not os.path.exists(path) else path  # FILE.py:NAME
+    if os.path.commonpath([checked, root]) != root:
+        raise UsageError(
+            f"{where}: {value!r} is outside {root}, the project this configuration belongs to"
+        )
+    return path
 
 
 def option_fields(names) -> set[str]:

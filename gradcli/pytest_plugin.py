@@ -14,14 +14,27 @@ item, ``FILE.py::gradcli`` (``FILE.py::NAME`` for a ``FILE.py:NAME`` entry),
 marked ``gradcli`` (``-m gradcli`` selects them, ``-m "not gradcli"`` leaves
 them out). Options come from ``[tool.gradcli]`` and ``[tool.gradcli.check]``
 and then the model file's own ``check`` dict, exactly as ``gradcli check``
-without flags reads them. A failing item's report is the verdict table
-``gradcli check`` prints; a model that cannot be loaded fails with its error.
+without flags reads them, from the file ``gradcli check`` would read in the
+folder pytest was started in (``gradcli.config``: the first pyproject.toml
+upwards, never above the repository root), and never above pytest's rootdir;
+``--gradcli-config FILE`` names the file instead. A failing item's report is
+the verdict table ``gradcli check`` prints; a model that cannot be loaded
+fails with its error.
+
+Model files run where ``gradcli check`` runs them: in a supervised worker
+process (``gradcli.analyses.batch.supervise``), never in pytest's own, whatever
+``GRADCLI_IN_PROCESS`` says. A model that ends its process (``os._exit(0)``, a
+segfault) fails its own item with "the model ended the process (...)" and the
+test run goes on with a fresh worker. The worker is kept from one model item
+to the next (it imports TensorFlow once), as in a ``gradcli check`` batch, and
+runs a model only when its item runs, so ``-x``, ``-k`` and xdist's scheduling
+waste no work; an item out of the expected order starts a new worker.
 
 Model folders outside the paths pytest was going to collect (``testpaths``)
 are added when no paths were given on the command line; with explicit paths,
-only model files below them are collected. (A model file named on the command
-line is also imported by pytest as a test module; name its folder instead.) Each xdist worker imports
-TensorFlow once and checks the models it is handed.
+only model files below them are collected. A model file is never imported by
+pytest itself, even when its name is ``test_*.py`` or it is named on the
+command line: only its gradcli item is collected from it.
 """
 
 from __future__ import annotations
@@ -36,6 +49,7 @@ MARKER = "gradcli"
 #: config.stash key: {absolute model file: [spec, ...]} and the run's options.
 MODELS = pytest.StashKey[dict]()
 OPTIONS = pytest.StashKey[tuple]()
+RUNNER = pytest.StashKey["_Runner"]()
 
 
 def pytest_addoption(parser):
@@ -44,6 +58,10 @@ def pytest_addoption(parser):
     group.addoption(
         "--gradcli-glob", action="append", default=[], metavar="PATTERN",
         help="Model files to collect (relative to the rootdir, ** recurses) instead of [tool.gradcli] paths.",
+    )
+    group.addoption(
+        "--gradcli-config", metavar="FILE", default=None,
+        help="Read gradcli settings from FILE (as gradcli --config) instead of the nearest pyproject.toml.",
     )
 
 
@@ -59,6 +77,8 @@ def pytest_configure(config):
         raise pytest.UsageError(f"gradcli: {exc}") from None
     config.stash[MODELS] = models
     config.stash[OPTIONS] = options
+    config.stash[RUNNER] = runner = _Runner()
+    config.add_cleanup(runner.close)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         # No paths on the command line: make sure pytest walks the model files too.
         # Their folders, not the files: a file named on the command line is
@@ -78,12 +98,18 @@ def _configured(config) -> tuple[dict, tuple]:
     from gradcli.cli import cli
     from gradcli.cli.check import check, check_options
     from gradcli.cli.command import configured_params, flag_of
+    from gradcli.cli.options import CONFIG_CHOICE
     from gradcli.config import option_fields
     from gradcli.errors import UsageError
     from gradcli.model.loading import split_spec
     from gradcli.model.paths import expand_models
 
     ctx = check.make_context("check", [], parent=click.Context(cli, info_name="gradcli"))
+    root, start = config.rootpath, config.invocation_params.dir
+    ctx.meta[CONFIG_CHOICE] = {
+        "start": str(start if _below(start, root) else root), "stop": str(root),
+        "config_file": config.getoption("gradcli_config"),
+    }
     params, given = configured_params(ctx)
     try:
         options = check_options(params)
@@ -115,11 +141,17 @@ def _below(path: Path, root: Path) -> bool:
     return path == root or root in path.parents
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collect_file(file_path: Path, parent):
+    """A model file's collector is its ``ModelFile`` alone: a ``Module`` (or
+    ``DoctestModule``) that another plugin made for it (a ``test_*.py`` name, a
+    file named on the command line) would import it in pytest's process."""
+    collectors = yield
     models = parent.config.stash.get(MODELS, None)
     if models and str(file_path) in models:
-        return ModelFile.from_parent(parent, path=file_path)
-    return None
+        collectors = [c for c in collectors if not isinstance(c, pytest.Module)]
+        collectors.append(ModelFile.from_parent(parent, path=file_path))
+    return collectors
 
 
 class ModelFile(pytest.File):
@@ -147,13 +179,16 @@ class ModelItem(pytest.Item):
         self.spec = spec
 
     def runtest(self):
-        from gradcli.analyses.check import check_spec  # imports TensorFlow
         from gradcli.render.text import model_verdict, plain_text, render_check
         from gradcli.results import CheckResult
 
-        options, fixed = self.config.stash[OPTIONS]
-        model = check_spec(self.spec, options, fixed)
+        model = self.config.stash[RUNNER].check(self)
         if not model.ok:  # first line: what pytest's short summary shows
+            if model.error is not None:  # the model's path as pytest shows it
+                from gradcli.model.paths import relative_path
+
+                error = model.error.replace(self.spec, relative_path(self.spec), 1)
+                raise GradientCheckFailed(f"gradcli check: error: {error}")
             result = CheckResult(models=[model])
             report = plain_text(lambda out: render_check(result, out))
             raise GradientCheckFailed(f"gradcli check: {model_verdict(model)}\n{report}")
@@ -167,3 +202,42 @@ class ModelItem(pytest.Item):
         from gradcli.model.paths import relative_path
 
         return self.path, None, f"gradcli check {relative_path(self.spec)}"
+
+
+class _Runner:
+    """Checks model items in a supervised worker process, kept between items.
+
+    ``check(item)`` answers from a stream of the session's model items from
+    that item on: the stream ``check_batch`` reads (``_supervised``), which
+    sends a model to the worker only when its answer is asked for, so items
+    that do not run (``-x``, ``-k``) cost nothing. An item that is not the
+    stream's next one (xdist hands each of its workers part of the items)
+    closes the stream and starts one from itself; the end of the session
+    closes the last.
+    """
+
+    def __init__(self):
+        self.items: list = []
+        self.outcomes = None
+
+    def check(self, item: ModelItem):
+        from gradcli.analyses.batch import _supervised
+
+        if not self.items or self.items[0] is not item:
+            self.close()
+            items = [i for i in item.session.items if isinstance(i, ModelItem)]
+            self.items = items[items.index(item):] if item in items else [item]
+            options, fixed = item.config.stash[OPTIONS]
+            self.outcomes = _supervised([i.spec for i in self.items], options, fixed, 1)
+        self.items.pop(0)
+        try:
+            return next(self.outcomes)
+        except BaseException:  # --debug re-raises gradcli's own error; Ctrl-C
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """End the worker (the end of the session, or a new stream)."""
+        if self.outcomes is not None:
+            self.outcomes.close()
+        self.items, self.outcomes = [], None

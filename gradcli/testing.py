@@ -11,6 +11,12 @@
 The AssertionError's message is the report ``gradcli check`` prints (plain
 text), so pytest shows which input, output and element is wrong.
 
+Model files (a path, a folder, a list of them) run where ``gradcli check``
+runs them: in a supervised worker process (``gradcli.analyses.batch``), never
+in the test's own, so one that ends its process (``os._exit(0)``) is an error
+in the report, not the end of the test run. A callable or Keras model is
+checked in the test's process: it is already there.
+
 To run every model file of a project as its own test item instead, without
 writing a test for each, use the pytest plugin installed with gradcli:
 ``pytest --gradcli`` (``gradcli.pytest_plugin``; docs: ci-and-pytest).
@@ -18,17 +24,48 @@ writing a test for each, use the pytest plugin installed with gradcli:
 
 from __future__ import annotations
 
+import os
+
 from gradcli.results import CheckResult
 
 
 def assert_gradients_ok(model, **options) -> CheckResult:
     """``gradcli.check(model, **options)``; raises AssertionError with the report
     unless every check passed. Returns the result when it did."""
-    import gradcli
     from gradcli.render.text import plain_text, render_check
 
-    result = gradcli.check(model, **options)
+    if _model_files(model):
+        result = _check_files(model, options)
+    else:
+        import gradcli
+
+        result = gradcli.check(model, **options)
     if not result.ok:
         report = plain_text(lambda out: render_check(result, out, quiet=True))
         raise AssertionError("gradient check failed\n" + report)
     return result
+
+
+def _model_files(model) -> bool:
+    paths = model if isinstance(model, (list, tuple)) else [model]
+    return bool(paths) and all(isinstance(p, (str, bytes)) or hasattr(p, "__fspath__") for p in paths)
+
+
+def _check_files(model, options: dict) -> CheckResult:
+    """What ``gradcli.check`` does with model files, each checked in a supervised worker."""
+    from gradcli import _known, _names
+    from gradcli.analyses.batch import check_batch
+    from gradcli.model.paths import expand_models
+    from gradcli.options import CheckOptions
+
+    run = {key: options.pop(key) for key in ("fail_fast", "jobs", "progress") if key in options}
+    if options.pop("inputs", None) is not None:
+        raise TypeError("gradcli.check(): inputs= is for a model object; a model file defines its own")
+    _known(options, CheckOptions, "check", {"inputs", "wrt", "fail_fast", "jobs", "progress"})
+    wrt = options.pop("wrt", None)
+    if wrt is not None:
+        options["wrt"] = _names(wrt)
+    checked = CheckOptions(**options)
+    paths = model if isinstance(model, (list, tuple)) else [model]
+    specs = expand_models([os.fsdecode(p) for p in paths])
+    return check_batch(specs, checked, fixed=set(options), isolate=True, **run)

@@ -6,7 +6,9 @@ takes the parsed parameters and returns a result object (``gradcli.results``).
 
 1. fills in ``[tool.gradcli]`` and ``[tool.gradcli.<command>]`` defaults for
    every option not given on the command line, with the same precedence and the
-   same errors for unknown keys and wrong types (``configured_params``);
+   same errors for unknown keys and wrong types (``configured_params``; which
+   file: ``gradcli.config``, ``--config``, ``--isolated``); ``--show-config``
+   prints the result and stops here;
 2. has output paths checked before any model runs (``options.OutputPath``);
 3. runs the callback (which parses values first, then imports the library and
    with it TensorFlow, quietly: ``--help`` and usage errors never import it) with the model's stdout sent to stderr, so a ``print`` in
@@ -30,12 +32,15 @@ import sys
 import click
 from click.core import ParameterSource
 
+from gradcli.cli.options import CONFIG_CHOICE, SHOW_CONFIG, config_options
 from gradcli.errors import GradcliError, UsageError
 
 #: ctx.meta keys: names of the parameters given on the command line; and
 #: parameter -> where [tool.gradcli] set it, for error messages.
 GIVEN = "gradcli.given"
 FROM_CONFIG = "gradcli.from_config"
+#: ctx.meta key: the ``gradcli.config.ProjectConfig`` the command read.
+CONFIG = "gradcli.config"
 
 
 class GradcliCommand(click.Command):
@@ -48,9 +53,28 @@ class GradcliCommand(click.Command):
         self.render = render
         self.render_params = tuple(render_params)
         self.formats = {"text": render, **(formats or {})}
+        config_options(self)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        """With ``--show-config``, a missing MODEL is no error: only the settings are shown."""
+        if "--show-config" not in args[:args.index("--") if "--" in args else None]:
+            return super().parse_args(ctx, args)
+        required = [param for param in self.params if param.required]
+        for param in required:
+            param.required = False
+        try:
+            return super().parse_args(ctx, args)
+        finally:
+            for param in required:
+                param.required = True
 
     def invoke(self, ctx: click.Context) -> int:
         params, given = configured_params(ctx)
+        if ctx.meta.get(SHOW_CONFIG):
+            from gradcli.cli.show_config import describe
+
+            click.echo(describe(ctx, params))
+            return 0
         if params.get("output_format") == "json":
             params["as_json"] = True  # --json is the shorthand of --format json
         elif params.get("as_json") and params.get("output_format") not in (None, "text"):
@@ -184,8 +208,9 @@ def configured_params(ctx: click.Context) -> tuple[dict, set[str]]:
     """The command's parameters with ``[tool.gradcli]`` defaults filled in.
 
     Returns ``(params, given)``: ``ctx.params`` where every option not given
-    on the command line takes its value from the nearest pyproject.toml
-    (``gradcli.config``; the MODEL arguments from ``paths``), cast and
+    on the command line takes its value from the configuration
+    (``gradcli.config``, as ``ctx.meta[CONFIG_CHOICE]`` asks; the MODEL
+    arguments from ``paths``), cast and
     validated by the option's own click type; and the names of the parameters
     given on the command line. A key no command knows, or a value of the wrong
     type, is a one-line usage error naming the file, table and key.
@@ -197,7 +222,10 @@ def configured_params(ctx: click.Context) -> tuple[dict, set[str]]:
         name for name in params
         if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     }
-    config = load_project_config()
+    choice = ctx.meta.get(CONFIG_CHOICE, {})
+    if choice.get("config_file") and choice.get("isolated"):
+        raise click.UsageError("--config and --isolated: choose one", ctx=ctx)
+    config = ctx.meta[CONFIG] = load_project_config(**choice)
     if config.path is None:
         return params, given
     command = ctx.command.name

@@ -4,7 +4,9 @@
 (``--input``, the data of a saved model), ``tolerance_options``,
 ``native_dtype_option``, ``json_option``, ``format_option`` and the output
 options (``--save``, ``--junit-xml``, ``--plot``, ``--summary``) are decorators; a command lists the ones that
-apply to it. Values are only parsed here (click types); their rules live in
+apply to it. ``config_options`` (``--config``, ``--isolated``, ``--show-config``)
+every command has: ``GradcliCommand`` adds them, since every command reads
+configuration. Values are only parsed here (click types); their rules live in
 the analyses' options dataclasses (``gradcli.options``), so the Python API and
 the command line reject the same values with the same words.
 """
@@ -146,6 +148,33 @@ class MemorySize(click.ParamType):
 
 
 max_memory_option = click.option("--max-memory", type=MemorySize(), default=None, metavar="SIZE", help="Stop before a dense Jacobian, Hessian or numeric block predicted to need more memory (e.g. 2GB, 512MiB) [default: half the available memory].")
+
+
+#: ctx.meta keys: which configuration a command reads (``{"config_file": ...,
+#: "isolated": ...}``, the arguments of ``gradcli.config.load_project_config``),
+#: and whether it only shows it.
+CONFIG_CHOICE = "gradcli.config_choice"
+SHOW_CONFIG = "gradcli.show_config"
+
+
+def _remember(key: str, name: str | None = None):
+    def callback(ctx, param, value):
+        if name is None:
+            ctx.meta[key] = value
+        elif value:
+            ctx.meta.setdefault(key, {})[name] = value
+    return callback
+
+
+def config_options(command: click.Command) -> None:
+    """Add ``--config FILE``, ``--isolated`` and ``--show-config`` to ``command``:
+    kept in ``ctx.meta`` (``CONFIG_CHOICE``, ``SHOW_CONFIG``), not passed to its
+    callback, and never configuration keys themselves."""
+    command.params.extend([
+        click.Option(["--config"], type=click.Path(exists=True, dir_okay=False), metavar="FILE", expose_value=False, callback=_remember(CONFIG_CHOICE, "config_file"), help="Read settings from FILE (a pyproject.toml with [tool.gradcli], or a TOML file holding that table's keys) instead of the nearest pyproject.toml (docs: reference/configuration)."),
+        click.Option(["--isolated"], is_flag=True, expose_value=False, callback=_remember(CONFIG_CHOICE, "isolated"), help="Read no configuration file: built-in defaults and the command line only."),
+        click.Option(["--show-config"], is_flag=True, expose_value=False, callback=_remember(SHOW_CONFIG), help="Print the settings in force and where each comes from (a file, the command line or the default), then exit."),
+    ])
 
 
 def numeric_option(command):
