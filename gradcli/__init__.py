@@ -20,13 +20,18 @@ keyword arguments named like the long options (``rtol``, ``rng_seed``,
 or run ``gradcli.errors.ModelError`` (``check`` reports it as the model's error
 row instead, as on the command line). pyproject.toml is not read: the call says
 what it means. Importing this package does not import TensorFlow; each function
-imports it when first called. ``gradcli.testing.assert_gradients_ok`` wraps
+imports it when first called. A call leaves the caller's random streams as they
+were (numpy's and ``random``'s global state, TensorFlow's global seed, Keras'
+seed and session: ``gradcli.model.random_state``), and must be made eagerly:
+inside a ``tf.function`` it raises ``UsageError``. ``gradcli.testing.assert_gradients_ok`` wraps
 ``check`` for test suites.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import sys
 import types
 
 __version__ = "0.1.0"
@@ -34,6 +39,37 @@ __version__ = "0.1.0"
 __all__ = ["check", "forward", "vjp", "jvp", "jacobian", "hessian", "logdet", "__version__"]
 
 
+def _api(function):
+    """Run an API function eagerly, with the caller's random streams saved and
+    restored around it (``gradcli.model.random_state``)."""
+
+    @functools.wraps(function)
+    def call(*args, **kwargs):
+        _require_eager(function.__name__)
+        from gradcli.model.random_state import callers_state
+
+        with callers_state():
+            return function(*args, **kwargs)
+
+    return call
+
+
+def _require_eager(function: str) -> None:
+    """A model is run, differentiated and compared with numpy values: none of
+    that can happen while a ``tf.function`` is being traced."""
+    tf = sys.modules.get("tensorflow")
+    if tf is not None and not tf.executing_eagerly():
+        from gradcli.errors import UsageError
+
+        error = UsageError(
+            f"gradcli.{function}() runs the model eagerly and cannot be called inside a "
+            "tf.function or a graph: call it outside"
+        )
+        error.ag_pass_through = True  # autograph re-raises it as it is, not as a StagingError
+        raise error
+
+
+@_api
 def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=None, **options):
     """Compare analytic gradients with finite differences (``gradcli check``).
 
@@ -58,12 +94,16 @@ def check(model, *, inputs=None, wrt=None, fail_fast=False, jobs=1, progress=Non
         specs = [os.fsdecode(m) for m in model]
     else:
         specs = [_spec(model, inputs, "check")]
-    specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
+    if all(isinstance(spec, str) for spec in specs):
+        specs = expand_models(specs)  # a file named twice is checked once
+    else:
+        specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
     from gradcli.analyses.check import check_paths
 
     return check_paths(specs, checked, fixed=set(options), fail_fast=fail_fast, jobs=jobs, progress=progress)
 
 
+@_api
 def forward(model, *, inputs=None, **load):
     """Each output's shape, dtype and values at the model's point (``gradcli forward``).
 
@@ -75,6 +115,7 @@ def forward(model, *, inputs=None, **load):
     return inspection.forward(_load(model, inputs, load, "forward"))
 
 
+@_api
 def vjp(model, cotangents=None, *, inputs=None, numeric=False, max_memory=None, **load):
     """J^T c for each differentiated input, summed over outputs (``gradcli vjp``).
 
@@ -94,6 +135,7 @@ def vjp(model, cotangents=None, *, inputs=None, numeric=False, max_memory=None, 
     )
 
 
+@_api
 def jvp(model, tangents, *, inputs=None, numeric=False, **load):
     """J t for every output, forward mode (``gradcli jvp``).
 
@@ -108,6 +150,7 @@ def jvp(model, tangents, *, inputs=None, numeric=False, **load):
     return inspection.jvp(_load(model, inputs, load, "jvp"), _arrays(tangents), numeric=numeric)
 
 
+@_api
 def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", max_memory=None, **load):
     """The full Jacobian of each output (``of``: names, default every floating
     output) with respect to each differentiated input (``gradcli jacobian``).
@@ -126,6 +169,7 @@ def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", max_mem
     return inspection.jacobian(model, _names(of), numeric=numeric, mode=mode, max_memory=max_memory)
 
 
+@_api
 def hessian(model, *, inputs=None, **options):
     """Hessian of the model's scalar output: eigenvalues, definiteness, convexity
     (``gradcli hessian``). ``options`` are the fields of ``gradcli.options.HessianOptions``
@@ -151,6 +195,7 @@ def hessian(model, *, inputs=None, **options):
     return analyse_path(_spec(model, inputs, "hessian"), checked)
 
 
+@_api
 def logdet(model, *, inputs=None, **options):
     """A flow's declared ``log_det_jacobian`` against slogdet of its autodiff
     Jacobian (``gradcli logdet``). ``options`` are the fields of

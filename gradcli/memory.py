@@ -8,7 +8,10 @@ A Hessian by columns, a check's per-pair blocks and a numeric Jacobian
 fail with MemoryError or be killed after minutes, every analysis that builds
 such a block calls ``require_memory`` first, with the predicted size
 (``dense_bytes``) and the cheaper route; beyond the limit it stops at once
-with a usage error (exit 2) naming both.
+with a usage error (exit 2) naming both. A block that only adds detail to a
+result already found (the element-wise re-check of a pair that failed the fast
+check) asks ``over_limit`` instead and is skipped, with a note, when it would
+not fit: the fast result is reported.
 
 The limit is ``max_memory`` bytes when given (``--max-memory 2GB``), else
 ``SAFE_FRACTION`` of the memory available now (``MemAvailable`` of
@@ -93,6 +96,17 @@ def memory_limit(max_memory: int | None) -> tuple[int | None, str]:
 def dense_bytes(elements: int, itemsize: int = 8, copies: int = COPIES) -> int:
     """Predicted peak bytes of building a dense array of ``elements`` entries."""
     return int(elements) * int(itemsize) * copies
+
+
+def over_limit(predicted: int, max_memory: int | None) -> str | None:
+    """None when ``predicted`` bytes fit the limit; else how far over it is,
+    for a note ("about 80 GB, over the 11.3 GB limit (50% of ...)"). For a
+    block that is optional (a full re-check after a failing fast check): the
+    caller skips it instead of stopping the run."""
+    limit, how = memory_limit(max_memory)
+    if limit is None or predicted <= limit:
+        return None
+    return f"about {format_size(predicted)}, over the {format_size(limit)} limit ({how})"
 
 
 def require_memory(predicted: int, what: str, cheaper: str, max_memory: int | None) -> None:

@@ -12,7 +12,13 @@ a ``CheckResult`` with every model, which the command layer writes as JSON and
 JUnit like any other.
 
 Workers are fresh interpreters (the ``spawn`` start method: forking a process
-that has started TensorFlow's thread pools is unsafe). The supervisor itself
+that has started TensorFlow's thread pools is unsafe). Each leads its own
+session and process group and has a private temporary folder (TensorFlow's
+autograph writes converted code there), removed with the worker. After each
+model the worker ends the processes the model started and restores the state
+it can; when something cannot be undone (a thread still running) it says so
+and the supervisor replaces it (``gradcli.analyses.isolation``). Ending a
+worker ends its process group and every process below it. The supervisor itself
 never imports TensorFlow, so isolating a single model costs one interpreter
 start-up on top of TensorFlow's import (which the worker pays instead of the
 main process): docs/isolation-and-memory.md has the numbers. ``jobs`` workers
@@ -124,12 +130,14 @@ def _supervised(specs: list[str], options, fixed: tuple, jobs: int):
     """Each model's ``ModelResult``, in the order of ``specs``."""
     tasks = [("gradcli.analyses.check:check_spec", (spec, options, fixed)) for spec in specs]
     for index, outcome in supervise(tasks, jobs, timeout=options.timeout):
-        if isinstance(outcome, Raised):  # only under --debug: check_spec re-raises
-            raise outcome.error
+        if isinstance(outcome, Raised):  # check_spec re-raises under --debug; else gradcli's own failure
+            if debugging():
+                raise outcome.error
+            outcome = WorkerLost(str(outcome.error), 0.0, outcome.error.exit_code)
         if isinstance(outcome, WorkerLost):
             name = specs[index]
             outcome = ModelResult(name=name, path=name, error=f"{name}: {outcome.message}",
-                                  error_code=EXIT_MODEL, seconds=outcome.seconds)
+                                  error_code=outcome.exit_code, seconds=outcome.seconds)
         yield outcome
 
 
@@ -166,6 +174,7 @@ class WorkerLost:
 
     message: str  # "the model ended the process (exit code 0)", "... (signal SIGSEGV)"
     seconds: float
+    exit_code: int = EXIT_MODEL
 
 
 def death_message(exit_code: int | None) -> str:
@@ -206,7 +215,7 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
     try:
         while next_out < len(tasks):
             while pending and len(running) < jobs:
-                worker = idle.pop() if idle else _Worker(context)
+                worker = _ready_worker(idle, context)
                 index = pending.pop()
                 worker.connection.send((index, *tasks[index]))
                 running[worker] = (index, time.perf_counter())
@@ -241,7 +250,10 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
                     worker.stop()
                 else:
                     done[index] = reply[1]
-                    idle.append(worker)
+                    if len(reply) > 2 and reply[2]:  # the model left what cannot be undone
+                        worker.stop()
+                    else:
+                        idle.append(worker)
             while next_out in done:
                 yield next_out, done.pop(next_out)
                 next_out += 1
@@ -250,12 +262,28 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
             worker.stop()
 
 
+def _ready_worker(idle: list, context) -> "_Worker":
+    """An idle worker that is still alive, else a new one: a worker that ended
+    between two models (nothing of the last model should be left to end it)
+    must not be blamed on the next."""
+    while idle:
+        worker = idle.pop()
+        if worker.process.is_alive():
+            return worker
+        worker.stop()
+    return _Worker(context)
+
+
 class _Worker:
-    """One worker process and the supervisor's end of its pipe."""
+    """One worker process, the supervisor's end of its pipe and the worker's
+    temporary folder."""
 
     def __init__(self, context):
+        import tempfile
+
+        self.temporary = tempfile.mkdtemp(prefix="gradcli-worker-")
         self.connection, child_end = context.Pipe()
-        self.process = context.Process(target=_serve, args=(child_end,), daemon=True)
+        self.process = context.Process(target=_serve, args=(child_end, self.temporary), daemon=True)
         with _sigint_ignored():  # the child inherits SIG_IGN until it installs its own
             self.process.start()
         child_end.close()
@@ -271,13 +299,24 @@ class _Worker:
         return None
 
     def stop(self) -> None:
+        """End the worker, its process group and every process below it (listed
+        before the worker ends: then they are orphans), and remove its folder."""
+        import shutil
+
+        from gradcli.analyses import isolation
+
         self.connection.close()
+        below = isolation.descendants(self.process.pid) if self.process.pid else []
         if self.process.is_alive():
             self.process.terminate()
             self.process.join(STOP_SECONDS)
             if self.process.is_alive():
                 self.process.kill()
         self.process.join(STOP_SECONDS)
+        if self.process.pid:
+            isolation.kill_group(self.process.pid)
+        isolation.kill(below)
+        shutil.rmtree(self.temporary, ignore_errors=True)
 
 
 class _sigint_ignored:
@@ -303,48 +342,109 @@ def resolve(target: str):
     return getattr(importlib.import_module(module), name)
 
 
-def _exit_with_supervisor(supervisor: int) -> None:
+def _exit_with_supervisor(supervisor: int, temporary: str | None) -> None:
     """End this worker, even in the middle of a model, once the supervisor is
     gone (killed, or ended by SIGTERM without cleaning up): it is then
-    re-parented, and nobody would read its answer."""
+    re-parented, and nobody would read its answer. The processes the model
+    started and the worker's folder go with it."""
+    import shutil
     import threading
+
+    from gradcli.analyses import isolation
 
     def watch():
         while os.getppid() == supervisor:
             time.sleep(WATCH_SECONDS)
+        isolation.end_descendants()
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
         os._exit(EXIT_MODEL)
 
     threading.Thread(target=watch, daemon=True, name="gradcli-supervisor-watch").start()
 
 
-def _serve(connection) -> None:
+def _serve(connection, temporary: str | None = None) -> None:
     """A worker: run tasks from the supervisor until it closes the pipe; its
-    progress reports travel up the same pipe (``PROGRESS`` messages)."""
+    progress reports travel up the same pipe (``PROGRESS`` messages).
+
+    Each answer is ``(index, result, retire)``: ``retire`` says why this worker
+    must not take another model (``isolation.restore``), or is None. A failure
+    of gradcli's own code here, outside the model, is answered as an internal
+    error for the model at hand, never as a worker that died."""
     from gradcli import progress
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
-    _exit_with_supervisor(os.getppid())
-    sys.stdout.flush()
-    os.dup2(2, 1)  # model output (print, C code) goes to stderr, never into the report
+    broken = None  # set-up failed: each task is answered with this internal error
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the supervisor handles Ctrl-C
+        _set_up_worker(temporary)
+    except Exception as exc:
+        broken = internal_error_message(exc)
+    saved = None
     while True:
         try:
             index, target, args = connection.recv()
         except (EOFError, OSError):  # the supervisor is gone
             return
         started = time.perf_counter()
+        retire = None
         try:
+            if broken:
+                raise RuntimeError(broken)
+            function = resolve(target)  # imports TensorFlow, before the state is saved
+            if saved is None:
+                from gradcli.analyses import isolation
+
+                saved = isolation.snapshot()
             with progress.listening(lambda *event: connection.send((PROGRESS, event))):
-                result = resolve(target)(*args)
+                result = function(*args)
         except GradcliError as exc:
             result = Raised(exc)
         except (Exception, GeneratorExit) as exc:
             if debugging():
                 traceback.print_exc()
-            result = Raised(GradcliError(internal_error_message(exc)))
-        sys.stdout.flush()
+            result = Raised(GradcliError(broken or internal_error_message(exc)))
         try:
-            connection.send((index, result))
+            _flush_stdout()
+            retire = "its set-up failed" if saved is None else _restore(saved)
+        except Exception as exc:
+            retire = f"restoring its state failed: {internal_error_message(exc)}"
+        try:
+            connection.send((index, result, retire))
         except Exception as exc:  # an answer that cannot be pickled: still one answer
-            from gradcli.errors import internal_error_message
+            connection.send((index, Raised(GradcliError(internal_error_message(exc))), retire))
 
-            connection.send((index, WorkerLost(internal_error_message(exc), time.perf_counter() - started)))
+
+def _set_up_worker(temporary: str | None) -> None:
+    """Own session and process group, temporary files in ``temporary``, the
+    supervisor watched, and model output sent to stderr."""
+    import tempfile
+
+    from gradcli.analyses import isolation
+
+    isolation.lead_own_session()
+    if temporary:
+        tempfile.tempdir = temporary
+        os.environ["TMPDIR"] = temporary  # and the model's own subprocesses
+    _exit_with_supervisor(os.getppid(), temporary)
+    _flush_stdout()
+    try:
+        os.dup2(2, 1)  # model output (print, C code) goes to stderr, never into the report
+    except OSError:  # no stderr either: the model's output goes nowhere
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+
+
+def _flush_stdout() -> None:
+    """Flush what the model printed; a closed or missing stdout is not an error here."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _restore(saved) -> str | None:
+    from gradcli.analyses import isolation
+
+    return isolation.restore(saved)

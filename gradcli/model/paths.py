@@ -16,26 +16,72 @@ def relative_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+#: Files of a folder that are never model files: pytest's per-folder plugin.
+NOT_MODELS = ("conftest.py",)
+
+
 def expand_models(paths) -> list[str]:
-    """Model arguments as files: a folder stands for the `*.py` files in it
-    (sorted, leaving out `_private.py`), unless it is a SavedModel; an empty
-    folder is a usage error."""
+    """Model arguments as files, each once, collected by one rule:
+
+    * a folder stands for the ``*.py`` files in it (sorted), unless it is a
+      SavedModel; it leaves out private files (``_helpers.py``), hidden ones
+      and editor lock links (``.#name.py``), ``conftest.py``, and names that
+      are not a readable file (dangling links, folders named ``x.py``); a folder
+      with none is a usage error;
+    * each path is spelled once, without ``.`` parts or doubled slashes
+      (``./a.py`` is ``a.py``; ``..`` is kept, since a link before it may point
+      elsewhere);
+    * a file named twice (``a.py``, ``./a.py``, a link to it, the file inside
+      its folder) is kept at its first mention, so it is checked once and lands
+      in one shard. ``FILE.py:NAME`` entries of one file are distinct models.
+    """
     from gradcli.model.savedmodel import is_saved_model
 
-    specs = []
+    specs, seen = [], set()
     for path in paths:
         if os.path.isdir(path) and not is_saved_model(path):
             found = sorted(
-                os.path.join(path, f)
-                for f in os.listdir(path)
-                if f.endswith(".py") and not f.startswith("_")
+                os.path.join(path, f) for f in os.listdir(path) if _model_file(path, f)
             )
             if not found:
                 raise UsageError(f"no *.py model files in folder {path}")
-            specs.extend(found)
         else:
-            specs.append(path)
+            found = [path]
+        for spec in found:
+            spec = spelled(spec)
+            key = _identity(spec)
+            if key not in seen:
+                seen.add(key)
+                specs.append(spec)
     return specs
+
+
+def _model_file(folder: str, name: str) -> bool:
+    return (
+        name.endswith(".py") and not name.startswith(("_", ".")) and name not in NOT_MODELS
+        and os.path.isfile(os.path.join(folder, name))
+    )
+
+
+def spelled(spec: str) -> str:
+    """``spec`` without ``.`` parts, doubled or trailing slashes."""
+    import pathlib
+
+    path, entry = _split(spec)
+    text = os.fspath(pathlib.PurePath(path)) if path else path
+    return text if entry is None else f"{text}:{entry}"
+
+
+def _identity(spec: str):
+    """What makes two spellings one model: the real file and the entry name."""
+    path, entry = _split(spec)
+    return (os.path.realpath(path) if os.path.exists(path) else path, entry)
+
+
+def _split(spec: str) -> tuple[str, str | None]:
+    from gradcli.model.loading import split_spec  # no TensorFlow
+
+    return split_spec(spec)
 
 
 def shard_models(specs: list[str], index: int, count: int) -> list[str]:

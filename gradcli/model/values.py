@@ -83,7 +83,7 @@ def _load_file_value(spec: str, what: str) -> np.ndarray:
     try:
         loaded = np.load(path, allow_pickle=False)
     except Exception as exc:  # numpy raises several types for unreadable files
-        raise UsageError(f"{what}: cannot read {path!r} as .npy/.npz ({exc})") from None
+        raise UsageError(f"{what}: cannot read {path!r} as .npy/.npz ({_first_line(exc)})") from None
     if isinstance(loaded, np.ndarray):
         if key is not None:
             raise UsageError(f"{what}: {path!r} is a .npy file; it has no key {key!r}")
@@ -101,7 +101,15 @@ def _load_file_value(spec: str, what: str) -> np.ndarray:
             raise UsageError(
                 f"{what}: {path!r} has no key {key!r} (keys: {', '.join(keys)})"
             )
-        return loaded[key]
+        try:  # members are read lazily: an object array or a damaged member fails here
+            return loaded[key]
+        except Exception as exc:
+            raise UsageError(f"{what}: cannot read {key!r} of {path!r} ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def parse_assignment(text: str, option: str) -> tuple[str, np.ndarray]:
