@@ -628,7 +628,26 @@ class _FastCheck(_FullCheck):
         )
 
     def replace_with_full(self, pairs, name, outputs) -> list[PairResult]:
-        """Re-check failing pairs element by element, so the report names elements."""
+        """Re-check failing pairs element by element, so the report names elements.
+
+        The re-check builds dense blocks (the analytic ones, and the numeric
+        block of every output by ``name``), so it asks the memory rule first
+        (``gradcli.memory.over_limit``, the prediction of a full check): when
+        they would not fit, the fast result stands with a note saying why."""
+        from gradcli.memory import dense_bytes, over_limit
+
+        rows = sum(int(np.size(self.model.outputs[o])) for o in self.outputs)
+        elements = int(np.size(self.model.point[name]))
+        over = over_limit(dense_bytes(rows * elements, np.dtype(self.model.dtype).itemsize),
+                          self.options.max_memory)
+        if over is not None:
+            for p in pairs:
+                if p.input == name and p.output in outputs:
+                    p.warnings.append(
+                        f"fast check failed; the element-wise re-check ({rows} x {elements} "
+                        f"blocks) would need {over}: the fast result is shown"
+                    )
+            return pairs
         analytic = self.reverse_jacobians([name], outputs)
         full = {p.output: p for p in self.pairs_for(name, outputs, analytic)}
         power = {p.output: p.power for p in pairs if p.input == name}

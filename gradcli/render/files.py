@@ -47,9 +47,28 @@ def save_npz(path: str, command: str, result) -> str:
     import numpy as np
 
     arrays = result.arrays()
+    for name in arrays:
+        check_member_name(name, path)
     replace_file(path, lambda temp: np.savez(temp, **arrays))
     noun = "array" if len(arrays) == 1 else "arrays"
     return f"saved {len(arrays)} {noun} to {path} (keys: {', '.join(arrays) or 'none'})"
+
+
+def check_member_name(name: str, path: str) -> None:
+    """A key of ``--save`` is the name of a member of the .npz (a zip file):
+    output and input names may hold ``/`` (``OUTPUT/INPUT`` keys do), but a
+    name that unzips outside the folder it is unzipped in (absolute, a ``..``
+    part), with an empty or ``.`` part, a backslash or a NUL is refused: exit 2
+    before anything is written."""
+    from gradcli.errors import UsageError
+
+    parts = name.split("/")
+    if (not name or name.startswith("/") or "\\" in name or "\0" in name
+            or any(part in ("", ".", "..") for part in parts)):
+        raise UsageError(
+            f"--save {path}: {name!r} cannot be the name of a member of a .npz file "
+            "(an absolute path, or an empty, '.' or '..' part); rename that output or input"
+        )
 
 
 def junit_xml(path: str, command: str, result=None, error=None, model: str = "") -> str:
