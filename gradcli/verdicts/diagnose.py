@@ -42,12 +42,13 @@ import os
 
 import numpy as np
 
-from gradcli.verdicts import compare
+from gradcli.verdicts import compare, excuses
 from gradcli.errors import ModelError
 from gradcli.numerics.finite_diff import machine_eps, roundoff_ulps, step_size
 from gradcli.results import (
     DISCONNECTED,
     EXPLANATIONS,
+    INCONCLUSIVE,
     KINK,
     MISMATCH,
     PASS,
@@ -330,20 +331,49 @@ def kink_suspects(one_sided, output, shape, tol) -> np.ndarray | None:
         )
 
 
+class _Evidence:
+    """What the traced graph shows on the path of one pair (``excuses``),
+    computed once, when a diagnosis first needs it. Graph analysis that raises
+    shows nothing (``None``): no excuse is then earned."""
+
+    def __init__(self, graph, name, output):
+        self.graph, self.name, self.output = graph, name, output
+        self._found = {}
+
+    def _get(self, key, fn):
+        if key not in self._found:
+            try:
+                self._found[key] = fn(self.graph, self.name, self.output)
+            except Exception:  # graph analysis failed: no evidence
+                self._found[key] = None
+        return self._found[key]
+
+    @property
+    def constructions(self):
+        """Straight-through estimators on the path (``excuses.straight_through``)."""
+        return self._get("constructions", excuses.straight_through)
+
+    @property
+    def nonsmooth(self):
+        """Non-smooth ops on the path (``excuses.nonsmooth``)."""
+        return self._get("nonsmooth", excuses.nonsmooth)
+
+
 def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_shape, tol,
-           allow_surrogate=False, surrogate_sites=None, suspects=None) -> PairResult:
+           allow_surrogate=False, graph=None, suspects=None) -> PairResult:
     """Reclassify the failing elements of a ``mismatch`` pair, and look at the
     kink ``suspects`` of any pair (see module docstring).
 
     ``analytic``, ``numeric`` and ``fd_error`` are ``[output size, input size]``;
     ``fd`` the pair's ``FiniteDifferences`` (for ``evaluate``), ``f0`` the output
-    at the point. ``surrogate_sites`` (optional callable) returns the surrogate-
-    gradient ops the input reaches by several paths; elements that are not
-    locally constant themselves are attributed to those ops when it returns any.
-    ``suspects`` (``kink_suspects``) marks elements whose one-sided slopes at the
-    default step disagree; of those that passed, at most SCAN_COLUMNS columns are
-    examined on the ladder, and a kink is reported only where the ladder confirms
-    it at the point.
+    at the point. ``graph`` (a ``culprit.ModelGraph``, or None) gives the
+    evidence an excuse needs (``excuses``): a straight-through estimator for a
+    ``surrogate``, a non-smooth op for a ``kink``; FakeQuant ops that the input
+    reaches by several paths (``ModelGraph.surrogate_sites``) explain elements
+    that are not locally constant themselves. ``suspects`` (``kink_suspects``)
+    marks elements whose one-sided slopes at the default step disagree; of those
+    that passed, at most SCAN_COLUMNS columns are examined on the ladder, and a
+    kink is reported only where the ladder confirms it at the point.
     """
     a, n = analytic, numeric
     if pair.verdict == MISMATCH:
@@ -353,6 +383,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     else:
         return pair
     was_zero = pair.verdict == ZERO
+    evidence = _Evidence(graph, pair.input, pair.output)
     suspects = np.zeros_like(bad) if suspects is None else suspects & ~bad
     suspect_cols = np.flatnonzero(suspects.any(axis=0))
     scanned_all = len(suspect_cols) <= SCAN_COLUMNS
@@ -360,9 +391,9 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     cols = np.flatnonzero((bad | suspects).any(axis=0))
     if not len(cols):
         return pair
-    # Worst columns first; stop once a batch holds an element no diagnosis explains
-    # (the verdict is then mismatch whatever the rest are): a real bug costs at
-    # most one batch of ladders. Columns not examined stay unexplained.
+    # Worst columns first; stop once a batch holds an element that is surely a
+    # mismatch (the verdict is then mismatch whatever the rest are): a real bug
+    # costs at most one batch of ladders. Columns not examined stay unexplained.
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(bad, np.abs(a - n) / compare.allowed_error(a, n, fd_error, tol), 0.0)
     ratio = np.nan_to_num(ratio[:, cols], nan=np.inf).max(axis=0)
@@ -371,11 +402,13 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     left, right = np.full(shape, np.nan), np.full(shape, np.nan)
     left_err, right_err = np.full(shape, np.inf), np.full(shape, np.inf)
     constant = np.zeros(shape, dtype=bool)
+    ran = np.zeros(len(cols), dtype=bool)
     for start in range(0, len(cols), COLUMNS_PER_BATCH):
         part = slice(start, start + COLUMNS_PER_BATCH)
         found = _ladder(fd, pair.input, pair.output, f0, cols[part])
         for target, value in zip((left, right, left_err, right_err, constant), found):
             target[:, part] = value
+        ran[part] = True
         seen = slice(0, start + COLUMNS_PER_BATCH)
         if not constant[:, seen].any() and _unexplained_exists(
             a[:, cols[seen]], bad[:, cols[seen]], left[:, seen], right[:, seen],
@@ -387,23 +420,61 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     examined = sub_bad | suspects[:, cols]
     with np.errstate(invalid="ignore"):
         slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
-        # A kink: the slopes at the point disagree beyond their errors. Equal
-        # slopes are never a kink, whatever the central difference saw.
-        is_kink = examined & ~constant & (np.abs(left - right) > slope_tol)
+        # One-sided slopes that disagree beyond their own error estimates.
+        gap = examined & ~constant & (np.abs(left - right) > slope_tol)
+        settled = _settled(left, right, left_err, right_err, tol)
         lo, hi = np.minimum(left, right), np.maximum(left, right)
         margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
         between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
-        # A kink inside the default stencil but not at the point: both slopes agree
-        # with the analytic value at smaller steps. Explained, and not a kink.
-        resolved = sub_bad & ~constant & ~is_kink & (
+        agrees = (
             np.abs(sub_a - right) <= compare.allowed_error(sub_a, right, right_err, tol)
         ) & (np.abs(sub_a - left) <= compare.allowed_error(sub_a, left, left_err, tol))
-    surrogate = sub_bad & constant & (np.abs(sub_a) > tol.atol)
+    # Kink rule: a gap AND a non-smooth op on the path. A gap without one (an
+    # ill-conditioned smooth function) is never a kink.
+    nonsmooth = evidence.nonsmooth if gap.any() else None
+    is_kink = gap if nonsmooth else np.zeros_like(gap)
     kink_ok = is_kink & between
     kink_bad = is_kink & ~between
-    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad & ~resolved
-    if surrogate.any() and unexplained.any() and surrogate_sites is not None:
-        sites = surrogate_sites()
+    # Both settled slopes agree with the analytic value at smaller steps: a pass
+    # at a better step (a kink inside the default stencil but not at the point,
+    # or a function that varies too fast for the default step).
+    resolved = sub_bad & ~constant & ~gap & settled & agrees
+    # Slopes that do not settle, or a gap with no non-smooth op that the analytic
+    # value lies within: finite differences cannot resolve the derivative here.
+    unresolved = sub_bad & ran[None, :] & ~constant & ~is_kink & ~resolved & (
+        ~settled | (gap & between)
+    )
+    # Surrogate rule: locally constant, a non-zero analytic value, AND a
+    # straight-through estimator on the path that explains the element.
+    locally_constant = sub_bad & constant & (np.abs(sub_a) > tol.atol)
+    surrogate = np.zeros_like(locally_constant)
+    unearned = np.zeros_like(locally_constant)  # a wrong gradient: a mismatch
+    unshown = np.zeros_like(locally_constant)  # no graph to show either: inconclusive
+    constructions, why_unearned = None, ""
+    if locally_constant.any():
+        constructions = evidence.constructions
+        if constructions is None:
+            unshown = locally_constant
+        elif not constructions:
+            unearned = locally_constant
+            why_unearned = "no straight-through estimator is on the path"
+        else:
+            rows = np.flatnonzero(locally_constant.any(axis=1))
+            beside = excuses.gradient_beside(graph, pair.input, pair.output, constructions, rows)
+            if beside is None:
+                unshown = locally_constant
+            else:
+                rest = np.zeros(sub_a.shape)
+                rest[rows] = beside[:, cols]
+                unearned = locally_constant & (np.abs(rest) > tol.atol + tol.rtol * np.abs(sub_a))
+                surrogate = locally_constant & ~unearned
+                why_unearned = (
+                    "with the straight-through estimators held constant the gradient there is "
+                    "still not zero: another op gives it"
+                )
+    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad & ~resolved & ~unresolved & ~unshown
+    if surrogate.any() and (unexplained & ~unearned).any() and graph is not None:
+        sites = _safe_list(graph.surrogate_sites, pair.input, pair.output)
         if sites:
             pair.sites.extend(sites)
             pair.warnings.append(
@@ -412,8 +483,8 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
                 "the extreme elements get the sum of them, and there the function is "
                 "not constant either"
             )
-            surrogate |= unexplained
-            unexplained = np.zeros_like(unexplained)
+            surrogate |= unexplained & ~unearned
+            unexplained &= unearned
 
     kinks = kink_ok | kink_bad
     pair.n_kinks = int(kinks.sum())
@@ -425,20 +496,42 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             f"default step; the first {SCAN_COLUMNS} were examined"
         )
     if resolved.any():
-        pair.warnings.append(
-            f"{_count(int(resolved.sum()), 'element')} with a kink within the finite-difference "
-            "step but not at the point: at smaller steps both one-sided slopes agree with the "
-            "analytic value"
-        )
-    full_unexplained = np.zeros_like(bad)
-    full_unexplained[:, cols] = unexplained | kink_bad
+        where = evidence.nonsmooth
+        if where:
+            pair.warnings.append(
+                f"{_count(int(resolved.sum()), 'element')} with a kink within the finite-difference "
+                f"step but not at the point ({_sites(where)}): at smaller steps both one-sided "
+                "slopes agree with the analytic value"
+            )
+        else:
+            pair.warnings.append(
+                f"{_count(int(resolved.sum()), 'element')} where the function varies too fast for "
+                "the default step: at smaller steps both one-sided slopes agree with the analytic "
+                "value"
+            )
+    failing = unexplained | kink_bad | unresolved | unshown
+    full_failing = np.zeros_like(bad)
+    full_failing[:, cols] = failing
     diff = np.abs(a - n)
     allowed = compare.allowed_error(a, n, fd_error, tol)
-    pair.failing = compare._elements(a, n, diff, fd_error, full_unexplained, allowed, y_shape, x_shape)
-    pair.n_failing = int(full_unexplained.sum())
+    pair.failing = compare._elements(a, n, diff, fd_error, full_failing, allowed, y_shape, x_shape)
+    pair.n_failing = int(full_failing.sum())
     if unexplained.any():
         pair.verdict, pair.failed = MISMATCH, True
         extra = []
+        if unearned.any():
+            extra.append(
+                f"{_count(int(unearned.sum()), 'element')} locally constant where the analytic "
+                f"gradient is not, and {why_unearned}: not a surrogate"
+            )
+            culprit = _culprit(graph, pair, tol)
+            if culprit is not None:
+                pair.culprit = culprit
+                site = culprit.site
+                extra.append(
+                    f"the op whose own gradient is wrong: {site.description} at "
+                    f"{site.location or site.op_name}"
+                )
         if pair.n_kinks:
             extra.append(f"{pair.n_kinks} more elements sit on kinks")
         if pair.n_surrogate:
@@ -448,14 +541,36 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
         pair.verdict, pair.failed = KINK, True
         pair.explanation = (
             f"{EXPLANATIONS[KINK]}, and the analytic value lies outside [left, right] at "
-            f"{int(kink_bad.sum())} elements: not a valid subgradient"
+            f"{int(kink_bad.sum())} elements: not a valid subgradient ({_sites(nonsmooth)})"
         )
+    elif (unresolved | unshown).any():
+        pair.verdict, pair.failed = INCONCLUSIVE, True
+        why = []
+        if (unresolved & gap).any():
+            why.append(
+                f"at {_count(int((unresolved & gap).sum()), 'element')} the one-sided slopes "
+                "disagree beyond their error estimates, but no op on the path is non-smooth: "
+                "an ill-conditioned function, not a kink"
+            )
+        if (unresolved & ~gap).any():
+            why.append(
+                f"at {_count(int((unresolved & ~gap).sum()), 'element')} the one-sided slopes "
+                "do not settle as the step shrinks"
+            )
+        if unshown.any():
+            why.append(
+                f"{_count(int(unshown.sum()), 'element')} locally constant where the analytic "
+                "gradient is not, and the graph cannot show a straight-through estimator "
+                "that explains it"
+            )
+        pair.explanation = f"{EXPLANATIONS[INCONCLUSIVE]} ({'; '.join(why)})"
     elif surrogate.any():
         pair.verdict, pair.failed = SURROGATE, not allow_surrogate
         pair.explanation = (
             f"{EXPLANATIONS[SURROGATE]} ({pair.n_surrogate} elements; the numeric derivative "
             f"is zero at every step from h/{2 ** (LADDER - SURROGATE_STEPS + 1)} to "
-            f"h/{2 ** LADDER})" + ("; allowed by --allow-surrogate" if allow_surrogate else "")
+            f"h/{2 ** LADDER}; {'; '.join(c.site.description for c in constructions)})"
+            + ("; allowed by --allow-surrogate" if allow_surrogate else "")
         )
         if pair.n_kinks:
             pair.explanation += f"; {pair.n_kinks} elements sit on kinks"
@@ -468,7 +583,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
         pair.verdict, pair.failed = KINK, False
         pair.explanation = (
             f"{EXPLANATIONS[KINK]} at {pair.n_kinks} elements; the analytic value lies "
-            "between them (a valid subgradient): not a failure"
+            f"between them (a valid subgradient): not a failure ({_sites(nonsmooth)})"
         )
         pair.warnings.append(
             f"{_count(pair.n_kinks, 'element')} on a non-differentiability (kink): "
@@ -484,13 +599,50 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     return pair
 
 
+def _settled(left, right, left_err, right_err, tol):
+    """Both one-sided slopes finite and resolved: each error estimate, with the
+    element rule's safety factor, within atol + RESOLVE_FRACTION of the slope
+    (``compare``'s inconclusive rule)."""
+    with np.errstate(invalid="ignore"):
+        slope = np.maximum(np.abs(left), np.abs(right))
+        return (
+            np.isfinite(left) & np.isfinite(right)
+            & (compare.FD_SAFETY * np.maximum(left_err, right_err)
+               <= tol.atol + compare.RESOLVE_FRACTION * slope)
+        )
+
+
+def _culprit(graph, pair, tol):
+    """``ModelGraph.culprit`` for the pair, or None (graph analysis is a bonus here)."""
+    if graph is None:
+        return None
+    try:
+        return graph.culprit(pair.input, pair.output, tol)
+    except Exception:
+        return None
+
+
+def _safe_list(fn, *args) -> list:
+    try:
+        return fn(*args) or []
+    except Exception:  # graph analysis is a bonus: never lose the report
+        return []
+
+
+def _sites(sites) -> str:
+    return "; ".join(s.description for s in sites[:3]) if sites else ""
+
+
 def _unexplained_exists(a, bad, left, right, left_err, right_err, tol) -> bool:
-    """Some failing element is neither a kink nor resolved at smaller steps."""
-    gap = np.abs(left - right) > compare.allowed_error(left, right, left_err + right_err, tol)
-    agrees = (np.abs(a - right) <= compare.allowed_error(a, right, right_err, tol)) & (
-        np.abs(a - left) <= compare.allowed_error(a, left, left_err, tol)
-    )
-    return bool(np.any(bad & ~gap & ~agrees))
+    """Some failing element is surely a mismatch: its one-sided slopes settle,
+    agree with each other, and not with the analytic value."""
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(left - right) > compare.allowed_error(left, right, left_err + right_err, tol)
+        agrees = (np.abs(a - right) <= compare.allowed_error(a, right, right_err, tol)) & (
+            np.abs(a - left) <= compare.allowed_error(a, left, left_err, tol)
+        )
+    settled = _settled(left, right, left_err, right_err, tol)
+    return bool(np.any(bad & settled & ~gap & ~agrees))
 
 
 def _ladder(fd, name, output, f0, cols):
@@ -533,9 +685,22 @@ def _ladder(fd, name, output, f0, cols):
 
         def best(d, steps):
             rich = 2.0 * d[1:] - d[:-1]
-            err = np.abs(d[1:] - d[:-1]) + (
+            # A level counts only when its neighbour confirms it: at steps far
+            # too large for the function, two quotients can agree by chance.
+            confirm = np.abs(np.diff(rich, axis=0))
+            confirm = np.concatenate([confirm, confirm[-1:]], axis=0)
+            err = np.abs(d[1:] - d[:-1]) + confirm + (
                 2 * roundoff_ulps(dtype) * eps * fmax[None] + x_round * np.abs(d[1:])
             ) / steps[1:, :, None]
+            # ... and so must every smaller step, within both error estimates:
+            # quotients sampled near multiples of a period agree with each other
+            # (aliasing) and are only exposed by the steps below them.
+            own = err.copy()
+            with np.errstate(invalid="ignore"):
+                for k in range(len(rich) - 1):
+                    excess = np.abs(rich[k + 1:] - rich[k]) - own[k + 1:]
+                    excess = np.where(np.isnan(excess), -np.inf, excess).max(axis=0)
+                    err[k] = np.fmax(err[k], excess)
             pick = np.argmin(err, axis=0)
             take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
             return take(rich).T, take(err).T  # -> [out, column]
@@ -600,7 +765,7 @@ def explain(model, pairs, fd, graph, tol, options) -> None:
                 pair.input, pair.output
             ):
                 pair.explanation += f"; {pair.input} does not reach {pair.output} in the graph"
-        if pair.failed and pair.verdict == MISMATCH and graph is not None:
+        if pair.failed and pair.verdict == MISMATCH and graph is not None and pair.culprit is None:
             try:
                 pair.culprit = graph.culprit(pair.input, pair.output, tol)
             except Exception as exc:  # graph analysis is a bonus: never lose the report
