@@ -12,6 +12,11 @@ from rich.text import Text
 
 from gradcli.results import CheckResult, Element, ModelResult, PairResult
 
+#: The one order of elements in every report: the ratio that decides the verdict.
+ORDER = "worst first, by error / allowed"
+#: The table's column of the worst element, in that order.
+WORST_COLUMN = "worst (error / allowed)"
+
 VERDICT_STYLES = {
     "pass": "green",
     "zero": "yellow",
@@ -23,15 +28,55 @@ VERDICT_STYLES = {
 }
 
 
-def console(file=None) -> Console:
-    """A console for ``file`` (stdout): rich honours NO_COLOR and FORCE_COLOR;
-    a stream that is not a terminal gets no colour and a fixed width of 120
-    unless COLUMNS says otherwise, so piped reports do not wrap at 80."""
+#: Width of a report on a stream that is not a terminal (a CI log, a pipe, a
+#: file) when COLUMNS does not say: wide, since a log has no right margin and a
+#: table squeezed to 80 columns would split names and indices over lines.
+LOG_WIDTH = 200
+
+#: Notes that carry no decision for the user: they say how a run went when it
+#: checked everything it was asked to (auto chose the full check; settings came
+#: from the model file). They are shown with ``-v``; every other note (something
+#: not checked, a cheaper path taken, a proof that could not be made) is shown
+#: by default, and ``-q`` hides all notes.
+ROUTINE_NOTES = ("auto ran the full check", "options from the model file's")
+
+
+def console(file=None, color: bool | None = None) -> Console:
+    """A console for ``file`` (stdout). ``color``: True or False forces colour
+    on or off (``--color/--no-color``); None leaves it to the environment, as
+    rich does: NO_COLOR turns colour off, FORCE_COLOR on, else a terminal gets
+    colour and anything else none. A stream that is not a terminal gets a width
+    of LOG_WIDTH unless COLUMNS says otherwise."""
     file = file or sys.stdout
     width = None
     if not (hasattr(file, "isatty") and file.isatty()) and "COLUMNS" not in os.environ:
-        width = 120
-    return Console(file=file, width=width, highlight=False, soft_wrap=True)
+        width = LOG_WIDTH
+    extra = {}
+    if color is False:
+        extra = {"color_system": None, "force_terminal": False}
+    elif color is True:
+        extra = {"force_terminal": True, "no_color": False}
+        if os.environ.get("TERM", "") in ("dumb", "unknown"):
+            extra["color_system"] = "standard"
+    return Console(file=file, width=width, highlight=False, soft_wrap=True, **extra)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``1 op``, ``2 ops``; ``many`` for irregular plurals (``1 of 1 ... passes``)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def shown_notes(notes, verbosity: int = 0) -> list[str]:
+    """The notes a report shows at ``verbosity`` (-q: -1, default 0, -v: 1)."""
+    if verbosity < 0:
+        return []
+    return [n for n in notes if verbosity > 0 or not n.startswith(ROUTINE_NOTES)]
+
+
+def _name_column(table: Table, header: str, **kwargs) -> None:
+    """A column of names or indices: never broken inside a cell (rich shrinks
+    the other columns first)."""
+    table.add_column(header, no_wrap=True, overflow="fold", **kwargs)
 
 
 def fmt(value: float) -> str:
@@ -49,16 +94,19 @@ def label(name: str, index: list[int]) -> str:
     return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
-def render_check(result: CheckResult, out: Console, quiet: bool = False) -> None:
+def render_check(result: CheckResult, out: Console, quiet: bool = False, verbosity: int = 0) -> None:
     """Each model's report (with ``quiet``, only those not ok), then for a batch
     a summary table, then one line with the count."""
+    if quiet:
+        verbosity = min(verbosity, -1)
     for model in result.models:
         if not (quiet and model.ok):
-            render_model(model, out)
+            render_model(model, out, verbosity)
     if len(result.models) + len(result.skipped) > 1:
         render_summary(result, out)
     failed = [m for m in result.models if not m.ok]
-    summary = f"{len(result.models) - len(failed)} of {len(result.models)} models passed"
+    total = len(result.models)
+    summary = f"{total - len(failed)} of {plural(total, 'model')} passed"
     if result.skipped:
         summary += f", {len(result.skipped)} not run (--fail-fast)"
     out.print(Text(summary, style="green" if not failed else "bold red"))
@@ -78,8 +126,9 @@ def model_verdict(model: ModelResult) -> str:
 
 def render_summary(result: CheckResult, out: Console) -> None:
     table = Table(title="summary", title_justify="left")
-    for column in ("model", "inputs checked", "pairs", "verdict", "time"):
-        table.add_column(column, justify="right" if column in ("inputs checked", "pairs", "time") else "left")
+    _name_column(table, "model")
+    for column in ("inputs checked", "pairs", "verdict", "time"):
+        table.add_column(column, justify="left" if column == "verdict" else "right", no_wrap=True)
     for model in result.models:
         verdict = model_verdict(model)
         style = "green" if verdict == "pass" else "bold red"
@@ -91,7 +140,7 @@ def render_summary(result: CheckResult, out: Console) -> None:
     out.print(table)
 
 
-def plain_text(render, width: int = 120) -> str:
+def plain_text(render, width: int = LOG_WIDTH) -> str:
     """What ``render(console)`` prints, as plain text (no colour, whatever the
     environment says): for JUnit reports and assertion messages."""
     import io
@@ -102,7 +151,7 @@ def plain_text(render, width: int = 120) -> str:
     return buffer.getvalue().rstrip("\n")
 
 
-def render_model(model: ModelResult, out: Console) -> None:
+def render_model(model: ModelResult, out: Console, verbosity: int = 0) -> None:
     if model.error is not None:
         out.print(Text(f"{model.name}: error: {model.error}", style="bold red"))
         return
@@ -111,9 +160,14 @@ def render_model(model: ModelResult, out: Console) -> None:
         f"atol={model.tolerance.atol:g}]"),
         title_justify="left",
     )
-    for column in ("input", "output", "verdict", "max abs err", "max rel err",
-                   "worst element", "analytic", "numeric"):
-        table.add_column(column, justify="right" if "err" in column or column in ("analytic", "numeric") else "left")
+    _name_column(table, "input")
+    _name_column(table, "output")
+    table.add_column("verdict", no_wrap=True)
+    for column in ("max abs err", "max rel err"):
+        table.add_column(column, justify="right", no_wrap=True)
+    _name_column(table, WORST_COLUMN)
+    for column in ("analytic", "numeric"):
+        table.add_column(column, justify="right", no_wrap=True)
     for pair in model.pairs:
         worst = pair.worst
         table.add_row(
@@ -135,12 +189,12 @@ def render_model(model: ModelResult, out: Console) -> None:
         render_diagnosis(pair, out)
         for warning in pair.warnings:
             out.print(Text(f"  warning: {pair.input} -> {pair.output}: {warning}", style="yellow"))
-    for note in model.notes:
+    for note in shown_notes(model.notes, verbosity):
         out.print(Text(f"  note: {note}", style="dim"))
     if model.sweep is not None:
-        render_sweep(model.sweep, out)
+        render_sweep(model.sweep, out, model.path)
     out.print(
-        Text(f"  {model.evaluations} function evaluations, {model.seconds:.2f} s", style="dim")
+        Text(f"  {plural(model.evaluations, 'function evaluation')}, {model.seconds:.2f} s", style="dim")
     )
 
 
@@ -155,32 +209,40 @@ def render_call_proof(proof, out: Console) -> None:
     ))
 
 
-def render_sweep(sweep, out: Console) -> None:
-    """One line for the sweep, and the worst point with the ``--set`` that reproduces it."""
-    what = f"{sweep.samples} random points within radius {sweep.radius:g} (seed {sweep.seed})"
+def render_sweep(sweep, out: Console, model_path: str = "") -> None:
+    """One line for the sweep, and the worst point with the ``--set`` that
+    reproduces it (large values by file: ``gradcli.render.witness``)."""
+    from gradcli.render.witness import set_arguments
+
+    what = f"{plural(sweep.samples, 'random point')} within radius {sweep.radius:g} (seed {sweep.seed})"
     if sweep.special:
         what += " and special points"
     extra = f"; {sweep.outside} outside the model's domain, not checked" if sweep.outside else ""
     if sweep.dropped:
-        extra += f"; {sweep.dropped} special points over the limit, not checked"
+        extra += f"; {plural(sweep.dropped, 'special point')} over the limit, not checked"
     if not sweep.failed:
-        out.print(Text(f"  sweep: {what}: all {sweep.points} pass{extra}", style="green"))
+        everything = "the 1 point passes" if sweep.points == 1 else f"all {sweep.points} pass"
+        out.print(Text(f"  sweep: {what}: {everything}{extra}", style="green"))
         return
     worst = sweep.worst
+    fail = "fails" if sweep.n_failing == 1 else "fail"
     out.print(Text(
-        f"  FAIL sweep: {what}: {sweep.n_failing} of {sweep.points} fail{extra}", style="bold red",
+        f"  FAIL sweep: {what}: {sweep.n_failing} of {sweep.points} {fail}{extra}", style="bold red",
     ))
     detail = f"{worst.verdict}" + (
         f": {worst.error}" if worst.error else f", rel err {fmt(worst.score)}"
     )
     out.print(Text(f"    worst: {worst.label} ({detail})", style="bold red"))
-    out.print(f"    reproduce it alone with: {escape(sweep.witness)}")
+    witness = " ".join(set_arguments(worst.values, model_path)) if worst.values else sweep.witness
+    out.print(f"    reproduce it alone with: {escape(witness)}")
 
 
 def render_failure(pair: PairResult, out: Console) -> None:
     out.print(Text(f"  FAIL {pair.input} -> {pair.output}: {pair.verdict}: {pair.explanation}", style="bold red"))
     if pair.n_failing:
-        out.print(f"    {pair.n_failing} of {pair.compared} compared elements outside tolerance; worst first:")
+        what = "probe" if pair.mode == "fast" else "element"
+        out.print(f"    {pair.n_failing} of {plural(pair.compared, 'compared ' + what)} outside tolerance; "
+                  f"{ORDER}:")
     for element in pair.failing:
         out.print(
             f"    {where(element, pair)}: analytic {element.analytic:.10g}, numeric "
@@ -188,7 +250,8 @@ def render_failure(pair: PairResult, out: Console) -> None:
             f"{fmt(element.rel_error)}, fd error estimate {fmt(element.fd_error)})"
         )
     if pair.n_failing > len(pair.failing):
-        out.print(f"    ... and {pair.n_failing - len(pair.failing)} more elements outside tolerance, not listed")
+        out.print(f"    ... and {plural(pair.n_failing - len(pair.failing), 'more element')} outside "
+                  "tolerance, not listed")
 
 
 def render_failed_pair(pair: PairResult, out: Console) -> None:
@@ -200,7 +263,7 @@ def render_failed_pair(pair: PairResult, out: Console) -> None:
 def render_diagnosis(pair: PairResult, out: Console) -> None:
     """Kinks with their one-sided slopes, graph sites, the culprit op, Taylor orders."""
     if pair.kinks:
-        out.print(f"  kink {pair.input} -> {pair.output}: {pair.n_kinks} elements on a "
+        out.print(f"  kink {pair.input} -> {pair.output}: {plural(pair.n_kinks, 'element')} on a "
                   "non-differentiability (one-sided slopes):")
         for k in pair.kinks:
             ok = "valid subgradient" if k.subgradient else "outside [left, right]: not a subgradient"
@@ -209,11 +272,11 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
                 f"left {k.left:.7g}, right {k.right:.7g}, analytic {k.analytic:.7g} ({ok})"
             )
         if pair.n_kinks > len(pair.kinks):
-            out.print(f"    ... and {pair.n_kinks - len(pair.kinks)} more kinks, not listed")
+            out.print(f"    ... and {plural(pair.n_kinks - len(pair.kinks), 'more kink')}, not listed")
     power = pair.power
     if power is not None:
         out.print(
-            f"  power {pair.input} -> {pair.output}: {power.probes} random projections would "
+            f"  power {pair.input} -> {pair.output}: {plural(power.probes, 'random projection')} would "
             f"see a single element off by {fmt(power.absolute)} or more ({fmt(100 * power.relative)}% "
             f"of the RMS element {fmt(power.element_size)}) with probability {power.probability:.0%}"
         )
@@ -227,11 +290,12 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         if culprit.definition:
             text += f", defined at {culprit.definition}"
         out.print(Text(text, style="bold red"))
-        out.print(
-            f"      its {culprit.checked} gives {culprit.analytic:.10g} for a random probe, finite "
-            f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "
-            f"{culprit.checked_ops} ops checked on the path"
-        )
+        if culprit.checked != "gradient's shape":  # a wrong shape has no probe value to show
+            out.print(
+                f"      its {culprit.checked} gives {culprit.analytic:.10g} for a random probe, finite "
+                f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "
+                f"{plural(culprit.checked_ops, 'op')} checked on the path"
+            )
     taylor = pair.taylor
     if taylor is not None:
         orders = " ".join(f"{o:.2f}" for o in taylor.orders[-6:]) or "-"
@@ -249,11 +313,11 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         )
 
 
-def render_logdet(result, out: Console) -> None:
+def render_logdet(result, out: Console, verbosity: int = 0) -> None:
     """The worst examples of ``gradcli logdet``, worst first, and the verdict."""
     table = Table(
         title=f"{result.name}  [{result.input} -> {result.output}, n={result.dimension}, "
-        f"{result.batch} examples, {result.dtype}, rtol={result.tolerance.rtol:g}, "
+        f"{plural(result.batch, 'example')}, {result.dtype}, rtol={result.tolerance.rtol:g}, "
         f"atol={result.tolerance.atol:g}]",
         title_justify="left",
     )
@@ -265,7 +329,7 @@ def render_logdet(result, out: Console) -> None:
             fmt(e.abs_error), Text("pass" if e.ok else "mismatch", style="green" if e.ok else "bold red"),
         )
     out.print(table)
-    for note in result.notes:
+    for note in shown_notes(result.notes, verbosity):
         out.print(Text(f"  note: {note}", style="dim"))
     worst = result.worst
     if result.ok:

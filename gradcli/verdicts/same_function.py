@@ -57,7 +57,9 @@ TINY = 1e-300
 
 def proof_rtol(dtype) -> float:
     """sqrt(eps) of ``dtype``: see the module docstring for the reason."""
-    return float(np.sqrt(np.finfo(np.dtype(dtype)).eps))
+    from gradcli.numerics.finite_diff import machine_eps
+
+    return float(np.sqrt(machine_eps(dtype)))
 
 
 def prove(model, seed: int = 0) -> CallProof | None:
@@ -141,9 +143,11 @@ def _own_vjp(model, own, point: dict, cotangents: dict):
     return {n: None if g is None else _dense(g) for n, g in zip(model.wrt, grads)}, dtypes
 
 
-def _numpy_dtype(dtype) -> np.dtype:
-    """A TensorFlow DType or a Keras dtype name as numpy's."""
-    return np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
+def _numpy_dtype(dtype):
+    """A TensorFlow DType or a Keras dtype name as numpy's (bfloat16 by name:
+    numpy does not count ml_dtypes' bfloat16 as floating)."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    return "bfloat16" if name == "bfloat16" else np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
 
 
 def _dense(gradient) -> np.ndarray:
@@ -153,9 +157,12 @@ def _dense(gradient) -> np.ndarray:
     return np.asarray(gradient)
 
 
-def _coarsest(dtypes) -> np.dtype:
-    floats = [np.dtype(d) for d in dtypes if np.issubdtype(np.dtype(d), np.floating)]
-    return max(floats, key=lambda d: np.finfo(d).eps) if floats else np.dtype(np.float64)
+def _coarsest(dtypes):
+    """The floating dtype with the largest eps (bfloat16 included), float64 if none."""
+    from gradcli.numerics.finite_diff import machine_eps
+
+    floats = [d for d in dtypes if d == "bfloat16" or np.issubdtype(np.dtype(d), np.floating)]
+    return max(floats, key=machine_eps) if floats else np.dtype(np.float64)
 
 
 def _compare(wrt, ours: dict, theirs: dict, dtype, description: str) -> CallProof:
