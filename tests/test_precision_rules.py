@@ -180,3 +180,140 @@ def test_a_wrong_gradient_beside_a_float32_only_gradient_still_fails():
         _, i, j, _ = element["input_index"]
         assert element["analytic"] == pytest.approx(1.02 * truth[i, j], rel=1e-4, abs=1e-5)
         assert element["numeric"] == pytest.approx(truth[i, j], rel=2e-3, abs=1e-4)
+
+
+# -- Keras models with sublayers rebuild in float64 ----------------------------
+
+
+def fixture_module(name: str):
+    """The fixture file imported here, for its Keras weights (seeded in the file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"prec_rule_{name[:-3]}", fixture(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def complex_step(forward, weights, key, output_index, input_index, h=1e-30):
+    """d forward(weights)[output_index] / d weights[key][input_index], exact to
+    float64 round-off (complex step: no subtraction, no step error)."""
+    moved = {k: np.asarray(v, dtype=complex) for k, v in weights.items()}
+    moved[key][tuple(input_index)] += 1j * h
+    return float(np.imag(forward(moved)[tuple(output_index)]) / h)
+
+
+def attention_reference(module):
+    """MultiHeadAttention (2 heads, key_dim 3), x + attention, LayerNormalization,
+    Dense, written in numpy from Keras's definitions. Keras holds the score
+    scale 1/sqrt(key_dim) as a float32 constant (cast to the compute dtype):
+    a constant of the function, so the reference uses the same one."""
+    import keras
+
+    keras_model = module.model
+    mha = next(l for l in keras_model.layers if isinstance(l, keras.layers.MultiHeadAttention))
+    norm = next(l for l in keras_model.layers if isinstance(l, keras.layers.LayerNormalization))
+    dense = next(l for l in keras_model.layers if isinstance(l, keras.layers.Dense))
+    weights = {}
+    for part, sub in (("query", mha._query_dense), ("key", mha._key_dense),
+                      ("value", mha._value_dense), ("attention_output", mha._output_dense)):
+        weights[f"{part}/kernel"] = np.asarray(sub.kernel.numpy(), dtype=float)
+        weights[f"{part}/bias"] = np.asarray(sub.bias.numpy(), dtype=float)
+    weights["layer_normalization/gamma"] = np.asarray(norm.gamma.numpy(), dtype=float)
+    weights["layer_normalization/beta"] = np.asarray(norm.beta.numpy(), dtype=float)
+    weights["dense/kernel"] = np.asarray(dense.kernel.numpy(), dtype=float)
+    weights["dense/bias"] = np.asarray(dense.bias.numpy(), dtype=float)
+    x = np.asarray(module.inputs["x"], dtype=float)
+    epsilon = norm.epsilon
+    scale = float(np.float32(1 / np.sqrt(3.0)))
+
+    def forward(w):
+        q = np.einsum("btd,dnk->btnk", x, w["query/kernel"]) + w["query/bias"]
+        k = np.einsum("bsd,dnk->bsnk", x, w["key/kernel"]) + w["key/bias"]
+        v = np.einsum("bsd,dnk->bsnk", x, w["value/kernel"]) + w["value/bias"]
+        scores = np.einsum("bsnk,btnk->bnts", k, q * scale)
+        probs = np.exp(scores - scores.real.max(axis=-1, keepdims=True))
+        probs = probs / probs.sum(axis=-1, keepdims=True)
+        heads = np.einsum("bnts,bsnk->btnk", probs, v)
+        out = np.einsum("btnk,nkd->btd", heads, w["attention_output/kernel"]) + w["attention_output/bias"]
+        r = x + out
+        mean = r.mean(axis=-1, keepdims=True)
+        var = ((r - mean) ** 2).mean(axis=-1, keepdims=True)
+        n = (r - mean) / np.sqrt(var + epsilon) * w["layer_normalization/gamma"] + w["layer_normalization/beta"]
+        return n @ w["dense/kernel"] + w["dense/bias"]
+
+    return forward, weights
+
+
+@pytest.fixture(scope="module")
+def attention():
+    return attention_reference(fixture_module("prec_rule_keras_attention.py"))
+
+
+def test_a_multi_head_attention_block_rebuilds_in_float64_and_passes(attention):
+    run, doc = check_json("prec_rule_keras_attention.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float64" and model["tolerance"]["rtol"] == pytest.approx(1e-6)
+    assert not any("could not rebuild" in n or "computes in" in n for n in model["notes"]), model["notes"]
+    forward, weights = attention
+    assert {p["input"] for p in model["pairs"]} == set(weights)
+    for key in ("query/kernel", "key/kernel", "value/kernel", "layer_normalization/gamma"):
+        worst = pair(doc, key)["worst"]
+        truth = complex_step(forward, weights, key, worst["output_index"], worst["input_index"])
+        assert worst["analytic"] == pytest.approx(truth, rel=1e-10, abs=1e-12)
+        assert worst["numeric"] == pytest.approx(truth, rel=1e-7, abs=1e-9)
+
+
+def test_a_3e_4_error_in_an_attention_softmax_gradient_fails_in_float64():
+    name = "prec_rule_keras_attention_bad.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    model = only_model(doc)
+    assert model["dtype"] == "float64"
+    assert not any("could not rebuild" in n for n in model["notes"]), model["notes"]
+    forward, weights = attention_reference(fixture_module(name))
+    for key in ("query/kernel", "key/kernel"):
+        p = pair(doc, key)
+        assert p["verdict"] == "mismatch"
+        for element in p["failing"][:3]:
+            truth = complex_step(forward, weights, key, element["output_index"], element["input_index"])
+            assert element["numeric"] == pytest.approx(truth, rel=1e-7)
+            assert element["analytic"] == pytest.approx(truth * 1.0003, rel=1e-8)
+
+
+def test_nested_models_shared_layers_and_batch_norm_rebuild_in_float64():
+    name = "prec_rule_keras_nested.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float64"
+    assert not any("could not rebuild" in n or "computes in" in n for n in model["notes"]), model["notes"]
+    module = fixture_module(name)
+    import keras
+
+    layers = {l.name: l for l in module.model.layers}
+    inner_dense = next(l for l in layers["inner"].layers if isinstance(l, keras.layers.Dense))
+    norm = layers["norm"]
+    w = {
+        "shared/kernel": layers["shared"].kernel, "shared/bias": layers["shared"].bias,
+        "dense/kernel": inner_dense.kernel, "dense/bias": inner_dense.bias,
+        "norm/gamma": norm.gamma, "norm/beta": norm.beta,
+        "head/kernel": layers["head"].kernel, "head/bias": layers["head"].bias,
+    }
+    weights = {k: np.asarray(v.numpy(), dtype=float) for k, v in w.items()}
+    mean, var = (np.asarray(v.numpy(), dtype=float) for v in (norm.moving_mean, norm.moving_variance))
+    x = np.asarray(module.inputs["x"], dtype=float)
+
+    def forward(p):
+        h = x @ p["shared/kernel"] + p["shared/bias"]
+        h = h @ p["shared/kernel"] + p["shared/bias"]
+        g = np.tanh(h @ p["dense/kernel"] + p["dense/bias"])
+        n = (g - mean) / np.sqrt(var + norm.epsilon) * p["norm/gamma"] + p["norm/beta"]
+        return n @ p["head/kernel"] + p["head/bias"]
+
+    assert {p["input"] for p in only_model(doc)["pairs"]} == set(weights)
+    for key in weights:
+        worst = pair(doc, key)["worst"]
+        truth = complex_step(forward, weights, key, worst["output_index"], worst["input_index"])
+        assert worst["analytic"] == pytest.approx(truth, rel=1e-10, abs=1e-12)
