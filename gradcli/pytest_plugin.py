@@ -173,6 +173,32 @@ class GradientCheckFailed(Exception):
     """The report of a model that failed (or could not be checked)."""
 
 
+class GradientCheckWarning(UserWarning):
+    """A model that passed with a verdict worth a look (zero, disconnected,
+    kink): pytest lists it in its warnings summary, ``-W error`` fails on it."""
+
+
+#: TensorFlow's internal graph text in an error message: ``[[{{node gradients/...}}]]``,
+#: ``Detected at node '...' defined at (most recent call last):`` and the stack
+#: that follows it, ``[Op:Mul] name:``. It names gradcli's traced graph, not
+#: the user's code, so a failure message leaves it out.
+_GRAPH_TEXT = (
+    r"\s*\[\[\{\{node [^}]*\}\}\]\]",
+    r"Detected at node [^\n]*(\n[ \t]+[^\n]*)*\n?",
+    r"\s*\[Op:[A-Za-z0-9_]+\]( name: [^\s;]*)?",
+    r"Graph execution error:\s*",
+)
+
+
+def without_graph_text(message: str) -> str:
+    """``message`` without TensorFlow's node and op text (``_GRAPH_TEXT``)."""
+    import re
+
+    for pattern in _GRAPH_TEXT:
+        message = re.sub(pattern, "", message)
+    return re.sub(r"\n{3,}", "\n\n", message).strip()
+
+
 class ModelItem(pytest.Item):
     def __init__(self, *, spec: str, **kwargs):
         super().__init__(**kwargs)
@@ -188,10 +214,20 @@ class ModelItem(pytest.Item):
                 from gradcli.model.paths import relative_path
 
                 error = model.error.replace(self.spec, relative_path(self.spec), 1)
-                raise GradientCheckFailed(f"gradcli check: error: {error}")
+                raise GradientCheckFailed(without_graph_text(f"gradcli check: error: {error}"))
             result = CheckResult(models=[model])
             report = plain_text(lambda out: render_check(result, out))
-            raise GradientCheckFailed(f"gradcli check: {model_verdict(model)}\n{report}")
+            raise GradientCheckFailed(without_graph_text(f"gradcli check: {model_verdict(model)}\n{report}"))
+        import warnings
+
+        from gradcli.results import PASS
+
+        for pair in model.pairs:  # passed, but not with a plain pass
+            if pair.verdict != PASS:
+                warnings.warn(GradientCheckWarning(
+                    f"gradcli check {self.spec}: {pair.verdict} {pair.input} -> {pair.output}: "
+                    f"{pair.explanation}"
+                ))
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, GradientCheckFailed):

@@ -98,7 +98,7 @@ def test_failure_report_text_names_the_element():
     assert run.exit_code == 1, run
     assert "FAIL x -> output: mismatch" in run.stdout
     assert "output / x[2]: analytic 3.754277522, numeric 3.746783954" in run.stdout
-    assert "0 of 1 models passed" in run.stdout
+    assert "0 of 1 model passed" in run.stdout
 
 
 @pytest.mark.parametrize("mode", ["full", "fast"])

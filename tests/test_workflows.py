@@ -148,7 +148,7 @@ def test_github_annotations_at_the_model_and_the_definition(monkeypatch, tmp_pat
     assert commands[1].startswith(prefix), commands[1]
     assert commands[1].endswith(f"(x -> output of {model})")
     text = summary.read_text()
-    assert text.startswith("earlier step\n## gradcli check: 0 of 1 models passed\n")  # appended
+    assert text.startswith("earlier step\n## gradcli check: 0 of 1 model passed\n")  # appended
     assert f"| `{model}` | fail (mismatch) | 1 |" in text
     assert f"| x | output | **mismatch** | " in text
     assert f"  - at `{model}:{definition}`: culprit: tf.custom_gradient softplus" in text

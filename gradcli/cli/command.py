@@ -32,7 +32,9 @@ import sys
 import click
 from click.core import ParameterSource
 
-from gradcli.cli.options import CONFIG_CHOICE, SHOW_CONFIG, config_options
+from gradcli.cli.options import (
+    COLOR, CONFIG_CHOICE, SHOW_CONFIG, VERBOSITY, config_options, output_level_options,
+)
 from gradcli.errors import GradcliError, UsageError
 
 #: ctx.meta keys: names of the parameters given on the command line; and
@@ -54,6 +56,7 @@ class GradcliCommand(click.Command):
         self.render_params = tuple(render_params)
         self.formats = {"text": render, **(formats or {})}
         config_options(self)
+        output_level_options(self)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         """With ``--show-config``, a missing MODEL is no error: only the settings are shown."""
@@ -81,13 +84,15 @@ class GradcliCommand(click.Command):
             raise click.UsageError(f"--json and --format {params['output_format']}: choose one", ctx=ctx)
         ctx.params = params
         ctx.meta[GIVEN] = given
+        ctx.meta[VERBOSITY] = -1 if params.get("quiet") else int(params.get("verbose") or 0)
+        ctx.meta[COLOR] = params.get("color")
         from gradcli.cli.reports import Reports
 
         reports = Reports(self.name, params, {p.name for p in self.params})
         with reports.interruptible():
             try:
                 with contextlib.redirect_stdout(sys.stderr):
-                    result = ctx.invoke(self.callback, **params)
+                    result = ctx.invoke(self.callback, **_accepted(self.callback, params))
             except GradcliError as error:
                 if isinstance(error, UsageError) and error.param:
                     error = _about_flag(ctx, error)
@@ -119,8 +124,13 @@ class GradcliCommand(click.Command):
         else:
             extra = {name: params[name] for name in self.render_params}
             renderer = _function(self.formats[params.get("output_format") or "text"])
+            if "verbosity" in _parameters(renderer):
+                extra["verbosity"] = ctx.meta.get(VERBOSITY, 0)
             annotation = stopped is not None and params.get("output_format") == "github"
-            reports.stdout(lambda: _rendered(renderer, result, extra)
+            if stopped is None:
+                _write_witnesses(self.name, result, reports)
+            color = ctx.meta.get(COLOR)
+            reports.stdout(lambda: _rendered(renderer, result, extra, color)
                            + (_annotation(self.name, stopped) if annotation else ""))
         for name, writer in WRITERS.items():
             if params.get(name) and (stopped is None or name in ON_INTERRUPT):
@@ -151,14 +161,50 @@ class GradcliCommand(click.Command):
         reports.finish(error)
 
 
-def _rendered(renderer, result, extra) -> str:
-    """The text report as one string, drawn on stdout's console (its colours and width)."""
+def _rendered(renderer, result, extra, color=None) -> str:
+    """The text report as one string, drawn on stdout's console (its colours
+    and width; ``color``: ``--color/--no-color``)."""
     from gradcli.render.text import console
 
-    out = console()
+    out = console(color=color)
     with out.capture() as captured:
         renderer(result, out, **extra)
     return captured.get()
+
+
+def _parameters(function) -> set[str]:
+    """The names ``function`` takes by name (not its ``**kwargs``)."""
+    import inspect
+
+    return {
+        name for name, p in inspect.signature(function).parameters.items()
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+
+
+#: Parameters every command has (``output_level_options``) that reach a
+#: callback only when it names them.
+_SHARED = ("verbose", "quiet", "color")
+
+
+def _accepted(callback, params: dict) -> dict:
+    names = _parameters(callback)
+    return {k: v for k, v in params.items() if k not in _SHARED or k in names}
+
+
+def _write_witnesses(command: str, result, reports) -> None:
+    """The ``.npz`` file of a witness too large to print (``gradcli.render.witness``),
+    before the report that names it; a file that cannot be written is the run's error line."""
+    from gradcli.render.witness import save_witnesses, witness_path, witnesses
+
+    try:
+        lines = save_witnesses(command, result)
+    except OSError as exc:
+        names = ", ".join(witness_path(path) for path, _ in witnesses(command, result))
+        reports.failures.append(f"cannot write {names}: {exc.strerror or exc}")
+        return
+    for line in lines:
+        click.echo(line, err=True)
 
 
 def _annotation(command: str, error) -> str:

@@ -5,8 +5,9 @@
 ``native_dtype_option``, ``json_option``, ``format_option`` and the output
 options (``--save``, ``--junit-xml``, ``--plot``, ``--summary``) are decorators; a command lists the ones that
 apply to it. ``config_options`` (``--config``, ``--isolated``, ``--show-config``)
-every command has: ``GradcliCommand`` adds them, since every command reads
-configuration. Values are only parsed here (click types); their rules live in
+and ``output_level_options`` (``-v``, ``-q``, ``--color/--no-color``) every
+command has: ``GradcliCommand`` adds them, since every command reads
+configuration and prints a report. Values are only parsed here (click types); their rules live in
 the analyses' options dataclasses (``gradcli.options``), so the Python API and
 the command line reject the same values with the same words.
 """
@@ -175,6 +176,28 @@ def config_options(command: click.Command) -> None:
         click.Option(["--isolated"], is_flag=True, expose_value=False, callback=_remember(CONFIG_CHOICE, "isolated"), help="Read no configuration file: built-in defaults and the command line only."),
         click.Option(["--show-config"], is_flag=True, expose_value=False, callback=_remember(SHOW_CONFIG), help="Print the settings in force and where each comes from (a file, the command line or the default), then exit."),
     ])
+
+
+#: ctx.meta keys: ``--color/--no-color`` (True, False or None: the environment
+#: decides, NO_COLOR and FORCE_COLOR as rich reads them) and the report's
+#: verbosity (``-v`` counts up, ``-q`` is -1).
+COLOR = "gradcli.color"
+VERBOSITY = "gradcli.verbosity"
+
+
+def output_level_options(command: click.Command) -> None:
+    """Add ``-v/--verbose`` (repeatable), ``-q/--quiet`` and ``--color/--no-color``
+    to ``command`` unless it declares them itself (``check``'s ``-q`` also keeps
+    passing models out of the report). They are configuration keys like any
+    option (``verbose = 1``, ``quiet = true``, ``color = false``); the command
+    layer takes them out of the callback's parameters unless it names them."""
+    have = {name for param in command.params for name in param.opts + param.secondary_opts}
+    wanted = [
+        click.Option(["-v", "--verbose"], count=True, help="More detail: notes that need no decision (e.g. which mode auto chose); repeatable."),
+        click.Option(["-q", "--quiet"], is_flag=True, help="Less output: no notes and no progress bar."),
+        click.Option(["--color/--no-color"], default=None, help="Colour the report, or not [default: on a terminal, unless NO_COLOR is set; FORCE_COLOR turns it on]."),
+    ]
+    command.params.extend(o for o in wanted if not have & set(o.opts + o.secondary_opts))
 
 
 def numeric_option(command):

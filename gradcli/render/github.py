@@ -9,30 +9,37 @@ commands, which the runner turns into annotations on the pull request:
   cut by an op (``zero``, ``disconnected``) the first graph site with a line;
 * ``::error`` for a model that could not be checked (at the line its error
   names, if any), or for a run that could not start (``error_annotation``), and ``::warning`` for a
-  pair that passed with a verdict other than ``pass`` (a kink, a zero gradient).
+  pair that passed with a verdict other than ``pass`` (a kink, a zero gradient),
+  at the line of the graph site that cuts or bends the path when one has a line.
 
-Paths are relative to the working directory, which in a workflow is the
-checkout (``GITHUB_WORKSPACE``): the annotation lands on the file in the diff.
+Every ``file=`` is written by one rule (``repository_path``): relative to the
+checkout (``GITHUB_WORKSPACE``, else the repository holding the working
+directory, else the working directory), with ``/`` separators, so the
+annotation lands on the file in the diff whatever folder gradcli ran from. A
+message keeps every line: newlines are encoded (``%0A``), never cut.
 
 ``--summary PATH`` appends a Markdown report (the verdict tables) to PATH, as
 GitHub's ``$GITHUB_STEP_SUMMARY`` file expects (several steps may write to it).
+Models that passed are folded (``<details>``): the failures are what the
+reader opens the summary for.
 An interrupted run appends the models it finished under a heading that says
 so; the models it did not finish are rows marked ``not finished``.
 """
 
 from __future__ import annotations
 
+import os
+
 from gradcli.model.loading import split_spec
-from gradcli.model.paths import relative_path
 from gradcli.results import PASS, CheckResult, ModelResult, PairResult
-from gradcli.render.text import fmt, model_verdict, render_check, where
+from gradcli.render.text import fmt, model_verdict, plural, render_check, where
 
 TITLE = "gradcli check"
 
 
-def render_github(result: CheckResult, out, quiet: bool = False) -> None:
+def render_github(result: CheckResult, out, quiet: bool = False, verbosity: int = 0) -> None:
     """The text report, then one workflow command per line."""
-    render_check(result, out, quiet=quiet)
+    render_check(result, out, quiet=quiet, verbosity=verbosity)
     for line in annotations(result):
         out.out(line, highlight=False)
 
@@ -56,11 +63,23 @@ def annotations(result: CheckResult) -> list[str]:
             if pair.failed:
                 lines += _failure(model, pair, path)
             elif pair.verdict != PASS:
-                lines.append(command(
-                    "warning", f"{pair.input} -> {pair.output}: {pair.explanation}",
-                    file=path, title=f"{TITLE}: {pair.verdict}",
-                ))
+                lines.append(_warning(pair, path))
     return lines
+
+
+def _warning(pair: PairResult, path: str) -> str:
+    """A pair that passed with another verdict (zero, disconnected, kink): at
+    the line of the op that cuts or bends the path when one is known, in the
+    model file (the op's own file when the site lies in another one)."""
+    message = f"{pair.input} -> {pair.output}: {pair.explanation}"
+    file, line = path, None
+    located = _culprit_line(pair)
+    if located is not None:
+        file, line, what = located
+        message += f"\nat {what}"
+        if file != path:
+            message += f" ({pair.input} -> {pair.output} of {path})"
+    return command("warning", message, file=file, line=line, title=f"{TITLE}: {pair.verdict}")
 
 
 def _failure(model: ModelResult, pair: PairResult, path: str) -> list[str]:
@@ -98,15 +117,32 @@ def _culprit_line(pair: PairResult) -> tuple[str, int, str] | None:
 
 
 def _location(text: str) -> tuple[str, int] | None:
-    """``"file:line"`` -> (file relative to the working directory, line)."""
+    """``"file:line"`` -> (``repository_path`` of file, line)."""
     file, _, line = (text or "").rpartition(":")
     if not file or not line.isdigit():
         return None
-    return relative_path(file), int(line)
+    return repository_path(file), int(line)
 
 
 def _file(model: ModelResult) -> str:
-    return relative_path(split_spec(model.path)[0])
+    return repository_path(split_spec(model.path)[0])
+
+
+def repository_path(path: str) -> str:
+    """``path`` relative to the checkout, ``/``-separated: the folder in
+    ``GITHUB_WORKSPACE``, else the repository (``.git``) holding the working
+    directory, else the working directory. A path outside it stays absolute."""
+    from gradcli.config import repository_root
+
+    base = os.environ.get("GITHUB_WORKSPACE") or repository_root(os.getcwd()) or os.getcwd()
+    absolute = os.path.abspath(path)
+    try:
+        rel = os.path.relpath(os.path.realpath(absolute), os.path.realpath(base))
+    except ValueError:  # another drive
+        return absolute.replace(os.sep, "/")
+    if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+        return absolute.replace(os.sep, "/")
+    return rel.replace(os.sep, "/")
 
 
 def command(kind: str, message: str, *, title: str, file: str | None = None, line: int | None = None) -> str:
@@ -138,7 +174,7 @@ def summary_markdown(result: CheckResult, interrupted: bool = False) -> str:
     """A heading, the batch table, then each model's verdict table
     (``interrupted``: the run stopped before the models in ``skipped``)."""
     passed = sum(m.ok for m in result.models)
-    heading = f"## {TITLE}: {passed} of {len(result.models)} models passed"
+    heading = f"## {TITLE}: {passed} of {plural(len(result.models), 'model')} passed"
     if interrupted:
         total = len(result.models) + len(result.skipped)
         heading = f"## {TITLE}: interrupted after {len(result.models)} of {total} models ({passed} passed)"
@@ -150,14 +186,16 @@ def summary_markdown(result: CheckResult, interrupted: bool = False) -> str:
         + [(_code(name), not_run, "-", "-") for name in result.skipped],
     )
     for model in result.models:
+        if model.ok:  # folded: opened only by a reader who wants to see it
+            lines += ["", f"<details><summary><code>{_html(model.name)}</code>: {model_verdict(model)}</summary>", ""]
+            lines += _table(_HEADER, [_row(p) for p in model.pairs])
+            lines += ["", "</details>"]
+            continue
         lines += ["", f"### {_code(model.name)}", ""]
         if model.error is not None:
             lines.append(f"error: {_cell(model.error)}")
             continue
-        lines += _table(
-            ("input", "output", "verdict", "max abs err", "max rel err", "worst element", "analytic", "numeric"),
-            [_row(p) for p in model.pairs],
-        )
+        lines += _table(_HEADER, [_row(p) for p in model.pairs])
         lines.append("")
         for pair in model.pairs:
             if pair.failed:
@@ -166,6 +204,15 @@ def summary_markdown(result: CheckResult, interrupted: bool = False) -> str:
                 if located is not None:
                     lines.append(f"  - at `{located[0]}:{located[1]}`: {_cell(located[2])}")
     return "\n".join(lines) + "\n"
+
+
+_HEADER = ("input", "output", "verdict", "max abs err", "max rel err", "worst (error / allowed)", "analytic", "numeric")
+
+
+def _html(text: str) -> str:
+    import html
+
+    return html.escape(str(text))
 
 
 def _row(pair: PairResult) -> tuple:

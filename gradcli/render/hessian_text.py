@@ -7,9 +7,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from gradcli.model.values import set_arguments
 from gradcli.results.hessian import CONVEX_VERDICTS, HessianResult, Sampling, Spectrum
-from gradcli.render.text import fmt, render_model
+from gradcli.render.text import fmt, plural, render_model, shown_notes
+from gradcli.render.witness import set_arguments
 from gradcli.results import ModelResult
 
 #: Up to this many parameters the Hessian is printed element by element.
@@ -24,7 +24,7 @@ def num(value: float) -> str:
     return f"{value:.9g}"
 
 
-def render_hessian(result: HessianResult, out: Console) -> None:
+def render_hessian(result: HessianResult, out: Console, verbosity: int = 0) -> None:
     spectrum = result.spectrum
     out.print(Text(f"{result.name}  [{spectrum.method}, {result.dtype}, n={result.n}]", style="bold"))
     out.print(f"  function: {result.function}")
@@ -56,36 +56,36 @@ def render_hessian(result: HessianResult, out: Console) -> None:
                 dtype=result.dtype, mode=check.mode, tolerance=check.tolerance,
                 pairs=check.pairs, evaluations=check.evaluations, seconds=check.seconds,
             ),
-            out,
+            out, verbosity,
         )
     if result.sampling is not None:
-        render_sampling(result.sampling, spectrum, out)
+        render_sampling(result.sampling, spectrum, out, result.path)
     if result.expect:
         ok = result.expectation_met
         out.print(Text(
             f"  expect {result.expect}: {'ok' if ok else 'FAILED'}: {result.expectation_reason}",
             style="green" if ok else "bold red",
         ))
-    for note in result.notes:
+    for note in shown_notes(result.notes, verbosity):
         out.print(Text(f"  note: {note}", style="dim"))
-    out.print(Text(f"  {spectrum.hvps} Hessian-vector products, {result.seconds:.2f} s", style="dim"))
+    out.print(Text(f"  {plural(spectrum.hvps, 'Hessian-vector product')}, {result.seconds:.2f} s", style="dim"))
 
 
 def render_matrix(result: HessianResult, out: Console) -> None:
     H = result.hessian
     if result.n <= MATRIX_LIMIT:
         table = Table(title="  Hessian", title_justify="left")
-        table.add_column("")
+        table.add_column("", no_wrap=True)
         for name in result.labels:
-            table.add_column(name, justify="right")
+            table.add_column(name, justify="right", no_wrap=True)
         for name, row in zip(result.labels, H):
             table.add_row(name, *[num(v) for v in row])
         out.print(table)
         return
     table = Table(title=f"  Hessian ({result.n} x {result.n}), max |H| per block", title_justify="left")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for block in result.blocks:
-        table.add_column(block.name, justify="right")
+        table.add_column(block.name, justify="right", no_wrap=True)
     for bi in result.blocks:
         rows = slice(bi.offset, bi.offset + bi.size)
         table.add_row(bi.name, *[
@@ -133,19 +133,23 @@ def spectrum_strip(spectrum: Spectrum, width: int = 48) -> list[str]:
     return lines
 
 
-def render_sampling(sampling: Sampling, spectrum: Spectrum, out: Console) -> None:
+def render_sampling(sampling: Sampling, spectrum: Spectrum, out: Console, model_path: str = "") -> None:
     points = sampling.samples + 1
     out.print(
-        f"  sampled {sampling.samples} points ({sampling.rule}); zero tolerance "
+        f"  sampled {plural(sampling.samples, 'point')} ({sampling.rule}); zero tolerance "
         f"{spectrum.zero_tol:.3g}:"
     )
-    out.print(f"    {sampling.n_negative} of {points} points (the given one included) have a negative eigenvalue")
-    out.print(f"    {sampling.n_positive} of {points} points have a positive eigenvalue")
+    has = "has" if sampling.n_negative == 1 else "have"
+    out.print(f"    {sampling.n_negative} of {points} points (the given one included) {has} a negative eigenvalue")
+    has = "has" if sampling.n_positive == 1 else "have"
+    out.print(f"    {sampling.n_positive} of {points} points {has} a positive eigenvalue")
     if sampling.n_nonfinite:
-        out.print(f"    {sampling.n_nonfinite} points had NaN/Inf in the Hessian and were skipped")
+        what = "point had NaN/Inf in the Hessian and was" if sampling.n_nonfinite == 1 else \
+            "points had NaN/Inf in the Hessian and were"
+        out.print(f"    {sampling.n_nonfinite} {what} skipped")
     worst = sampling.worst
     if worst is not None:
         which = "smallest" if sampling.witness_for == "convex" else "largest"
         value = worst.smallest if which == "smallest" else worst.largest
         out.print(f"    witness (the {which} eigenvalue, {num(value)}, {worst.verdict}):")
-        out.print(Text("      " + " ".join(set_arguments(worst.values)), style="bold"))
+        out.print(Text("      " + " ".join(set_arguments(worst.values, model_path)), style="bold"))

@@ -26,7 +26,7 @@ from gradcli.results.inspection import (
     NamedArray,
     VjpResult,
 )
-from gradcli.render.text import fmt, label
+from gradcli.render.text import fmt, label, plural, shown_notes
 
 #: Arrays with at most this many entries are printed whole.
 PRINT_LIMIT = 32
@@ -81,11 +81,11 @@ def describe(array: NamedArray) -> Text:
 
 def array_table(title: str, arrays: list[NamedArray], out: Console, source: bool = False) -> None:
     table = Table(title=title, title_justify="left")
-    table.add_column("name")
-    table.add_column("shape")
-    table.add_column("dtype")
+    table.add_column("name", no_wrap=True)
+    table.add_column("shape", no_wrap=True)
+    table.add_column("dtype", no_wrap=True)
     if source:
-        table.add_column("seed")
+        table.add_column("seed", no_wrap=True)
     table.add_column("values")
     for a in arrays:
         row = [a.name, str(a.shape), a.dtype]
@@ -95,33 +95,35 @@ def array_table(title: str, arrays: list[NamedArray], out: Console, source: bool
     out.print(table)
 
 
-def notes(lines: list[str], out: Console, style: str = "dim", prefix: str = "note") -> None:
-    for line in lines:
+def notes(lines: list[str], out: Console, style: str = "dim", prefix: str = "note", verbosity: int = 0) -> None:
+    """Notes (``verbosity``: -q hides them, routine ones need -v: ``text.shown_notes``)."""
+    for line in (lines if prefix != "note" else shown_notes(lines, verbosity)):
         out.print(Text(f"  {prefix}: {line}", style=style))
 
 
-def render_forward(result: ForwardResult, out: Console) -> None:
+def render_forward(result: ForwardResult, out: Console, verbosity: int = 0) -> None:
     header("forward", result.model, result.dtype, None, out)
     array_table("outputs", result.outputs, out)
-    notes(result.notes, out)
+    notes(result.notes, out, verbosity=verbosity)
 
 
-def render_vjp(result: VjpResult, out: Console) -> None:
+def render_vjp(result: VjpResult, out: Console, verbosity: int = 0) -> None:
     header("vjp", result.model, result.dtype, result.method, out)
     array_table("cotangents (seeds), one per output", result.seeds, out, source=True)
     array_table("vector-Jacobian products J^T c, one per input", result.gradients, out)
     if result.weights:
         render_weights(result, out)
     notes(result.warnings, out, style="bold yellow", prefix="warning")
-    notes(result.notes, out)
+    notes(result.notes, out, verbosity=verbosity)
     if result.evaluations:
-        out.print(Text(f"  {result.evaluations} function evaluations", style="dim"))
+        out.print(Text(f"  {plural(result.evaluations, 'function evaluation')}", style="dim"))
 
 
 def render_weights(result: VjpResult, out: Console) -> None:
     table = Table(title="gradient norms per weight", title_justify="left", caption=result.weight_rule, caption_justify="left")
     for column in ("weight", "shape", "||w||", "||g||", "||g|| / ||w||", "status"):
-        table.add_column(column, justify="left" if column in ("weight", "shape", "status") else "right")
+        table.add_column(column, justify="left" if column in ("weight", "shape", "status") else "right",
+                         no_wrap=column in ("weight", "shape"))
     for w in result.weights:
         table.add_row(
             w.name,
@@ -134,21 +136,21 @@ def render_weights(result: VjpResult, out: Console) -> None:
     out.print(table)
 
 
-def render_jvp(result: JvpResult, out: Console) -> None:
+def render_jvp(result: JvpResult, out: Console, verbosity: int = 0) -> None:
     header("jvp", result.model, result.dtype, result.method, out)
     array_table("tangents, one per input", result.tangents, out)
     array_table("Jacobian-vector products J t, one per output", result.outputs, out)
-    notes(result.notes, out)
+    notes(result.notes, out, verbosity=verbosity)
     if result.evaluations:
-        out.print(Text(f"  {result.evaluations} function evaluations", style="dim"))
+        out.print(Text(f"  {plural(result.evaluations, 'function evaluation')}", style="dim"))
 
 
-def render_jacobian(result: JacobianResult, out: Console) -> None:
+def render_jacobian(result: JacobianResult, out: Console, verbosity: int = 0) -> None:
     header("jacobian", result.model, result.dtype, result.method, out)
     out.print(Text(f"  {result.explanation}", style="dim"))
     for block in result.blocks:
         render_block(block, out)
-    notes(result.notes, out)
+    notes(result.notes, out, verbosity=verbosity)
 
 
 def render_block(block: JacobianBlock, out: Console) -> None:
@@ -182,8 +184,8 @@ def render_block(block: JacobianBlock, out: Console) -> None:
     table = Table(
         title=f"  the {len(block.largest)} largest entries by magnitude", title_justify="left"
     )
-    table.add_column("output element")
-    table.add_column("input element")
+    table.add_column("output element", no_wrap=True)
+    table.add_column("input element", no_wrap=True)
     table.add_column("value", justify="right")
     for entry in block.largest:
         table.add_row(
@@ -200,7 +202,7 @@ def jacobian_table(block: JacobianBlock, title: str) -> Table:
     rows = [list(np.unravel_index(i, block.output_shape)) if block.output_shape else [] for i in range(block.rows)]
     cols = [list(np.unravel_index(j, block.input_shape)) if block.input_shape else [] for j in range(block.columns)]
     table = Table(title=title, title_justify="left")
-    table.add_column("")
+    table.add_column("", no_wrap=True)
     for c in cols:
         table.add_column(label(block.input, [int(i) for i in c]), justify="right")
     for r, index in enumerate(rows):

@@ -119,6 +119,8 @@ def model_verdict(model: ModelResult) -> str:
     failing = sorted({p.verdict for p in model.pairs if p.failed})
     if model.sweep is not None and model.sweep.failed:
         failing.append("sweep")
+    if any(layer.failed for layer in model.layers):
+        failing.append("layer by layer")
     if model.not_the_users_function:
         failing.insert(0, "not the user's function")
     return f"fail ({', '.join(failing)})" if failing else "pass"
@@ -193,6 +195,8 @@ def render_model(model: ModelResult, out: Console, verbosity: int = 0) -> None:
         out.print(Text(f"  note: {note}", style="dim"))
     if model.sweep is not None:
         render_sweep(model.sweep, out, model.path)
+    from gradcli.render.layers_text import render_layers  # the layer-by-layer pass (ModelResult.layers)
+    render_layers(model, out)
     out.print(
         Text(f"  {plural(model.evaluations, 'function evaluation')}, {model.seconds:.2f} s", style="dim")
     )
@@ -290,7 +294,7 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         if culprit.definition:
             text += f", defined at {culprit.definition}"
         out.print(Text(text, style="bold red"))
-        if culprit.checked != "gradient's shape":  # a wrong shape has no probe value to show
+        if culprit.checked not in ("gradient's shape", "first non-finite value"):  # no probe to show
             out.print(
                 f"      its {culprit.checked} gives {culprit.analytic:.10g} for a random probe, finite "
                 f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "

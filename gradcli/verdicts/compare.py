@@ -146,7 +146,7 @@ def compare_block(
     bad = outside(a, numeric, allowed)
     pair = _pair(input_name, output_name, "full", a, numeric, diff, fd_error, bad, allowed)
     pair.failing = _elements(a, numeric, diff, fd_error, bad, allowed, output_shape, input_shape)
-    pair.worst = worst_element(a, numeric, diff, fd_error, output_shape, input_shape)
+    pair.worst = worst_element(a, numeric, diff, fd_error, output_shape, input_shape, allowed)
     return _verdict(pair, a, numeric, fd_error, disconnected, tol)
 
 
@@ -212,10 +212,11 @@ def compare_projections(
         _element([], [int(p)], rev[p], numeric[p], diff[p], fd_error[p], scale[p])
         for p in order if bad[p]
     ][:MAX_FAILING]
-    if len(order):
-        p = int(np.argmax(_severity(diff, comparable(rev, numeric) & comparable(fwd, numeric))))
+    if len(order):  # the worst probe by error / allowed, as the failing ones are listed
+        p = int(order[0])
         pair.worst = _element([], [p], rev[p], numeric[p], diff[p], fd_error[p], scale[p])
-        pair.max_abs_error = pair.worst.abs_error
+        both = comparable(rev, numeric) & comparable(fwd, numeric)
+        pair.max_abs_error = float(np.max(_severity(diff, both)))
     pair.reverse_failed = bool(reverse_bad.any())
     if element_size is not None and len(allowed):
         pair.power = detectable_error(float(np.max(allowed)), len(allowed), element_size)
@@ -313,12 +314,16 @@ def _severity(diff, ok) -> np.ndarray:
     return np.where(ok, diff, np.inf)
 
 
-def worst_element(a, n, diff, fd_error, output_shape, input_shape) -> Element | None:
-    """The element of the largest abs error (non-finite first): the row's worst
-    element and its "max abs err" are this one element."""
+def worst_element(a, n, diff, fd_error, output_shape, input_shape, allowed) -> Element | None:
+    """The element of the largest ratio of error to allowed error (non-finite
+    first): the order the failing elements are listed in, and the ratio that
+    decides the verdict (an element fails when it exceeds 1). The row's "max
+    abs err" is the largest abs error of the pair, which may be another element."""
     if not a.size:
         return None
-    flat = int(np.argmax(_severity(diff, comparable(a, n)).ravel()))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(comparable(a, n), diff / allowed, np.inf)
+    flat = int(np.argmax(np.nan_to_num(ratio, nan=0.0).ravel()))
     r, c = np.unravel_index(flat, a.shape)
     return _element(
         _index(r, output_shape), _index(c, input_shape), a[r, c], n[r, c], diff[r, c],
