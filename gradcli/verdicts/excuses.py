@@ -11,11 +11,13 @@ by the finite differences alone:
     design (``culprit.SURROGATE_OPS``: ``FakeQuant*``,
     ``QuantizeAndDequantize*``), or a quantizing op (``QUANTIZING_OPS``) whose
     gradient is overridden (``gradient_override_map``);
-  - ``x + tf.stop_gradient(q(x) - x)``: a ``StopGradient`` whose input is
-    computed by a quantizing op from the input, and whose output is added to
-    (``ADDING_OPS``) a tensor that carries the input without a cut (the
-    identity path), possibly through ops that only move or cast data
-    (``PASS_THROUGH_OPS``);
+  - ``x + tf.stop_gradient(q(x) - x)``: a ``StopGradient`` of a difference
+    between a value quantized from the input and a term ``t`` with no quantizer
+    in it, whose output is added (``ADDING_OPS``) back to that same ``t``, which
+    carries the input without a cut (the identity path); ops that only move or
+    cast data (``PASS_THROUGH_OPS``) may sit in between. A stop_gradient of a
+    quantized value that is not added back to its own identity term is no
+    estimator (``sg(round(x)) * 0.5 + g(x)``);
   - a ``tf.custom_gradient`` whose forward code (the ops between its arguments
     and its results) contains a quantizing op.
 
@@ -166,15 +168,33 @@ def _overridden(op) -> str:
 
 
 def _stop_gradient_pattern(graph, stop, reached, uncut) -> Construction | None:
-    """``x + tf.stop_gradient(q(x) - x)`` around ``stop`` (module docstring)."""
+    """``x + tf.stop_gradient(q(x) - x)`` around ``stop`` (module docstring):
+    the stop_gradient's input is a difference (``Sub``, or an ``Add`` of a
+    negation) of a quantized value and a term ``t`` with no quantizer in it, and
+    its output is added back to that same ``t`` (``t + sg(q - t)``, or
+    ``t - sg(t - q)``), which carries the input without a cut. The sum is q(x)
+    forward and the identity backward."""
+    ancestors = _ancestors([stop])
     quantizers = [
         o for o in graph.graph.get_operations()
-        if o in _ancestors([stop]) and o in reached and o.type in QUANTIZING_OPS
+        if o in ancestors and o in reached and o.type in QUANTIZING_OPS
     ]
     if not quantizers:
         return None
+    difference = _source(stop.inputs[0]).op
+    if difference.type not in ADDING_OPS:
+        return None
+    terms = set()
+    for t in difference.inputs:
+        t = _source(t)
+        if t.op.type == "Neg":
+            t = _source(t.op.inputs[0])
+        if not any(o.type in QUANTIZING_OPS for o in _ancestors([t.op])):
+            terms.add(t.ref())
+    if not terms:
+        return None
     # Follow the stop_gradient's value through pass-through ops to an adding op
-    # whose other operand carries the input without a cut.
+    # whose other operand is that term, carrying the input without a cut.
     frontier, seen = [stop.outputs[0]], set()
     while frontier:
         t = frontier.pop()
@@ -185,8 +205,8 @@ def _stop_gradient_pattern(graph, stop, reached, uncut) -> Construction | None:
             if consumer.type in PASS_THROUGH_OPS:
                 frontier.extend(o for o in consumer.outputs if o.dtype.is_floating)
             elif consumer.type in ADDING_OPS:
-                others = [s for s in consumer.inputs if s is not t]
-                if any(s.op in uncut and s.dtype.is_floating for s in others):
+                others = [_source(s) for s in consumer.inputs if s is not t]
+                if any(s.ref() in terms and s.op in uncut for s in others):
                     q = quantizers[0]
                     return Construction(
                         graph.site(stop, f"x + tf.stop_gradient(q(x) - x) at "
@@ -195,6 +215,13 @@ def _stop_gradient_pattern(graph, stop, reached, uncut) -> Construction | None:
                         [consumer.outputs[0]],
                     )
     return None
+
+
+def _source(t):
+    """``t`` before ops that only move or re-type it."""
+    while t.op.type in PASS_THROUGH_OPS and t.op.type != "IdentityN" and t.op.inputs:
+        t = t.op.inputs[0]
+    return t
 
 
 def nonsmooth(graph, name: str, output: str) -> list[GraphSite] | None:
