@@ -2,30 +2,52 @@
 
 A central difference that disagrees with the analytic derivative is not always a
 bug. ``refine`` re-examines the failing elements of a pair with one-sided
-difference quotients on a ladder of steps and reclassifies them:
+difference quotients on a ladder of steps and reclassifies them. An excuse is
+earned only with evidence from the traced graph (``excuses``); the finite
+differences alone never excuse a failure:
 
-* ``kink``: the slopes from the left and from the right disagree (ReLU or |x| at
-  0, a tie in a max). The analytic value is a valid subgradient when it lies
-  between them (not a failure); outside, it is a failure. Passing and zero
-  pairs are scanned too: ``kink_suspects`` flags every element whose one-sided
-  slopes from the central-difference evaluations (``finite_diff.one_sided``)
-  disagree, and the ladder confirms them (a tie of a max passes the central
-  difference). Slopes that agree are never a kink: an element that fails only
-  because a kink lies inside the default step passes, with a warning.
+* ``kink``: the slopes from the left and from the right differ beyond their
+  own error estimates AND a non-smooth op lies on the path
+  (``excuses.nonsmooth``: relu, abs, max/min, tf.where, clip, a branch...). The
+  analytic value is a valid subgradient when it lies between the slopes (not a
+  failure); outside, it is a failure. Slopes that differ with no non-smooth op
+  on the path are an ill-conditioned smooth function, never a kink:
+  ``inconclusive`` (a failure), or ``mismatch`` when both slopes settle and the
+  analytic value lies outside them. Passing and zero pairs are scanned too:
+  ``kink_suspects`` flags every element whose one-sided slopes from the
+  central-difference evaluations (``finite_diff.one_sided``) disagree, and the
+  ladder confirms them (a tie of a max passes the central difference). Slopes
+  that agree are never a kink: an element that fails only because a kink lies
+  inside the default step (or because the function varies too fast for it)
+  passes when both settled slopes agree with the analytic value at smaller
+  steps, with a warning that says which.
 * ``surrogate``: the function does not change at all, to the last bit, for any
   of the smallest ``SURROGATE_STEPS`` steps on either side (it is piecewise
-  constant here) while the analytic derivative is not zero: a straight-through
-  or other surrogate gradient. A failure unless surrogates are allowed.
+  constant here) while the analytic derivative is not zero, AND a straight-
+  through estimator on the path (``excuses.straight_through``: FakeQuant*, an
+  overridden quantizer gradient, ``x + stop_gradient(q(x) - x)``, a
+  ``tf.custom_gradient`` around a quantizer) explains the element: with the
+  estimators' results held constant the gradient left there is zero
+  (``excuses.gradient_beside``). A failure unless surrogates are allowed.
+  Without an estimator the element is a ``mismatch`` (an op bug such as an
+  overwritten scatter or stitch entry), and the op whose own gradient is wrong
+  is named (``ModelGraph.culprit``); without a traced graph, ``inconclusive``.
+* elements whose slopes do not settle (error estimate, times ``FD_SAFETY``,
+  over ``atol`` + ``RESOLVE_FRACTION`` of the slope) are ``inconclusive``.
 * anything else stays ``mismatch``.
 
 Ladder rule: h_k = h0 * 2**-k for k = 0..LADDER, with h0 the central-difference
 step of ``finite_diff.step_size`` (eps**(1/3) max(1, |x|)). One-sided quotients
 D(h) = (f(x + h) - f(x)) / h have an O(h) error, so each level is combined with
-the one above by Richardson, 2 D(h) - D(2h), and the level with the smallest
-error estimate |D(h) - D(2h)| + round-off (ROUNDOFF_ULPS eps |f| / h) gives the
-slope. Going down to h0 / 2**LADDER also resolves a kink that lies inside the
-default stencil but not at the point: there both one-sided slopes agree with the
-analytic value at the smaller steps, and the element is a (passing) kink.
+the one above by Richardson, 2 D(h) - D(2h). A level's error estimate is
+|D(h) - D(2h)| + round-off (ROUNDOFF_ULPS eps |f| / h), plus its distance to
+the next level's Richardson value, plus its largest distance to a smaller
+step's value beyond that value's own estimate: at steps near multiples of a
+period, quotients agree with each other by aliasing and only smaller steps
+expose them. The level with the smallest estimate gives the slope. Going down to
+h0 / 2**LADDER also resolves a kink that lies inside the default stencil but
+not at the point: there both one-sided slopes agree with the analytic value at
+the smaller steps, and the element passes.
 
 NaN rule at the point (``nonfinite_analytic``): an analytic NaN/Inf where the
 ladder's slopes are finite, settled and equal is a wrong gradient (mismatch);
