@@ -141,16 +141,23 @@ def test_pytest_plugin_does_not_read_the_outer_table(imported_first, tree, pytes
 
 
 def test_pytest_plugin_never_reads_above_its_rootdir(imported_first, tmp_path, pytester, monkeypatch):
-    # No .git: pytest's rootdir (the folder of its configuration) bounds the search.
-    (tmp_path / "pyproject.toml").write_text(LOOSE)
+    # No .git: pytest's rootdir (the folder of its configuration) bounds the
+    # search. The outer table is invalid, so reading it would stop the run with
+    # a usage error; collecting reads the configuration and runs no model.
+    (tmp_path / "pyproject.toml").write_text('[tool.gradcli]\nmode = "nonsense"\n')
     project = tmp_path / "project"
     (project / "models").mkdir(parents=True)
     (project / "pytest.ini").write_text("[pytest]\n")
-    shutil.copy(SAMPLES / "buggy_custom_gradient.py", project / "models" / "buggy.py")
+    shutil.copy(SAMPLES / "square.py", project / "models" / "square.py")
     monkeypatch.chdir(project)
-    result = pytester.runpytest("--gradcli", "--gradcli-glob", "models/*.py", "-p", "no:cacheprovider")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*gradcli check: fail (mismatch)*", "*rtol=1e-06, atol=1e-09*"])
+    args = ("--gradcli", "--gradcli-glob", "models/*.py", "--collect-only", "-q", "-p", "no:cacheprovider")
+    result = pytester.runpytest(*args)
+    assert result.ret == pytest.ExitCode.OK, result.stderr.str()
+    assert result.stdout.lines[0] == "models/square.py::gradcli"
+    # The same tree with the rootdir one folder up does read it (the test above tests the boundary).
+    result = pytester.runpytest("--rootdir", str(tmp_path), *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: gradcli: * [[]tool.gradcli[]] mode: 'nonsense' is not one of *"])
 
 
 # --- --config, --isolated -------------------------------------------------------

@@ -38,8 +38,9 @@ def imported_first():
 
 @pytest.fixture
 def project(imported_first, pytester, monkeypatch, tmp_path):
-    """models/: one that ends its process (exit code 0) while imported, a
-    correct one, and a correct one named like a test module."""
+    """models/: a correct one, a correct one named like a test module, and,
+    checked last of the three, one that ends its process (exit code 0) while
+    imported; test_plain.py runs after them."""
     assert os.environ.get("GRADCLI_IN_PROCESS") == "1"  # the in-process setting stays harmless
     log = tmp_path / "log"
     log.mkdir()
@@ -47,7 +48,7 @@ def project(imported_first, pytester, monkeypatch, tmp_path):
     models = pytester.mkdir("models")
     square = (SAMPLES / "square.py").read_text()
     for name, source in {
-        "a_exits.py": RECORD + EXIT_ON_IMPORT,
+        "z_exits.py": RECORD + EXIT_ON_IMPORT,
         "c_square.py": square + RECORD,
         "test_square_model.py": square + RECORD,
     }.items():
@@ -67,19 +68,20 @@ def _importers(log) -> dict[str, set[int]]:
 
 def test_a_model_that_ends_its_process_fails_its_item_and_the_run_goes_on(project):
     pytester, log = project
-    result = pytester.runpytest("--gradcli", "-p", "no:cacheprovider", "-rf")
+    result = pytester.runpytest("--gradcli", "-p", "no:cacheprovider", "-rf", "-v")
     result.assert_outcomes(passed=3, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["models/z_exits.py::gradcli FAILED*", "test_plain.py::test_plain PASSED*"])
     # The failure section holds one line: the message, no traceback.
     result.stdout.fnmatch_lines([
-        "_* gradcli check models/a_exits.py _*",
-        "gradcli check: error: models/a_exits.py: the model ended the process (exit code 0)",
+        "_* gradcli check models/z_exits.py _*",
+        "gradcli check: error: models/z_exits.py: the model ended the process (exit code 0)",
         "=* short test summary info =*",
-        "FAILED models/a_exits.py::gradcli - gradcli check: error: *",
+        "FAILED models/z_exits.py::gradcli - gradcli check: error: *",
     ], consecutive=True)
     assert "Traceback" not in result.stdout.str()
     importers = _importers(log)
-    assert set(importers) == {"a_exits.py", "c_square.py", "test_square_model.py"}
+    assert set(importers) == {"z_exits.py", "c_square.py", "test_square_model.py"}
     assert os.getpid() not in set().union(*importers.values())  # pytester runs pytest in this process
 
 
@@ -93,8 +95,8 @@ def test_collecting_imports_no_model_file(project, named):
     assert result.ret == pytest.ExitCode.OK
     items = [line for line in result.stdout.lines if "::" in line]
     expected = ["models/test_square_model.py::gradcli"] if named else [
-        "models/a_exits.py::gradcli", "models/c_square.py::gradcli",
-        "models/test_square_model.py::gradcli", "test_plain.py::test_plain",
+        "models/c_square.py::gradcli", "models/test_square_model.py::gradcli",
+        "models/z_exits.py::gradcli", "test_plain.py::test_plain",
     ]
     assert sorted(items) == expected
     assert os.listdir(log) == []  # nothing imported a model, here or elsewhere
