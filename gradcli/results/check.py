@@ -39,8 +39,8 @@ EXPLANATIONS = {
     INCONCLUSIVE: "finite differences are too noisy here to confirm the gradient",
     KINK: "the point sits on a non-differentiability: the one-sided slopes disagree",
     SURROGATE: (
-        "the function is piecewise constant here while the analytic gradient is not: "
-        "a straight-through or other surrogate gradient"
+        "the function is piecewise constant here while the analytic gradient is not, and a "
+        "straight-through estimator on the path gives it: a surrogate gradient"
     ),
 }
 
