@@ -94,6 +94,7 @@ def test_state_a_task_changes_is_restored_before_the_next(tmp_path):
     before, _, after = supervised([("state",), ("change_state", str(tmp_path)), ("state",)])
     assert after == before  # the same worker (same pid), as it was
     assert before["cwd"] == os.getcwd() and before["mark"] is None and before["usr1"] and before["sum"]
+    assert before["json"] and str(tmp_path) not in before["path"]
 
 
 def test_a_thread_left_running_retires_the_worker_and_the_next_task_is_answered():

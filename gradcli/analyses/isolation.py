@@ -17,7 +17,8 @@ every model the worker:
    (``snapshot`` / ``restore``): interval timers (a pending alarm) first, then
    signal handlers and the blocked-signal mask, the working directory, the
    environment, the umask, numpy's error handling and print options, warnings
-   filters and ``showwarning``, ``sys.argv``, the standard streams, hooks,
+   filters and ``showwarning``, ``sys.argv``, ``sys.path`` and the import
+   hooks, a module replaced in ``sys.modules``, the standard streams, hooks,
    recursion limit, profile and trace functions, log levels, TensorFlow's
    eager/XLA switches, Keras' floatx, epsilon and image format, and the
    public names of ``builtins``, ``math``, ``os``, ``time``, ``random``,
@@ -199,6 +200,8 @@ class Snapshot:
             "argv", "stdin", "stdout", "stderr", "excepthook", "displayhook", "unraisablehook",
             "breakpointhook",
         )}
+        self.import_lists = {name: list(getattr(sys, name)) for name in ("path", "meta_path", "path_hooks")}
+        self.loaded = dict(sys.modules)
         self.threading_excepthook = threading.excepthook
         self.trace = (sys.gettrace(), sys.getprofile(), threading.gettrace(), threading.getprofile())
         self.recursion_limit = sys.getrecursionlimit()
@@ -267,6 +270,11 @@ def restore(saved: Snapshot) -> str | None:
     warnings.showwarning = saved.showwarning
     for name, value in saved.sys.items():
         setattr(sys, name, value)
+    for name, items in saved.import_lists.items():
+        getattr(sys, name)[:] = items
+    for name, module in saved.loaded.items():  # a module replaced in sys.modules comes back
+        if sys.modules.get(name, module) is not module:
+            sys.modules[name] = module
     threading.excepthook = saved.threading_excepthook
     sys.setrecursionlimit(saved.recursion_limit)
     sys.setswitchinterval(saved.switch_interval)

@@ -3,6 +3,7 @@ runs them through gradcli.analyses.batch.supervise): each does to its worker
 what a model file could."""
 import os
 import subprocess
+import sys
 import threading
 import time
 
@@ -60,6 +61,8 @@ def change_state(folder: str):
     os.environ["GRADCLI_ISO_MARK"] = "1"
     signal.signal(signal.SIGUSR1, signal.SIG_IGN)
     np.sum = None
+    sys.path.insert(0, folder)
+    sys.modules["json"] = None
     return "changed"
 
 
@@ -73,7 +76,8 @@ def state():
     return {
         "cwd": os.getcwd(), "numpy": np.geterr(), "filters": len(warnings.filters),
         "mark": os.environ.get("GRADCLI_ISO_MARK"), "usr1": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
-        "sum": np.sum is not None, "pid": os.getpid(),
+        "sum": np.sum is not None, "pid": os.getpid(), "path": list(sys.path),
+        "json": sys.modules.get("json") is not None,
     }
 
 
