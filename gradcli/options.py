@@ -190,6 +190,13 @@ class CheckOptions(Options):
     #: Seconds a model file may run in its worker before it is stopped and
     #: reported as an error row (``analyses.batch.supervise``); None: no limit.
     timeout: float | None = None
+    #: The layer-by-layer pass of a Keras model (``analyses.by_layer``): None
+    #: runs it in auto mode when the full check does not fit ``budget``; True
+    #: always; False never.
+    by_layer: bool | None = None
+    #: Check only the layers whose name or path matches one of these names or
+    #: globs (``conv2_block*``); implies ``by_layer``.
+    layers: list[str] | None = None
 
     def validate(self):
         from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
@@ -205,6 +212,12 @@ class CheckOptions(Options):
         for word in self.fail_on:
             one_of(word, "fail_on", FAIL_ON_WORDS)
         unique_names(self.fail_on, "fail_on")
+        if self.layers is not None:
+            require(all(n.strip() for n in self.layers) and self.layers, "layers",
+                    "must name at least one layer (a name, a path or a glob)")
+            if self.by_layer is False:
+                raise UsageError("selects layers for the layer-by-layer pass, which "
+                                 "{@by_layer} turns off: choose one", param="layers", bad_value=False)
         if self.allow_surrogate and SURROGATE in self.fail_on:
             raise UsageError(
                 "lists surrogate, which {@allow_surrogate} lets pass: choose one",

@@ -1,0 +1,139 @@
+"""The layer-by-layer pass (``gradcli.analyses.by_layer``) on small Keras models:
+functional, Sequential, subclassed with a nested model, a shared layer.
+
+Truth: the activations that reach a layer are recomputed here in numpy float64
+from the model's weights (an independent reference), and the wrong gradients
+are known in closed form (halved where x > 1, doubled where x < 0)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from conftest import error_line, fixture, gradcli, line_of
+
+pytest.importorskip("keras")
+
+
+@lru_cache(maxsize=None)
+def layers_of(name: str, **options):
+    """Load a fixture and run the pass alone (no whole-model check): its results by path."""
+    from gradcli.analyses.by_layer import check_layers
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    model = load_model(fixture(name))
+    results, notes = check_layers(model, CheckOptions(by_layer=True, **options))
+    return model, {r.label: r for r in results}, notes, results
+
+
+def failing_pairs(result):
+    return [p for p in result.pairs if p.failed]
+
+
+def test_functional_names_the_wrong_layer_with_class_path_and_call_line():
+    model, layers, notes, ordered = layers_of("by_layer_functional.py")
+    path = fixture("by_layer_functional.py")
+    assert set(layers) == {"net/d1", "net/swish", "net/d2"}
+    wrong = layers["net/swish"]
+    assert wrong.failed and wrong.verdict == "mismatch" and wrong.class_name == "Swish"
+    assert wrong.call_site.endswith(f"by_layer_functional.py:{line_of(path, 'def call(self, x):')}")
+    assert ordered[0] is wrong  # failures first
+    assert not layers["net/d1"].failed and not layers["net/d2"].failed
+    # Independent reference: the activation entering swish is x W1 + b1 in float64.
+    x = model.point["x"]
+    h = x @ model.point["d1/kernel"] + model.point["d1/bias"]
+    above = h > 1.0
+    assert above.any() and not above.all()
+    (pair,) = failing_pairs(wrong)
+    assert pair.input == "x" and pair.mode == "full"
+    assert pair.n_failing == int(above.sum())  # wrong exactly where x > 1
+    for element in pair.failing:
+        assert above[tuple(element.input_index)]
+        assert element.analytic == pytest.approx(0.5 * element.numeric, rel=1e-6)
+    culprit = pair.culprit
+    assert culprit is not None and culprit.definition.endswith(
+        f"by_layer_functional.py:{line_of(path, 'def swish(x):')}"
+    )
+    assert wrong.call_proof is not None and wrong.call_proof.proven
+    assert any("3 layer calls checked (3 in full" in n for n in notes)
+
+
+def test_the_unmodified_model_passes_every_layer():
+    _, layers, _, _ = layers_of("by_layer_functional_ok.py")
+    assert set(layers) == {"net/d1", "net/swish", "net/d2"}
+    for result in layers.values():
+        assert result.verdict == "pass" and not result.failed, result
+        assert result.call_proof.proven
+        assert result.pairs and all(p.verdict == "pass" for p in result.pairs)
+
+
+def test_sequential_states_the_power_of_projections():
+    model, layers, _, _ = layers_of("by_layer_sequential.py")
+    assert set(layers) == {"seq/wide", "seq/head"}
+    wide = layers["seq/wide"]
+    assert wide.weights == 40 * 64 + 64 and wide.elements == 2 * 40
+    assert wide.mode == "fast" and wide.verdict == "pass"
+    power = wide.power
+    assert power is not None and power.probability == 0.95 and power.probes == 3
+    assert power.relative == pytest.approx(power.absolute / power.element_size)
+    assert 0 < power.relative < 1  # a single element off by less than its RMS size is seen
+    assert layers["seq/head"].mode == "full" and layers["seq/head"].power is None
+
+
+def test_subclassed_model_with_a_nested_model():
+    model, layers, _, _ = layers_of("by_layer_subclassed.py")
+    assert set(layers) == {"outer/inner/inner_dense", "outer/act", "outer/head"}
+    act = layers["outer/act"]
+    path = fixture("by_layer_subclassed.py")
+    assert act.failed and act.class_name == "Softplus"
+    assert act.call_site.endswith(f"by_layer_subclassed.py:{line_of(path, 'def call(self, x):')}")
+    assert not layers["outer/inner/inner_dense"].failed and not layers["outer/head"].failed
+    h = model.point["x"] @ model.point["inner/inner_dense/kernel"] + model.point["inner/inner_dense/bias"]
+    (pair,) = failing_pairs(act)
+    assert pair.n_failing == int((h < 0).sum()) > 0  # wrong exactly where x < 0
+    rel = 1e-6 if str(model.dtype) == "float64" else 1e-2  # a subclassed model may run in float32
+    for element in pair.failing:
+        assert element.analytic == pytest.approx(2.0 * element.numeric, rel=rel)
+
+
+def test_a_shared_layer_is_checked_at_each_call_site():
+    _, layers, _, _ = layers_of("by_layer_shared.py")
+    assert set(layers) == {"twin/shared (call 1 of 2)", "twin/shared (call 2 of 2)", "twin/join", "twin/out"}
+    first, second = layers["twin/shared (call 1 of 2)"], layers["twin/shared (call 2 of 2)"]
+    assert (first.call_index, second.call_index) == (1, 2)
+    assert all(r.verdict == "pass" for r in layers.values())
+    assert {p.input for p in first.pairs} == {"inputs", "shared/kernel", "shared/bias"}
+    join = layers["twin/join"]  # no weights: its input gradients
+    assert join.weights == 0 and {p.input for p in join.pairs} == {"inputs_0", "inputs_1"}
+
+
+def test_command_line_layer_table_json_and_exit_code():
+    path = fixture("by_layer_functional.py")
+    run = gradcli("check", path, "--mode", "fast", "--by-layer", "--layers", "sw*", "--json")
+    assert run.exit_code == 1, run
+    (model,) = run.result["models"]
+    (row,) = model["layers"]
+    assert row["path"] == "net/swish" and row["class_name"] == "Swish" and row["failed"]
+    text = gradcli("check", path, "--mode", "fast", "--layers", "swish")
+    assert text.exit_code == 1, text
+    assert "layer by layer: 1 layer calls" in text.stdout
+    assert "FAIL layer net/swish: Swish (call at " in text.stdout
+
+
+def test_bad_layer_options_are_usage_errors():
+    path = fixture("by_layer_functional.py")
+    run = gradcli("check", path, "--mode", "fast", "--layers", "nothing*")
+    assert run.exit_code == 2 and "match no layer" in error_line(run) and "net/swish" in run.stderr
+    run = gradcli("check", path, "--no-by-layer", "--layers", "swish")
+    assert run.exit_code == 2 and "--by-layer" in error_line(run) and "choose one" in error_line(run)
+
+
+def test_memory_guard_refuses_the_pass_with_the_cheaper_route():
+    path = fixture("by_layer_functional.py")
+    run = gradcli("check", path, "--mode", "fast", "--by-layer", "--max-memory", "2000")
+    assert run.exit_code == 2, run
+    line = error_line(run)
+    assert "the layer-by-layer pass" in line and "Check the whole model only" in line
