@@ -376,9 +376,11 @@ def _require_finite(H, model, what):
 
 
 def sample_region(objective: Objective, center: Spectrum, options: HessianOptions, method) -> Sampling:
-    """Extreme eigenvalues at ``samples`` points theta0 + radius * u, u uniform in
-    [-1, 1]^n (a box of half-width ``radius`` around the point, every
-    differentiated element perturbed independently), drawn from ``rng_seed``.
+    """Extreme eigenvalues at ``samples`` points theta0 + radius * max(1, |theta0|) * u,
+    u uniform in [-1, 1]^n (every differentiated element perturbed independently,
+    by up to ``radius`` where |theta0| <= 1 and by that fraction of itself beyond:
+    the rule of ``check --samples``, so a radius means the same in both, for
+    small and large parameters), drawn from ``rng_seed``.
 
     Sampling can only refute convexity (find a negative eigenvalue), never prove it.
     """
@@ -387,9 +389,10 @@ def sample_region(objective: Objective, center: Spectrum, options: HessianOption
     smallest, largest = np.full(options.samples, np.nan), np.full(options.samples, np.nan)
     points = []
     nonfinite = 0
+    half_width = options.radius * np.maximum(1.0, np.abs(objective.theta0))
     for s in range(options.samples):
         progress.report("region sampling", s, options.samples, f"{int(np.sum(smallest[:s] < -center.zero_tol))} with a negative eigenvalue")
-        theta = objective.theta0 + options.radius * rng.uniform(-1.0, 1.0, n)
+        theta = objective.theta0 + half_width * rng.uniform(-1.0, 1.0, n)
         points.append(theta)
         if method == "dense":
             H = objective.dense_hessian(theta)
@@ -414,7 +417,7 @@ def sample_region(objective: Objective, center: Spectrum, options: HessianOption
         worst = int(np.nanargmax(all_large))
     return Sampling(
         samples=options.samples, radius=options.radius, rng_seed=options.rng_seed,
-        rule=f"uniform in the box theta0 +- {options.radius:g} (each element independently), "
+        rule=f"uniform in theta0 +- {options.radius:g} * max(1, |theta0|) (each element independently), "
         f"numpy default_rng([{options.rng_seed}, 1])",
         n_negative=int(np.sum(all_small[finite] < -tol)),
         n_positive=int(np.sum(all_large[finite] > tol)),

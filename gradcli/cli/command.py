@@ -290,7 +290,8 @@ def configured_params(ctx: click.Context) -> tuple[dict, set[str]]:
             if key in known_anywhere and key not in config.commands.get(command, {}):
                 continue  # a shared key for another command
             raise UsageError(
-                f"{config.where(key, command)}: not an option of gradcli {command} "
+                f"{config.where(key, command)}: not an option of gradcli {command}"
+                f"{did_you_mean(key, set(ours) | known_anywhere)} "
                 f"(known: {', '.join(sorted(k.replace('_', '-') for k in ours))})"
             )
         if param.name in given:
@@ -306,6 +307,16 @@ def configured_params(ctx: click.Context) -> tuple[dict, set[str]]:
             raise UsageError(f"{config.where(key, command)}: {message}") from None
         ctx.meta.setdefault(FROM_CONFIG, {})[param.name] = config.where(key, command) + ":"
     return params, given
+
+
+def did_you_mean(key: str, known) -> str:
+    """``; did you mean 'rtol'?`` for a key close to a known one (difflib's
+    ratio >= 0.6, as click suggests options), else ""."""
+    import difflib
+
+    spelled = {k.replace("-", "_"): k for k in known}
+    close = difflib.get_close_matches(key.replace("-", "_"), list(spelled), n=1, cutoff=0.6)
+    return f"; did you mean '{spelled[close[0]]}'?" if close else ""
 
 
 def config_keys(command: click.Command) -> dict:

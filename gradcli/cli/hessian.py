@@ -18,7 +18,7 @@ from gradcli.cli.options import (
 @click.option("--method", type=click.Choice(["auto", "dense", "lanczos"]), default="auto", show_default=True, help="dense: build the Hessian; lanczos: extreme eigenvalues from Hessian-vector products; auto: dense up to 2000 parameters.")
 @click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Lanczos: how many of the smallest and of the largest eigenvalues.")
 @click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True, help="Also look at N points drawn around the point (needs --radius).")
-@click.option("--radius", type=float, default=None, help="Half-width of the box sampled around the point (absolute, per element); with --plot, the slice width [default 1].")
+@click.option("--radius", type=float, default=None, metavar="R", help="With --samples (required there): sampled points move each element by up to R * max(1, |x|), as in check --samples. With --plot alone: the slice along the lowest eigenvector spans t in [-R, R] [default 1].")
 @click.option("--expect", type=click.Choice(["convex", "concave"]), default=None, help="Exit 1 unless the Hessian is positive (negative) semidefinite at the point and every sample.")
 @click.option("--zero-tol", type=float, default=None, help="Eigenvalues with |lambda| <= this count as zero [default: derived, and printed].")
 @click.option("--tol", type=float, default=1e-8, show_default=True, help="Lanczos: stop when each residual <= tol * max|lambda|.")
@@ -54,5 +54,8 @@ def hessian(model, wrt, overrides, cotangents, as_json, save, junit_xml, **optio
     from gradcli.render.progress import progress_callback
 
     # Lanczos and sampling report stages on a terminal (when the model runs in-process)
-    with progress_callback(enabled=not as_json, total=1):
+    from gradcli.cli.options import VERBOSITY
+
+    quiet = click.get_current_context().meta.get(VERBOSITY, 0) < 0
+    with progress_callback(enabled=not (as_json or quiet), total=1):
         return run_isolated("gradcli.analyses.hessian:analyse_path", model, model, options)

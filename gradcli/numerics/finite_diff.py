@@ -411,7 +411,7 @@ class FiniteDifferences:
         largest: dict[str, list] = {o: [] for o in self.outputs}
         forward: dict[str, list] = {o: [] for o in self.outputs}
         backward: dict[str, list] = {o: [] for o in self.outputs}
-        detail = ", ".join(group)
+        detail = _progress_detail(", ".join(group), kind, [self.group(n) for n in self.wrt], group)
         progress.report(stage, 0, k, detail)
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
@@ -609,3 +609,12 @@ def _map(evaluate, points, outputs, vectorized: bool) -> dict:
         return tf.vectorized_map(evaluate, points)
     rows = [evaluate(points[i]) for i in range(points.shape[0])]
     return {o: tf.stack([r[o] for r in rows]) for o in outputs}
+
+
+def _progress_detail(names: str, kind: str, groups: list, group) -> str:
+    """What a progress row says of a pass: the inputs, which of the inputs
+    (``input 3 of 6`` when there are several groups) and the kind of
+    directions (``axes``: every element, a full check; else random probes)."""
+    distinct = list(dict.fromkeys(groups))
+    where = f", input {distinct.index(group) + 1} of {len(distinct)}" if len(distinct) > 1 and group in distinct else ""
+    return f"{names}{where} ({'every element' if kind == 'axes' else 'random probes'})"

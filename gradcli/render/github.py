@@ -76,9 +76,8 @@ def _warning(pair: PairResult, path: str) -> str:
     located = _culprit_line(pair)
     if located is not None:
         file, line, what = located
-        message += f"\nat {what}"
         if file != path:
-            message += f" ({pair.input} -> {pair.output} of {path})"
+            message += f" (in {path})"
     return command("warning", message, file=file, line=line, title=f"{TITLE}: {pair.verdict}")
 
 

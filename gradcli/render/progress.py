@@ -1,16 +1,25 @@
-"""A rich progress bar on stderr; the library only calls back.
+"""Progress on stderr; the library only calls back.
 
-Two kinds of progress share one bar: the models of a batch (``check_paths``
+Two kinds of progress share one display: the models of a batch (``check_paths``
 calls ``progress(done, total, label)``), and the stages of long work inside one
-model that ``gradcli.progress.report`` announces (finite-difference chunks,
-Lanczos iterations, region sampling), each with elapsed and remaining time.
+model that ``gradcli.progress.report`` announces (finite-difference passes,
+each naming its inputs and which of the inputs it is, ``input 3 of 6``; Lanczos
+iterations; region sampling; layers), each with elapsed and remaining time.
 
-Shown only when stderr is a terminal (a CI log or a pipe gets no bar, whatever
-FORCE_COLOR says) and the caller did not ask for ``--json`` or ``--quiet``;
-the batch row only for more than one model, a stage only once it has run for
-``SHOW_AFTER`` seconds, so quick work never flickers. The bar is transient: it
-disappears when the run ends, so only the report stays. Colour follows
-NO_COLOR / FORCE_COLOR (rich).
+* On a terminal: a rich bar, transient (it disappears when the run ends, so
+  only the report stays); the batch row only for more than one model.
+* Elsewhere (a CI log, a pipe): plain lines, one when a stage has run
+  ``LOG_AFTER`` seconds and then at most one every ``LOG_EVERY`` seconds, so a
+  log shows that a long run is alive without filling up.
+
+On a terminal a stage is shown once it has run ``SHOW_AFTER`` seconds, so
+quick work never flickers. Nothing is shown with ``--json`` or ``-q``.
+
+The estimate: once the first chunk of a full check's finite differences (every
+element) has run, the stage's remaining time is known; when the whole pass is
+predicted to take ``ESTIMATE_AFTER`` seconds or more, one line says so before
+the wait, with the cheaper option (``--mode fast``), on a terminal and in a log.
+Colour follows NO_COLOR / FORCE_COLOR (rich).
 """
 
 from __future__ import annotations
@@ -19,9 +28,17 @@ import sys
 import time
 from contextlib import contextmanager
 
-#: A stage gets a row once it has run this long: a bar for work that ends
-#: sooner would only flicker.
-SHOW_AFTER = 1.0
+#: A stage is shown once it has run this long: a bar for work that ends sooner
+#: would only flicker, a log line only add noise.
+SHOW_AFTER = 2.0
+#: Off a terminal, a stage prints its first line after this long (a log keeps
+#: every line: only work long enough to make a reader wonder gets one), then at
+#: most one line every LOG_EVERY seconds.
+LOG_AFTER = 10.0
+LOG_EVERY = 10.0
+#: A full check's finite differences predicted to take this long or more are
+#: announced, with the cheaper option, before the wait.
+ESTIMATE_AFTER = 60.0
 
 
 def _terminal(stream) -> bool:
@@ -38,8 +55,14 @@ def progress_callback(*, enabled: bool = True, total: int = 2, stream=None):
     """Yields ``progress(done, total, label)`` for ``check_paths`` (None when
     no batch row is shown), and shows the stages reported inside the block."""
     stream = stream or sys.stderr
-    if not (enabled and _terminal(stream)):
+    if not enabled:
         yield None
+        return
+    if not _terminal(stream):
+        from gradcli.progress import listening
+
+        with listening(LogStages(stream)):
+            yield None
         return
     from rich.console import Console
     from rich.progress import (
@@ -72,11 +95,13 @@ class Stages:
         self.bar, self.clock = bar, clock
         self.started: dict[str, float] = {}
         self.rows: dict[str, int] = {}
+        self.estimate = Estimate(lambda line: bar.console.print(line, highlight=False, markup=False))
 
     def __call__(self, stage: str, done: int, total: int | None, detail: str = "") -> None:
         now = self.clock()
         if done == 0 or stage not in self.started:
             self.started[stage] = now
+        self.estimate(stage, done, total, detail, now - self.started[stage])
         row = self.rows.get(stage)
         if total is not None and done >= total:  # the stage ended
             if row is not None:
@@ -88,3 +113,82 @@ class Stages:
                 return
             row = self.rows[stage] = self.bar.add_task(detail, total=total, what=stage)
         self.bar.update(row, completed=done, total=total, description=detail)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class Estimate:
+    """Says once per stage, after its first chunk, that a full check's finite
+    differences will take ESTIMATE_AFTER seconds or more, and the cheaper option."""
+
+    def __init__(self, say):
+        self.say = say
+        self.told: set[str] = set()
+
+    def __call__(self, stage, done, total, detail, elapsed) -> None:
+        if not (total and 0 < done < total) or "every element" not in detail:
+            return
+        key = f"{stage}: {detail}"
+        predicted = elapsed * total / done
+        if key in self.told or predicted < ESTIMATE_AFTER:
+            return
+        self.told.add(key)
+        self.say(
+            f"note: {stage} for {detail} predicted to take about {_duration(predicted)} "
+            f"({done} of {total} done in {elapsed:.1f} s); --mode fast checks random projections "
+            "in a fraction of that (or --mode auto --budget SECONDS)"
+        )
+
+
+class LogStages:
+    """``gradcli.progress`` listener off a terminal: plain lines on ``stream``
+    for stages that run LOG_AFTER seconds or more, at most one per LOG_EVERY."""
+
+    def __init__(self, stream, clock=time.monotonic):
+        self.stream, self.clock = stream, clock
+        self.started: dict[str, float] = {}
+        self.printed: dict[str, float] = {}
+        self.estimate = Estimate(self.line)
+
+    def line(self, text: str) -> None:
+        try:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+        except (OSError, ValueError):  # a closed or broken stderr: progress is not worth an error
+            pass
+
+    def __call__(self, stage: str, done: int, total: int | None, detail: str = "") -> None:
+        now = self.clock()
+        if done == 0 or stage not in self.started:
+            self.started[stage] = now
+            self.printed.pop(stage, None)
+        elapsed = now - self.started[stage]
+        self.estimate(stage, done, total, detail, elapsed)
+        finished = total is not None and done >= total
+        if elapsed < LOG_AFTER:
+            return
+        last = self.printed.get(stage)
+        if finished:
+            if last is not None:  # it was announced: say that it ended
+                self.line(f"progress: {stage}: done, {elapsed:.1f} s{_of(detail)}")
+            self.started.pop(stage, None)
+            self.printed.pop(stage, None)
+            return
+        if last is not None and now - last < LOG_EVERY:
+            return
+        self.printed[stage] = now
+        count = f"{done} of {total}" if total else f"{done}"
+        left = ""
+        if total and done:
+            left = f", about {_duration(elapsed * (total - done) / done)} left"
+        self.line(f"progress: {stage}: {count}, {elapsed:.1f} s{left}{_of(detail)}")
+
+
+def _of(detail: str) -> str:
+    return f" ({detail})" if detail else ""

@@ -70,6 +70,8 @@ class BlockWindow:
     analytic: Any  # np.ndarray [window rows, window columns]
     numeric: Any
     failing: Any  # bool, the elements outside tolerance
+    output_shape: tuple = ()  # the shapes the flattened rows and columns come from
+    input_shape: tuple = ()
 
 
 @dataclass

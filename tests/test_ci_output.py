@@ -1,0 +1,326 @@
+"""Output a person can read in a CI log: width, one element order, -v/-q,
+colour, witness files, progress lines, annotations, the job summary, plots.
+
+Numbers are checked against closed forms written here (the ratio of error to
+allowed error by hand, the derivative of sqrt(x^2 + 0.01), the Jacobian of
+W @ x), never against gradcli's own output.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, fixture, gradcli, line_of, sample
+
+WORKSPACE = {"GITHUB_WORKSPACE": str(ROOT)}
+
+
+# -- one order: error / allowed -------------------------------------------------------
+
+
+def _two_element_pair():
+    """numeric [100, 1], analytic [100.001, 1.0001]; rtol 1e-6, atol 1e-9, no fd error:
+    element 0: error 1e-3, allowed 1e-9 + 1e-6 * 100.001 -> ratio ~ 10.0
+    element 1: error 1e-4, allowed 1e-9 + 1e-6 * 1.0001  -> ratio ~ 99.9
+    so element 1 is the worst by error / allowed, element 0 by abs error."""
+    from gradcli.results import Tolerance
+    from gradcli.verdicts import compare
+
+    tol = Tolerance(rtol=1e-6, atol=1e-9, rule="test")
+    analytic, numeric = np.array([[100.001, 1.0001]]), np.array([[100.0, 1.0]])
+    return compare.compare_block("x", "y", analytic, numeric, np.zeros((1, 2)), (), (2,), tol), tol
+
+
+def test_worst_element_and_failing_list_share_the_order_error_over_allowed():
+    pair, tol = _two_element_pair()
+    ratios = [1e-3 / (1e-9 + 1e-6 * 100.001), 1e-4 / (1e-9 + 1e-6 * 1.0001)]
+    assert ratios[1] > ratios[0] > 1
+    assert pair.worst.input_index == [1]
+    assert [e.input_index for e in pair.failing] == [[1], [0]]
+    assert pair.max_abs_error == pytest.approx(1e-3, rel=1e-9)  # the largest, element 0's
+
+
+def test_the_report_states_the_order():
+    from gradcli.render.text import plain_text, render_failure, render_model
+    from gradcli.results import ModelResult
+
+    pair, tol = _two_element_pair()
+    text = plain_text(lambda out: render_failure(pair, out))
+    assert text.splitlines()[1] == "    2 of 2 compared elements outside tolerance; worst first, by error / allowed:"
+    assert text.splitlines()[2].startswith("    y / x[1]: analytic 1.0001, numeric 1")
+    model = ModelResult(name="m.py", path="m.py", dtype="float64", mode="full", tolerance=tol, pairs=[pair])
+    table = plain_text(lambda out: render_model(model, out))
+    assert "worst (error / allowed)" in table
+    row = next(line for line in table.splitlines() if line.startswith("│ x "))
+    assert "y / x[1]" in row and "0.001 " in row  # max abs err is element 0's
+
+
+# -- width: names and indices never break --------------------------------------------
+
+
+def test_names_and_indices_are_never_broken_in_a_narrow_or_non_terminal_console():
+    from gradcli.render.text import console, render_model
+    from gradcli.results import Element, ModelResult, PairResult, Tolerance
+
+    name = "sequential_block/dense_with_a_long_name/kernel"
+    worst = Element([3], [12, 7], 1.0, 1.0, 0.0, 0.0, 0.0)
+    pair = PairResult(input=name, output="model_output", verdict="pass", failed=False, mode="full",
+                      max_abs_error=0.0, max_rel_error=0.0, fd_error=0.0, compared=1, worst=worst)
+    model = ModelResult(name="m.py", path="m.py", dtype="float64", mode="full",
+                        tolerance=Tolerance(1e-6, 1e-9, "t"), pairs=[pair])
+    env = {k: os.environ.pop(k) for k in ("COLUMNS",) if k in os.environ}
+    try:
+        buffer = io.StringIO()
+        render_model(model, console(buffer))  # a log: COLUMNS unset, not a terminal
+    finally:
+        os.environ.update(env)
+    (row,) = [line for line in buffer.getvalue().splitlines() if line.startswith("│ ")]
+    # this row is 180 characters wide: at 80 or 120 columns its cells would wrap
+    assert f"│ {name} │ model_output │" in row
+    assert f"│ model_output[3] / {name}[12, 7] │" in row
+    env = {k: os.environ.pop(k) for k in ("COLUMNS",) if k in os.environ}
+    try:
+        assert console(io.StringIO()).width == 200  # a log: the wide default
+        os.environ["COLUMNS"] = "133"
+        assert console(io.StringIO()).width == 133  # COLUMNS wins
+    finally:
+        os.environ.pop("COLUMNS", None)
+        os.environ.update(env)
+
+
+# -- -v / -q and plural forms -------------------------------------------------------
+
+
+def test_routine_notes_need_v_and_counts_are_singular_for_one():
+    quiet = gradcli("check", sample("square.py"), "--mode", "auto")
+    assert quiet.exit_code == 0, quiet
+    assert "note:" not in quiet.stdout
+    assert quiet.stdout.splitlines()[-1] == "1 of 1 model passed"
+    verbose = gradcli("check", sample("square.py"), "-v")
+    assert verbose.exit_code == 0, verbose
+    assert "  note: auto ran the full check: its first pass is one batch per input group" in verbose.stdout.splitlines()
+
+
+def test_every_command_has_verbosity_and_colour_options():
+    from gradcli.cli import cli
+
+    for name, command in cli.commands.items():
+        flags = {opt for p in command.params for opt in p.opts + p.secondary_opts}
+        assert {"-v", "--verbose", "-q", "--quiet", "--color", "--no-color"} <= flags, name
+
+
+def test_colour_follows_the_flag_then_no_color_then_force_color(monkeypatch):
+    from rich.text import Text
+
+    from gradcli.render.text import console
+
+    def drawn(color=None):
+        buffer = io.StringIO()
+        console(buffer, color=color).print(Text("pass", style="green"))
+        return buffer.getvalue()
+
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    assert drawn() == "pass\n"  # not a terminal: no colour
+    assert "\x1b[32m" in drawn(color=True)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    assert "\x1b[32m" in drawn()
+    assert drawn(color=False) == "pass\n"
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert "\x1b[32m" not in drawn()
+
+
+def test_unknown_config_key_suggests_the_close_one(tmp_path, monkeypatch):
+    (tmp_path / "pyproject.toml").write_text("[tool.gradcli]\nrtoll = 1e-3\n")
+    monkeypatch.chdir(tmp_path)
+    run = gradcli("check", sample("square.py"))
+    assert run.exit_code == 2, run
+    assert run.stderr.startswith(
+        "Error: pyproject.toml [tool.gradcli] rtoll: not an option of gradcli check; did you mean 'rtol'? (known: "
+    ), run
+    typo = gradcli("check", sample("square.py"), "--rtl", "3")
+    assert typo.exit_code == 2 and "Did you mean" in typo.stderr, typo
+
+
+# -- witness points --------------------------------------------------------------------
+
+
+def test_a_large_witness_goes_to_a_file_that_reproduces_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    model = fixture("ciout_sweep_wide.py")
+    run = gradcli("check", model, "--samples", "3", "--radius", "1")
+    assert run.exit_code == 1, run
+    assert "    reproduce it alone with: --set x=@ciout_sweep_wide.witness.npz:x" in run.stdout.splitlines()
+    assert "witness point written to ciout_sweep_wide.witness.npz (x)" in run.stderr.splitlines()
+    x = np.load(tmp_path / "ciout_sweep_wide.witness.npz")["x"]
+    assert x.shape == (12,)
+    # closed form: the true derivative x / sqrt(x^2 + 0.01) against the shortcut sign(x)
+    near = np.abs(x) < 0.25
+    assert near.any()
+    true, shortcut = x / np.sqrt(x**2 + 0.01), np.sign(x)
+    assert np.max(np.abs(true - shortcut)[near]) > 1e-2
+    again = gradcli("check", model, "--set", "x=@ciout_sweep_wide.witness.npz:x", "--mode", "full")
+    assert again.exit_code == 1, again
+
+
+def test_a_small_witness_stays_inline():
+    from gradcli.render.witness import set_arguments, witness_path
+
+    assert set_arguments({"x": [0.5, -1.25]}, "m/model.py") == ["--set 'x=[0.5,-1.25]'"]
+    assert set_arguments({"w": np.zeros((3, 3))}, "m/model.py:net") == ["--set w=@model.net.witness.npz:w"]
+    assert witness_path("saved/net.keras") == "net.witness.npz"
+
+
+# -- progress ----------------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_log_progress_lines_and_the_up_front_estimate():
+    from gradcli.render.progress import LogStages
+
+    stream, clock = io.StringIO(), Clock()
+    stages = LogStages(stream, clock)
+    detail = "W, input 3 of 6 (every element)"
+    stages("finite differences", 0, 600, detail)
+    clock.now = 3.0
+    stages("finite differences", 10, 600, detail)  # 600 in 180 s: announced, not yet logged
+    clock.now = 11.0
+    stages("finite differences", 40, 600, detail)
+    clock.now = 15.0
+    stages("finite differences", 60, 600, detail)  # within LOG_EVERY: nothing
+    clock.now = 30.0
+    stages("finite differences", 600, 600, detail)
+    assert stream.getvalue().splitlines() == [
+        "note: finite differences for W, input 3 of 6 (every element) predicted to take about 3 min "
+        "(10 of 600 done in 3.0 s); --mode fast checks random projections in a fraction of that "
+        "(or --mode auto --budget SECONDS)",
+        "progress: finite differences: 40 of 600, 11.0 s, about 3 min left (W, input 3 of 6 (every element))",
+        "progress: finite differences: done, 30.0 s (W, input 3 of 6 (every element))",
+    ]
+    quick = io.StringIO()
+    stages = LogStages(quick, Clock())
+    stages("Lanczos", 0, None, "")
+    stages("Lanczos", 5, 5, "")
+    assert quick.getvalue() == ""  # quick work: no line
+
+
+def test_radius_means_the_same_in_check_and_hessian():
+    check = gradcli("check", "--help").stdout
+    hessian = gradcli("hessian", "--help").stdout
+    squeeze = lambda text: " ".join(text.split())  # noqa: E731
+    assert "R * max(1, |x|)" in squeeze(check) and "R * max(1, |x|)" in squeeze(hessian)
+    assert "(required there)" in squeeze(hessian)
+
+
+# -- GitHub annotations, summary, JUnit, plot ------------------------------------------------
+
+
+def test_a_passing_warning_is_annotated_at_the_line_that_cuts_the_path():
+    model = fixture("ciout_round_cut.py")
+    run = gradcli("check", model, "--format", "github", env=WORKSPACE)
+    assert run.exit_code == 0, run
+    line = line_of(model, "CUT")
+    (annotation,) = [a for a in run.stdout.splitlines() if a.startswith("::")]
+    assert annotation.startswith(
+        f"::warning file=tests/models/ciout_round_cut.py,line={line},title=gradcli check%3A disconnected::"
+        "x -> output: TensorFlow returns no gradient (None) for this input"
+    ), annotation
+
+
+def test_multi_line_messages_are_encoded_not_cut():
+    from gradcli.render.github import command, repository_path
+
+    assert command("error", "first\nsecond: 100%", title="t: a,b") == "::error title=t%3A a%2Cb::first%0Asecond: 100%25"
+    assert repository_path(str(ROOT / "tests" / "models" / "x.py")) in ("tests/models/x.py", str(ROOT / "tests/models/x.py"))
+
+
+@pytest.fixture(scope="module")
+def matrix_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ciout")
+    paths = {k: folder / name for k, name in (("plot", "j.png"), ("xml", "r.xml"), ("md", "s.md"))}
+    run = gradcli(
+        "check", sample("square.py"), fixture("ciout_matrix_bug.py"), "--mode", "full",
+        "--plot", paths["plot"], "--junit-xml", paths["xml"], "--summary", paths["md"], env=WORKSPACE,
+    )
+    return run, paths
+
+
+def test_matrix_failure_names_the_element_and_exits_1(matrix_run):
+    run, _ = matrix_run
+    assert run.exit_code == 1, run
+    # dy_i/dW_jk = [i == j] x_k: analytic 1.5 * x[2] = 3, numeric x[2] = 2 at y[1] / W[1, 2]
+    assert "    output[1] / W[1, 2]: analytic 3, numeric 2 (abs err 1, rel err 0.333" in run.stdout
+    assert run.stdout.splitlines()[-1] == "1 of 2 models passed"
+
+
+def test_summary_folds_passing_models(matrix_run):
+    _, paths = matrix_run
+    text = paths["md"].read_text()
+    assert text.startswith("## gradcli check: 1 of 2 models passed\n")
+    assert re.search(r"^<details><summary><code>.*square\.py</code>: pass</summary>$", text, re.M), text
+    assert re.search(r"^### `.*ciout_matrix_bug\.py`$", text, re.M), text
+    assert text.count("<details>") == 1 and text.count("</details>") == 1
+
+
+def test_junit_xml_parses_with_one_failure(matrix_run):
+    _, paths = matrix_run
+    root = ET.parse(paths["xml"]).getroot()
+    cases = list(root.iter("testcase"))
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert len(failed) == 1 and "W" in failed[0].get("name"), [c.get("name") for c in cases]
+
+
+def test_plot_marks_failing_elements_visibly(matrix_run):
+    import matplotlib.image as mpimg
+
+    _, paths = matrix_run
+    image = mpimg.imread(paths["plot"])[..., :3]
+    assert image.shape[0] > 100 and image.shape[1] > 600
+    right = image[:, 2 * image.shape[1] // 3 :]  # the analytic - numeric panel
+    black = np.all(right < 0.15, axis=-1)
+    white = np.all(right > 0.95, axis=-1)
+    assert black.sum() > 50 and white.sum() > 50  # the hollow squares and their outline
+
+
+def test_plot_ticks_name_matrix_indices_and_scalars():
+    from gradcli.render.plots import _heat_map, _pyplot, index_label
+
+    assert index_label(6, (3, 4)) == "[1, 2]" and index_label(6, (12,)) == "6"
+    plt = _pyplot()
+    fig, (matrix, scalar) = plt.subplots(1, 2)
+    _heat_map(matrix, np.arange(36.0).reshape(3, 12), "t", names=("y", "W"), shapes=((3,), (3, 4)))
+    _heat_map(scalar, np.arange(12.0).reshape(1, 12), "t", names=("loss", "W"), shapes=((), (3, 4)))
+    fig.canvas.draw()
+    columns = [t.get_text() for t in matrix.get_xticklabels() if t.get_text()]
+    assert columns and all(re.fullmatch(r"\[\d, \d\]", c) for c in columns), columns
+    assert [t.get_text() for t in scalar.get_yticklabels()] == ["loss"]
+    assert scalar.get_ylabel() == "output (scalar)"
+    plt.close(fig)
+
+
+# -- pytest plugin -------------------------------------------------------------------------
+
+
+def test_plugin_failure_text_leaves_out_tensorflow_graph_nodes():
+    from gradcli.pytest_plugin import without_graph_text
+
+    message = (
+        "gradcli check: error: m.py: the gradient raised: Incompatible shapes: [2] vs. [3]\n"
+        "\t [[{{node gradients/mul_grad/BroadcastGradientArgs}}]] [Op:__inference_f_12]"
+    )
+    assert without_graph_text(message) == (
+        "gradcli check: error: m.py: the gradient raised: Incompatible shapes: [2] vs. [3]"
+    )
