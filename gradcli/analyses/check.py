@@ -39,7 +39,6 @@ from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, differentiable, load_model
 from gradcli.analyses.reach import require_gradient
-from gradcli.analyses import by_layer
 from gradcli.results import MISMATCH, PASS, ZERO, BlockWindow, CheckResult, ModelResult, PairResult
 
 #: ``keep_blocks``: a failing pair keeps at most this many rows and columns of
@@ -205,9 +204,6 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.pairs += pairs
         result.evaluations += evaluations
         result.notes += notes
-    if by_layer.wants_layers(model, options, mode):  # where in the model: analyses.by_layer
-        result.layers, layer_notes = by_layer.check_layers(model, options)
-        result.notes += layer_notes
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
@@ -524,6 +520,7 @@ class _FullCheck:
                 )
             if self.options.keep_blocks and pair.failed:
                 pair.window = block_window(block, columns, errors, self.tol)
+                pair.window.output_shape, pair.window.input_shape = tuple(y_shape), tuple(x_shape)
             pairs.append(pair)
         return pairs
 
