@@ -39,6 +39,7 @@ from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, differentiable, load_model
 from gradcli.analyses.reach import require_gradient
+from gradcli.analyses import by_layer
 from gradcli.results import MISMATCH, PASS, ZERO, BlockWindow, CheckResult, ModelResult, PairResult
 
 #: ``keep_blocks``: a failing pair keeps at most this many rows and columns of
@@ -204,6 +205,9 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         result.pairs += pairs
         result.evaluations += evaluations
         result.notes += notes
+    if by_layer.wants_layers(model, options, mode):  # where in the model: analyses.by_layer
+        result.layers, layer_notes = by_layer.check_layers(model, options)
+        result.notes += layer_notes
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
