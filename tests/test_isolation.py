@@ -91,7 +91,10 @@ def supervised(tasks, jobs=1, timeout=None) -> list:
 
 
 def test_state_a_task_changes_is_restored_before_the_next(tmp_path):
-    before, _, after = supervised([("state",), ("change_state", str(tmp_path)), ("state",)])
+    before, _, spun, after = supervised(
+        [("state",), ("change_state", str(tmp_path)), ("spin", 2.0), ("state",)]
+    )
+    assert spun == 2.0  # neither the CPU limit nor faulthandler's timer ended the worker
     assert after == before  # the same worker (same pid), as it was
     assert before["cwd"] == os.getcwd() and before["mark"] is None and before["usr1"] and before["sum"]
     assert before["json"] and str(tmp_path) not in before["path"]
@@ -134,6 +137,21 @@ def test_a_failure_of_gradcli_in_a_worker_is_an_internal_error_not_the_models_do
     (outcome,) = supervised([(task,)])
     assert isinstance(outcome, Raised), outcome
     assert str(outcome.error).startswith("internal error: ") and "ended the process" not in str(outcome.error)
+
+
+def test_a_worker_that_cannot_start_is_an_internal_error_not_the_models_doing():
+    # spawn re-runs the parent's __main__ in each worker: a script read from
+    # stdin has no file to re-run, so the worker dies before any task.
+    script = (
+        "from gradcli.analyses.batch import supervise\n"
+        f"print([o.message for _, o in supervise([('{TASKS}:wait', (0.1,))], 1)])\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-"], input=script, cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == (
+        "['internal error: a worker process ended while starting (exit code 1), before the model ran']"
+    ), done.stdout + done.stderr
 
 
 # --- the Python API leaves the caller's random streams alone -----------------

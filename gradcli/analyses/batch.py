@@ -60,6 +60,9 @@ WATCH_SECONDS = 1.0
 
 #: The index of a message that is a progress report, not an answer.
 PROGRESS = -1
+#: The index of the message a worker sends once it is set up, before it reads
+#: a task: a worker that dies before it is a failure to start, not the model's.
+READY = -2
 
 
 def isolation_default() -> bool:
@@ -179,14 +182,17 @@ class WorkerLost:
 
 def death_message(exit_code: int | None) -> str:
     """How a worker ended, told as what the model did to it."""
+    return f"the model ended the process ({how_ended(exit_code)})"
+
+
+def how_ended(exit_code: int | None) -> str:
+    """``exit code N`` or ``signal SIGxxx``, from a process's exit code."""
     if exit_code is not None and exit_code < 0:
         try:
-            how = f"signal {signal.Signals(-exit_code).name}"
+            return f"signal {signal.Signals(-exit_code).name}"
         except ValueError:
-            how = f"signal {-exit_code}"
-    else:
-        how = f"exit code {exit_code}"
-    return f"the model ended the process ({how})"
+            return f"signal {-exit_code}"
+    return f"exit code {exit_code}"
 
 
 def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None = None):
@@ -238,6 +244,9 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
                 if worker.connection not in ready and worker.process.sentinel not in ready:
                     continue
                 reply = worker.receive()
+                if reply is not None and reply[0] == READY:
+                    worker.ready = True
+                    continue
                 if reply is not None and reply[0] == PROGRESS:
                     if jobs == 1:
                         progress.report(*reply[1])
@@ -245,8 +254,11 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
                 index, started = running.pop(worker)
                 if reply is None:  # died: its pipe is closed with no answer
                     worker.process.join(STOP_SECONDS)
-                    done[index] = WorkerLost(death_message(worker.process.exitcode),
-                                             time.perf_counter() - started)
+                    message = death_message(worker.process.exitcode)
+                    if not worker.ready:  # before it could run the model
+                        message = (f"internal error: a worker process ended while starting "
+                                   f"({how_ended(worker.process.exitcode)}), before the model ran")
+                    done[index] = WorkerLost(message, time.perf_counter() - started)
                     worker.stop()
                 else:
                     done[index] = reply[1]
@@ -282,6 +294,7 @@ class _Worker:
         import tempfile
 
         self.temporary = tempfile.mkdtemp(prefix="gradcli-worker-")
+        self.ready = False  # set by its READY message
         self.connection, child_end = context.Pipe()
         self.process = context.Process(target=_serve, args=(child_end, self.temporary), daemon=True)
         with _sigint_ignored():  # the child inherits SIG_IGN until it installs its own
@@ -379,6 +392,10 @@ def _serve(connection, temporary: str | None = None) -> None:
         _set_up_worker(temporary)
     except Exception as exc:
         broken = internal_error_message(exc)
+    try:
+        connection.send((READY, None))
+    except (OSError, ValueError):  # the supervisor is gone
+        return
     saved = None
     while True:
         try:

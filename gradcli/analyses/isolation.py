@@ -19,7 +19,9 @@ every model the worker:
    environment, the umask, numpy's error handling and print options, warnings
    filters and ``showwarning``, ``sys.argv``, ``sys.path`` and the import
    hooks, a module replaced in ``sys.modules``, the standard streams, hooks,
-   recursion limit, profile and trace functions, log levels, TensorFlow's
+   recursion limit, profile and trace functions, log levels, resource limits,
+   the garbage collector's switches, ``faulthandler`` (and its pending
+   ``dump_traceback_later``), TensorFlow's
    eager/XLA switches, Keras' floatx, epsilon and image format, and the
    public names of ``builtins``, ``math``, ``os``, ``time``, ``random``,
    numpy, TensorFlow's and Keras' API modules (a name the model rebound gets
@@ -27,7 +29,8 @@ every model the worker:
 3. asks to be replaced (``restore`` returns why) when something cannot be
    undone: a Python thread the model started is still running (a thread
    cannot be stopped and may end the process at any time), a process that
-   survived SIGKILL, or a restore step that failed. The supervisor then ends
+   survived SIGKILL, a lowered hard resource limit, or a restore step that
+   failed. The supervisor then ends
    the worker (with its process group and every process below it) and starts
    a fresh one for the next model.
 
@@ -38,6 +41,7 @@ TensorFlow's import for every model instead, about 3 s each.
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import sys
@@ -209,6 +213,9 @@ class Snapshot:
         self.log_levels = {name: logging.getLogger(name or None).level for name in ("", "tensorflow")}
         self.logging_disabled = logging.root.manager.disable
         self.threads = {t.ident for t in threading.enumerate()}
+        self.faulthandler = _faulthandler_enabled()
+        self.gc = (gc.isenabled(), gc.get_threshold())
+        self.limits = _limits()
         self.settings = [(setter, getter()) for getter, setter in _framework_settings()]
         self.modules = {
             name: dict(vars(module)) for name, module in list(sys.modules.items())
@@ -243,6 +250,7 @@ def restore(saved: Snapshot) -> str | None:
     """Put the worker back as ``saved`` and end what the model started. Returns
     None when the worker can take the next model, else why it cannot (the
     supervisor replaces it)."""
+    import faulthandler
     import logging
     import warnings
 
@@ -250,6 +258,11 @@ def restore(saved: Snapshot) -> str | None:
 
     for timer in TIMERS:  # first, so that no alarm fires while the rest is restored
         signal.setitimer(timer, 0)
+    faulthandler.cancel_dump_traceback_later()  # its watchdog thread can end the process
+    if faulthandler.is_enabled() != saved.faulthandler:
+        faulthandler.enable() if saved.faulthandler else faulthandler.disable()
+    if not _set_limits(saved.limits):
+        return "a resource limit the model lowered cannot be raised again"
     if saved.mask is not None:
         signal.pthread_sigmask(signal.SIG_SETMASK, saved.mask)
     for number, handler in saved.handlers.items():
@@ -289,6 +302,9 @@ def restore(saved: Snapshot) -> str | None:
     logging.disable(saved.logging_disabled)
     for setter, value in saved.settings:
         setter(value)
+    enabled, threshold = saved.gc
+    gc.enable() if enabled else gc.disable()
+    gc.set_threshold(*threshold)
     for name, names in saved.modules.items():
         module = sys.modules.get(name)
         if module is None:
@@ -304,6 +320,45 @@ def restore(saved: Snapshot) -> str | None:
 
 
 _MISSING = object()
+
+
+def _faulthandler_enabled() -> bool:
+    import faulthandler
+
+    return faulthandler.is_enabled()
+
+
+def _limits() -> dict:
+    """Resource limits (CPU time, memory, open files...): a lowered CPU limit
+    would end a later model with SIGXCPU."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return {}
+    limits = {}
+    for name in dir(resource):
+        if name.startswith("RLIMIT_"):
+            try:
+                limits[getattr(resource, name)] = resource.getrlimit(getattr(resource, name))
+            except (OSError, ValueError):
+                pass
+    return limits
+
+
+def _set_limits(saved: dict) -> bool:
+    """Put the limits back; False when one cannot be (a hard limit, once
+    lowered, cannot be raised without privileges)."""
+    if not saved:
+        return True
+    import resource
+
+    for limit, value in saved.items():
+        if resource.getrlimit(limit) != value:
+            try:
+                resource.setrlimit(limit, value)
+            except (OSError, ValueError):
+                return False
+    return True
 
 
 def _stray_threads(saved: Snapshot) -> list[str]:

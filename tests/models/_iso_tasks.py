@@ -63,6 +63,14 @@ def change_state(folder: str):
     np.sum = None
     sys.path.insert(0, folder)
     sys.modules["json"] = None
+    import faulthandler
+    import resource
+
+    faulthandler.dump_traceback_later(1.0, exit=True)  # would end the process 1 s later
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    # SIGXCPU, which ends the process, after one more second of CPU time
+    resource.setrlimit(resource.RLIMIT_CPU, (int(used.ru_utime + used.ru_stime) + 1, hard))
     return "changed"
 
 
@@ -77,8 +85,22 @@ def state():
         "cwd": os.getcwd(), "numpy": np.geterr(), "filters": len(warnings.filters),
         "mark": os.environ.get("GRADCLI_ISO_MARK"), "usr1": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
         "sum": np.sum is not None, "pid": os.getpid(), "path": list(sys.path),
-        "json": sys.modules.get("json") is not None,
+        "json": sys.modules.get("json") is not None, "cpu_limit": _cpu_limit(),
     }
+
+
+def _cpu_limit():
+    import resource
+
+    return resource.getrlimit(resource.RLIMIT_CPU)
+
+
+def spin(seconds: float):
+    """Use ``seconds`` of CPU time."""
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+    return seconds
 
 
 def fail():
