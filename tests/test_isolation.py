@@ -76,7 +76,7 @@ def test_a_correct_model_passes_after_each_model_that_spoils_its_worker(tmp_path
     assert all(row["ok"] for row in rows) and done.returncode == 0, shown
     # Every process iso_spawn.py started ended with the run, and the worker's
     # temporary folder (where autograph writes converted code) went with it.
-    assert len(read_pids(pids)) == 3 and gone(read_pids(pids)), shown
+    assert len(read_pids(pids)) == 4 and gone(read_pids(pids)), shown
     assert list(temp.iterdir()) == [], shown
 
 

@@ -439,6 +439,11 @@ def _set_up_worker(temporary: str | None) -> None:
     from gradcli.analyses import isolation
 
     isolation.lead_own_session()
+    # A daemonic process may not start processes of its own (multiprocessing
+    # refuses); a model may, since whatever it starts is ended with it.
+    import multiprocessing
+
+    multiprocessing.current_process()._config.pop("daemon", None)
     if temporary:
         tempfile.tempdir = temporary
         os.environ["TMPDIR"] = temporary  # and the model's own subprocesses

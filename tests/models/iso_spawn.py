@@ -1,6 +1,7 @@
 """Correct (y = x * x), but starts processes that outlive it: a plain
-subprocess, one in a session of its own and a forked child. Their ids are
-appended to the file named by GRADCLI_ISO_PIDS."""
+subprocess, one in a session of its own, a forked child and a multiprocessing
+process. Their ids are appended to the file named by GRADCLI_ISO_PIDS."""
+import multiprocessing
 import os
 import subprocess
 import time
@@ -14,6 +15,9 @@ if _child == 0:
     time.sleep(300)
     os._exit(0)
 _pids.append(_child)
+_process = multiprocessing.get_context("fork").Process(target=time.sleep, args=(300,))
+_process.start()
+_pids.append(_process.pid)
 with open(os.environ["GRADCLI_ISO_PIDS"], "a") as _out:
     _out.write("".join(f"{pid}\n" for pid in _pids))
 
