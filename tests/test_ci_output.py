@@ -324,3 +324,22 @@ def test_plugin_failure_text_leaves_out_tensorflow_graph_nodes():
     assert without_graph_text(message) == (
         "gradcli check: error: m.py: the gradient raised: Incompatible shapes: [2] vs. [3]"
     )
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_plugin_turns_a_warning_verdict_into_a_pytest_warning(pytester, monkeypatch):
+    import shutil
+
+    import gradcli.analyses.check  # noqa: F401  TensorFlow before pytester's module snapshot
+    from test_pytest_plugin import PLUGIN
+
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    models = pytester.mkdir("models")
+    shutil.copy(fixture("ciout_round_cut.py"), models / "ciout_round_cut.py")
+    pytester.makepyprojecttoml('[tool.gradcli]\npaths = ["models"]\n')
+    result = pytester.runpytest(*PLUGIN, "--gradcli", "-m", "gradcli")
+    result.assert_outcomes(passed=1, warnings=1)
+    text = result.stdout.str()
+    assert "GradientCheckWarning: gradcli check" in text and "disconnected x -> output" in text, text
