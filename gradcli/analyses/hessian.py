@@ -163,7 +163,8 @@ def lanczos_extremes(
         for j in range(start, basis):
             w = np.array(matvec(V[j]), dtype)
             matvecs += 1
-            progress.report("Lanczos", matvecs, None, f"{matvecs} Hessian-vector products, {restarts} restarts")
+            progress.report("Lanczos", matvecs, None, f"{matvecs} Hessian-vector product{'s' * (matvecs != 1)}, "
+                            f"{restarts} restart{'s' * (restarts != 1)}")
             h = _orthogonalise(V[: j + 1], w)
             T[: j + 1, j] = h
             T[j, : j + 1] = h
@@ -438,7 +439,8 @@ def _judge(result: HessianResult, expect: str) -> None:
     where = "at the point"
     if sampling is not None:
         bad = sampling.n_negative if expect == "convex" else sampling.n_positive
-        where = f"at {bad} of {sampling.samples + 1} points (the given one and {sampling.samples} samples)"
+        samples = f"{sampling.samples} sample{'s' * (sampling.samples != 1)}"
+        where = f"at {bad} of {sampling.samples + 1} points (the given one and {samples})"
         ok = bad == 0
     else:
         ok = meets(spectrum.verdict, expect)

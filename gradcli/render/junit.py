@@ -88,7 +88,8 @@ def check_cases(result: CheckResult) -> list[Case]:
             case = Case(model.name, "sweep", 0.0)
             if model.sweep.failed:
                 case.outcome, case.kind = "failure", "sweep"
-                case.message = f"sweep: {model.sweep.n_failing} of {model.sweep.points} points fail"
+                fail = "fails" if model.sweep.n_failing == 1 else "fail"
+                case.message = f"sweep: {model.sweep.n_failing} of {model.sweep.points} points {fail}"
                 case.text = plain_text(lambda out, s=model.sweep: render_sweep(s, out))
             cases.append(case)
     for name in result.skipped:
