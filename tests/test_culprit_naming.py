@@ -272,3 +272,20 @@ def test_keras_model_of_a_custom_layer_names_the_layer():
             "tf.custom_gradient softsign in Keras layer 'hidden' (SoftsignDense.call)"
         )
         assert culprit["site"]["location"] == at(name, "return activation(")
+
+
+def test_a_wrong_custom_gradient_inside_tf_recompute_grad_is_named_not_the_wrapper():
+    """tf.recompute_grad wraps the block in a custom gradient defined by
+    TensorFlow: the code at fault is the user's ``wave`` inside it, named with
+    its own lines; the probe agrees with the closed form cos(x)(1 + 3e-4)."""
+    name = "prec_rule_recompute_bad.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    culprit = pairs(doc)[("x", "output")]["culprit"]
+    assert culprit["site"]["description"].startswith("tf.custom_gradient wave, inside tf.custom_gradient")
+    assert "a library wrapper, tensorflow" in culprit["site"]["description"]
+    assert culprit["definition"] == at(name, "def wave(x):")
+    assert culprit["site"]["location"] == at(name, "return 2.0 * wave(x)")
+    # The op's own gradient is the true one times (1 + 3e-4) on every element, so
+    # any probe <u, J^T v> by its gradient is (1 + 3e-4) times the numeric one.
+    assert culprit["analytic"] / culprit["numeric"] == pytest.approx(1 + 3e-4, abs=1e-8)

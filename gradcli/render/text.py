@@ -121,8 +121,6 @@ def model_verdict(model: ModelResult) -> str:
         failing.append("sweep")
     if any(layer.failed for layer in model.layers):
         failing.append("layer by layer")
-    if any(layer.failed for layer in model.layers):
-        failing.append("layer by layer")
     if model.not_the_users_function:
         failing.insert(0, "not the user's function")
     return f"fail ({', '.join(failing)})" if failing else "pass"
@@ -197,8 +195,6 @@ def render_model(model: ModelResult, out: Console, verbosity: int = 0) -> None:
         out.print(Text(f"  note: {note}", style="dim"))
     if model.sweep is not None:
         render_sweep(model.sweep, out, model.path)
-    from gradcli.render.layers_text import render_layers  # the layer-by-layer pass (ModelResult.layers)
-    render_layers(model, out)
     from gradcli.render.layers_text import render_layers  # the layer-by-layer pass (ModelResult.layers)
     render_layers(model, out)
     out.print(

@@ -400,7 +400,42 @@ class ModelGraph:
                 except Exception:  # an op that cannot be fed or differenced alone: skip it
                     continue
                 if found is not None:
-                    return self._culprit(op, found, count, what)
+                    inner = self._inside_library_wrapper(op, feeds, feed_values, seen, tol, rng, order)
+                    return inner or self._culprit(op, found, count, what)
+        return None
+
+    def _inside_library_wrapper(self, op, feeds, feed_values, seen, tol, rng, order):
+        """A ``tf.custom_gradient`` defined by a library, not the model file
+        (``tf.recompute_grad``'s wrapper, a Keras utility), only passes its
+        gradient through to the code it wraps: the code at fault is inside it.
+        Its forward ops are checked one by one, in graph order, nested custom
+        gradients as wholes; the first wrong one is the culprit, with the
+        wrapper named. None when the wrapper is the user's or nothing inside
+        is wrong on its own."""
+        from gradcli.model.loading import _is_user_file
+
+        definition = _gradient_definition(op)
+        if _custom_result_count(op) is None or not definition:
+            return None
+        if _is_user_file(definition.rsplit(":", 1)[0]):
+            return None
+        region = [o for o in self.graph.get_operations() if o in self._inside_custom_gradients([op])]
+        nested = self._inside_custom_gradients(region)
+        inner = [o for o in region if o not in nested and self._checkable(o)]
+        try:
+            feeds, feed_values, seen = self._seen_values(inner)
+        except Exception:  # the region cannot be run in graph form: blame the wrapper
+            return None
+        for count, candidate in enumerate(inner, start=1):
+            try:
+                found = self._check_op(candidate, feeds, feed_values, seen, tol, rng, None, order)
+            except Exception:  # an op that cannot be fed or differenced alone: skip it
+                continue
+            if found is not None:
+                culprit = self._culprit(candidate, found, count, "own gradient")
+                library = definition.split("site-packages" + os.sep)[-1]
+                culprit.site.description += f", inside {_describe(op)} (a library wrapper, {library})"
+                return culprit
         return None
 
     def _culprit(self, op, found, count, what) -> Culprit:

@@ -76,6 +76,7 @@ from gradcli.results import (
     PASS,
     SURROGATE,
     ZERO,
+    Culprit,
     Kink,
     PairResult,
 )
@@ -274,11 +275,42 @@ def first_nonfinite(graph, input_name: str, output: str, at=None, gradient=True)
     traceable, control flow that cannot be fetched). Gradient ops are located by
     their own model-file line (a custom gradient's function) or else by the
     forward op they differentiate."""
+    found = _first_nonfinite_op(graph, input_name, output, at, gradient)
+    return "" if found is None else _describe_site(graph, *found)
+
+
+def nonfinite_culprit(graph, pair) -> Culprit | None:
+    """The culprit of a pair whose analytic derivative is NaN or Inf where the
+    function is smooth: the op that makes the first non-finite value of the
+    gradient (``first_nonfinite``), not the first op whose own gradient
+    disagrees with differences (every op downstream of a NaN does)."""
+    found = _first_nonfinite_op(graph, pair.input, pair.output)
+    if found is None:
+        return None
+    op, forward_ops = found
+    description = _describe_site(graph, op, forward_ops)
+    target = op
+    if op not in forward_ops:  # a gradient op: locate it by the forward op it differentiates
+        name = op.name.split("/", 1)[-1].split("_grad/")[0]
+        try:
+            target = graph.graph.get_operation_by_name(name)
+        except (KeyError, ValueError):
+            target = op
+    site = graph.site(target, f"{description.split(' at ')[0]}: first non-finite value of the gradient")
+    return Culprit(
+        site=site, definition="", analytic=float("nan"),
+        numeric=float(pair.worst.numeric) if pair.worst is not None else float("nan"),
+        rel_error=float("inf"), checked_ops=0, checked="first non-finite value",
+    )
+
+
+def _first_nonfinite_op(graph, input_name, output, at=None, gradient=True):
+    """(op, forward ops) of ``first_nonfinite``, or None."""
     import re
 
     try:
         if not graph._trace():
-            return ""
+            return None
         g = graph.graph
         import tensorflow as tf
 
@@ -303,10 +335,10 @@ def first_nonfinite(graph, input_name: str, output: str, at=None, gradient=True)
             values = graph._wrapped.prune(feeds, tensors)(*feed_values)
             for t, value in zip(tensors, values):
                 if not np.all(np.isfinite(np.asarray(value))):
-                    return _describe_site(graph, t.op, known)
+                    return t.op, known
     except Exception:  # graph analysis is a bonus: never lose the report
-        return ""
-    return ""
+        return None
+    return None
 
 
 def _describe_site(graph, op, forward_ops) -> str:
@@ -789,7 +821,10 @@ def explain(model, pairs, fd, graph, tol, options) -> None:
                 pair.explanation += f"; {pair.input} does not reach {pair.output} in the graph"
         if pair.failed and pair.verdict == MISMATCH and graph is not None and pair.culprit is None:
             try:
-                pair.culprit = graph.culprit(pair.input, pair.output, tol)
+                if pair.worst is not None and not np.isfinite(pair.worst.analytic):
+                    pair.culprit = nonfinite_culprit(graph, pair)
+                if pair.culprit is None:
+                    pair.culprit = graph.culprit(pair.input, pair.output, tol)
             except Exception as exc:  # graph analysis is a bonus: never lose the report
                 pair.warnings.append(f"could not search for the culprit op ({type(exc).__name__})")
         if getattr(options, "taylor", False) or (pair.failed and pair.verdict in (MISMATCH, KINK)):
