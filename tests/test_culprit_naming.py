@@ -289,3 +289,17 @@ def test_a_wrong_custom_gradient_inside_tf_recompute_grad_is_named_not_the_wrapp
     # The op's own gradient is the true one times (1 + 3e-4) on every element, so
     # any probe <u, J^T v> by its gradient is (1 + 3e-4) times the numeric one.
     assert culprit["analytic"] / culprit["numeric"] == pytest.approx(1 + 3e-4, abs=1e-8)
+
+
+def test_a_nan_gradient_where_the_function_is_smooth_blames_the_op_that_makes_it():
+    name = "blame_where_pole.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch"
+    # Element (0, 0): analytic NaN, numeric the closed form 1 / (x + 1) = 1/2.
+    assert pair["worst"]["numeric"] == pytest.approx(0.5, rel=1e-8)
+    assert pair["worst"]["analytic"] == "nan"  # JSON spells a NaN as a string
+    culprit = pair["culprit"]
+    assert culprit["site"]["op_type"] == "RealDiv"
+    assert culprit["site"]["location"] == at(name, "pole = 1.0 / (1.0 - x)")
