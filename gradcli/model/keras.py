@@ -1,10 +1,15 @@
-"""A Keras ``model`` in a model file, with its ``loss`` and ``training`` mode.
+"""A Keras model as a :class:`~gradcli.model.core.Model`: from a model file
+(with its ``loss`` and ``training`` mode) or a saved ``.keras`` file.
+
+Any Keras model becomes a pure function of its trainable weights (named by
+path, ``dense/kernel``) and its data inputs through ``stateless_call``
+(``keras_model``), computed in float64 by a rebuilt copy when it can be
+(``keras_float64``). A ``.keras`` file is loaded in safe mode
+(``load_keras_file``).
 
 The model-file contract for Keras (README, "Model files"):
 
-* ``model``: a Keras model or layer. It becomes a function of its trainable
-  weights (named by path, ``dense/kernel``) and its data inputs
-  (``loading._keras_model``).
+* ``model``: a Keras model or layer.
 * ``loss`` (optional): a callable ``loss(y_true, y_pred)``, a
   ``keras.losses.Loss`` object or a Keras loss name (``"mse"``). The checked
   function is then the loss of the model on the batch in ``inputs``: the input
@@ -29,10 +34,17 @@ the dtype of the predictions.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
-from gradcli.errors import ModelError
+from gradcli.errors import ModelError, UsageError
+from gradcli.model.calling import OwnCall
+from gradcli.model.core import Model, first_line, is_floating, normalize_outputs, weight_name, where_raised
+from gradcli.model.keras_float64 import float64_clone
 from gradcli.model.paths import relative_path
+from gradcli.model.values import check_unknown, fit_value
+from gradcli.tf_import import import_tensorflow
 
 #: The input holding the targets y_true when the file defines a ``loss``.
 TARGET = "y"
@@ -42,14 +54,12 @@ LOSS_OUTPUT = "loss"
 
 def keras_file_model(layer, module, data: dict, display: str, path: str, float64: bool):
     """The Model of a model file whose ``model`` is Keras (see the module docstring)."""
-    from gradcli.model.loading import _keras_model
-
     training = getattr(module, "training", False)
     if not isinstance(training, bool):
         raise ModelError(f"{relative_path(path)}: `training` must be True or False, got {training!r}")
     loss = getattr(module, "loss", None)
     if loss is None:
-        model = _keras_model(layer, data, display, path, float64, training=training)
+        model = keras_model(layer, data, display, path, float64, training=training)
     else:
         if TARGET not in data:
             raise ModelError(
@@ -58,7 +68,7 @@ def keras_file_model(layer, module, data: dict, display: str, path: str, float64
             )
         loss_fn, described = _loss_function(loss, path)
         features = {n: v for n, v in data.items() if n != TARGET}
-        model = _keras_model(layer, features, display, path, float64, training=training)
+        model = keras_model(layer, features, display, path, float64, training=training)
         _add_loss(model, data[TARGET], loss_fn)
         model.notes.append(f"checking the loss {described} on the batch in `inputs`")
     return model
@@ -100,8 +110,6 @@ def _loss_function(loss, path: str):
 
 def reduce(values, reduction: str | None):
     """Keras's reductions: ``sum``; ``none``; else the mean over every element."""
-    from gradcli.tf_import import import_tensorflow
-
     tf = import_tensorflow()
     values = tf.convert_to_tensor(values)
     if reduction in (None, "none") or values.shape.rank == 0:
@@ -114,8 +122,6 @@ def reduce(values, reduction: str | None):
 def _add_loss(model, targets: np.ndarray, loss_fn) -> None:
     """Turn ``model`` (outputs: the predictions) into the loss of its predictions
     against ``targets``; the targets become the input ``y``."""
-    from gradcli.tf_import import import_tensorflow
-
     tf = import_tensorflow()
     predict = model.function
 
@@ -174,3 +180,124 @@ def training_notes(layer, training: bool) -> list[str]:
         f"layers {names} ran with training=False (inference mode); set `training = True` "
         "in the model file to check training mode"
     ]
+
+
+def keras_model(
+    layer, data: dict, display: str, path: str, float64: bool, training: bool = False
+) -> Model:
+    """Wrap a Keras model as a pure function of (weights, data inputs); layers
+    with a ``training`` argument get ``training``.
+
+    Keras casts inputs to each layer's compute dtype, so float64 values passed
+    to a float32 model would be silently computed in float32. For float64 we
+    clone the model with every layer's dtype set to float64 and call the clone.
+    """
+    import keras
+
+    if not data:
+        raise ModelError(f"{display}: a Keras model needs `inputs` (its data inputs)")
+    data_names = list(data)
+    data_args = lambda values: (  # noqa: E731 - tiny adapter
+        values[data_names[0]] if len(data_names) == 1 else {n: values[n] for n in data_names}
+    )
+    if not layer.built:
+        try:
+            layer(data_args({n: np.asarray(v) for n, v in data.items()}))
+        except Exception as exc:
+            raise ModelError(
+                f"{where_raised(exc, path)}: building the Keras model raised "
+                f"{type(exc).__name__}: {first_line(exc)}"
+            ) from None
+    weights = {weight_name(v.path): v for v in layer.trainable_variables}
+    if len(weights) != len(layer.trainable_variables):  # clashing short names
+        weights = {v.path: v for v in layer.trainable_variables}
+    frozen = list(layer.non_trainable_variables)
+    notes = training_notes(layer, training)
+    runner = layer
+    if float64:
+        try:
+            runner = float64_clone(layer, data_args({n: np.asarray(v) for n, v in data.items()}))
+        except Exception as exc:
+            runner = layer
+            notes.append(
+                f"could not rebuild the Keras model in float64 ({type(exc).__name__}: "
+                f"{first_line(exc)[:160]}); checking in float32"
+            )
+    weight_names = list(weights)
+
+    def function(values: dict) -> dict:
+        trainable = [values[n] for n in weight_names]
+        dtype = trainable[0].dtype if trainable else None
+        fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
+        # The float64 clone for float64 weights; the model itself for its own
+        # dtype (``_settle_dtype`` falls back to it when float64 does not run).
+        active = layer if getattr(dtype, "name", "float64") != "float64" else runner
+        out, _ = active.stateless_call(trainable, fixed, data_args(values), training=training)
+        return normalize_outputs(out)
+
+    point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
+    point.update(data)
+    own_call = OwnCall(  # the original layer, called as training code calls it
+        call=lambda values: normalize_outputs(layer(data_args(values), training=training)),
+        variables=dict(weights),
+        description=f"{layer.name}({', '.join(data_names)}, training={training})",
+    )
+    model = Model(
+        name=display,
+        path=path,
+        function=function,
+        point=point,
+        wrt=[],
+        native_dtypes={},
+        kind="keras",
+        notes=notes,
+        weights=weight_names,
+        runs_in_float64=runner is not layer,
+        own_call=own_call,
+    )
+    return model
+
+
+def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Model:
+    """A saved Keras model, loaded in safe mode (no arbitrary code from the file).
+
+    ``data`` maps the model's input names (``model.inputs[i].name``) to values;
+    a single-input model accepts any one name. Integer data for a floating
+    input is converted to that input's dtype.
+    """
+    import keras
+
+    if not os.path.isfile(path):
+        raise UsageError(f"no such model file: {path}")
+    try:
+        layer = keras.saving.load_model(path, safe_mode=True)
+    except Exception as exc:
+        raise ModelError(
+            f"{relative_path(path)}: cannot load the Keras model (safe mode) - "
+            f"{type(exc).__name__}: {first_line(exc)}"
+        ) from None
+    specs = {t.name: t for t in getattr(layer, "inputs", None) or []}
+    if not data:
+        known = ", ".join(specs) or "see the model's inputs"
+        raise UsageError(
+            f"{relative_path(path)}: a .keras model needs its data as --input NAME=VALUE (inputs: {known})"
+        )
+    if specs and not (len(specs) == 1 and len(data) == 1):
+        check_unknown(data, specs, "input for --input")
+    values = {}
+    for name, value in data.items():
+        spec = specs[name] if name in specs else next(iter(specs.values()), None)
+        dtype = np.dtype(str(spec.dtype)) if spec is not None else np.dtype("float32")
+        value = np.asarray(value)
+        if not (is_floating(value) and np.issubdtype(dtype, np.floating)):
+            # The rules of --set (``fit_value``): integers may become floats,
+            # booleans never (true is not the number 1.0), no fractions for integers.
+            value = fit_value(value, np.zeros(value.shape, dtype), f"--input {name}")
+        values[name] = value
+    return keras_model(layer, values, relative_path(path), path, float64)
+
+
+def _cast(value, dtype):
+    tf = import_tensorflow()
+
+    return tf.cast(value, dtype) if value.dtype.is_floating else value

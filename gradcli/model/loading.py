@@ -33,8 +33,6 @@ import hashlib
 import importlib.util
 import os
 import sys
-import traceback
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
@@ -42,51 +40,20 @@ import numpy as np
 
 from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.model.calling import Calling, OwnCall, describe_call
-from gradcli.model.paths import relative_path
+from gradcli.model.core import (  # re-exported: the names the rest of gradcli imports from here
+    CHECK_DTYPE, Model, call_model, code_site, differentiable, first_line, host_array,
+    is_floating, is_keras, is_user_file, normalize_outputs, require_finite, run_model,
+    weight_name, where_raised,
+)
+from gradcli.model.keras import keras_file_model, load_keras_file
+from gradcli.model.paths import is_saved_model, relative_path, split_spec
+from gradcli.model.savedmodel import load_saved_model
+from gradcli.model.variables import expose_weights  # the file's layers, tf.Modules, tf.Variables
 from gradcli.model.values import check_unknown, fit_value, require_numeric
 from gradcli.options import LoadOptions
 from gradcli.tf_import import import_tensorflow
 
-CHECK_DTYPE = np.float64
-
-
-@dataclass
-class Model:
-    """A loaded model: ``function(values) -> {output name: tensor}`` at ``point``."""
-
-    name: str
-    path: str
-    function: Callable[[dict], dict]
-    point: dict[str, np.ndarray]
-    wrt: list[str]
-    native_dtypes: dict[str, np.dtype]
-    kind: str = "function"  # "function", "keras" or "savedmodel"
-    settings: dict = field(default_factory=dict)
-    module: ModuleType | None = None
-    notes: list[str] = field(default_factory=list)
-    outputs: dict[str, np.ndarray] = field(default_factory=dict)
-    weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
-    runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
-    own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
-
-    @property
-    def dtype(self) -> np.dtype:
-        """The floating dtype the checks run in (float64 unless the model refused it)."""
-        floats = [v.dtype for n, v in self.point.items() if n in self.wrt]
-        return floats[0] if floats else np.dtype(CHECK_DTYPE)
-
-    def call(self, values: dict | None = None) -> dict:
-        """Run the model eagerly at ``values`` (default: the point)."""
-        return run_model(self, self.point if values is None else values)
-
-
-def split_spec(spec: str) -> tuple[str, str | None]:
-    """``FILE.py:NAME`` -> (FILE.py, NAME); a plain path -> (path, None)."""
-    if not os.path.exists(spec) and ":" in spec:
-        path, entry = spec.rsplit(":", 1)
-        if entry.isidentifier():
-            return path, entry
-    return spec, None
+_is_user_file = is_user_file  # the name ``verdicts.culprit`` imports
 
 
 def import_model_file(path: str) -> ModuleType:
@@ -202,30 +169,6 @@ def _comes_from(module, folder: str) -> bool:
     )
 
 
-def where_raised(exc: BaseException, path: str) -> str:
-    """``file:line`` of the deepest frame of ``exc`` inside ``path``, else in
-    the user's own code (a helper module beside it), else ``path`` alone: an
-    error location never names gradcli's, TensorFlow's or Python's files."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    path = os.path.abspath(path)
-    inside = [f for f in frames if os.path.abspath(f.filename) == path]
-    frame = (inside or [f for f in frames if _is_user_file(f.filename)] or [None])[-1]
-    if frame is None:
-        return relative_path(path)
-    return f"{relative_path(frame.filename)}:{frame.lineno}"
-
-
-def _is_user_file(filename: str) -> bool:
-    import sysconfig
-
-    filename = os.path.abspath(filename)
-    if not os.path.isfile(filename):  # <string>, frozen modules, TensorFlow's generated code
-        return False
-    system = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    system.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # gradcli itself
-    return not any(filename.startswith(os.path.join(folder, "")) for folder in system if folder)
-
-
 def definition_site(module: ModuleType, path: str, name: str) -> str:
     """``file:line`` where the model file defines ``name``: a function's (or a
     callable object's class's) ``def`` line, else the last top-level statement
@@ -245,16 +188,6 @@ def definition_site(module: ModuleType, path: str, name: str) -> str:
         if name in _assigned_names(node)
     ]
     return f"{relative_path(path)}:{lines[-1]}" if lines else relative_path(path)
-
-
-def code_site(obj) -> str | None:
-    """``file:line`` of the ``def`` of a function (or of a callable object's
-    ``__call__``), or None for objects without Python source (Keras models,
-    builtins, partials)."""
-    code = getattr(obj, "__code__", None) or getattr(getattr(type(obj), "__call__", None), "__code__", None)
-    if code is not None and os.path.isfile(code.co_filename) and not _is_keras(obj):
-        return f"{relative_path(code.co_filename)}:{code.co_firstlineno}"
-    return None
 
 
 def _assigned_names(node) -> set[str]:
@@ -322,11 +255,9 @@ def load_model(
     if not isinstance(settings, dict):
         raise ModelError(f"{relative_path(path)}: `check` must be a dict of option defaults")
     display = f"{relative_path(path)}:{entry}" if entry else relative_path(path)
-    raw_inputs = _read_inputs(module, path, rng_seed, required=not _is_keras(target))
+    raw_inputs = _read_inputs(module, path, rng_seed, required=not is_keras(target))
     file_wrt = getattr(module, "wrt", None)
-    if _is_keras(target):
-        from gradcli.model.keras import keras_file_model  # `loss`, `training`
-
+    if is_keras(target):
         model = keras_file_model(target, module, raw_inputs, display, path, float64)
     elif callable(target):
         site = definition_site(module, path, name)
@@ -345,8 +276,6 @@ def load_model(
                 description=describe_call(name, calling),
             ),
         )
-        from gradcli.model.variables import expose_weights  # the file's layers, tf.Modules, tf.Variables
-
         expose_weights(model, module, target)
     else:
         raise ModelError(
@@ -359,8 +288,6 @@ def load_model(
 
 def _saved_model(path: str, entry: str | None, data: dict, float64: bool) -> Model | None:
     """A saved Keras model (``FILE.keras``) or SavedModel folder (``DIR[:NAME]``), else None."""
-    from gradcli.model.savedmodel import is_saved_model, load_saved_model
-
     if path.endswith(".keras") and entry is None:
         return load_keras_file(path, data, float64)
     if is_saved_model(path):
@@ -416,7 +343,7 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
             raise
         except BaseException as exc:
             raise ModelError(
-                f"{where_raised(exc, path)}: {type(exc).__name__} in `inputs`: {_first_line(exc)}"
+                f"{where_raised(exc, path)}: {type(exc).__name__} in `inputs`: {first_line(exc)}"
             ) from None
     if not isinstance(raw, dict):
         raise ModelError(f"{site}: `inputs` must be a dict or return one, not {type(raw).__name__}")
@@ -480,17 +407,6 @@ def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
         model.point[name] = fit_value(value, model.point[name], f"--set {name}")
 
 
-def is_floating(array: np.ndarray) -> bool:
-    return np.issubdtype(np.asarray(array).dtype, np.floating)
-
-
-def differentiable(array: np.ndarray) -> bool:
-    """Floating with at least one element: an output the checks differentiate.
-    An empty output has no derivative to compare, and a check of it would pass
-    without having compared anything."""
-    return is_floating(array) and np.size(array) > 0
-
-
 def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
     if cli_wrt:
         names, source, error = list(cli_wrt), "--wrt", UsageError
@@ -535,17 +451,6 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
 
 def _check_finite_inputs(model: Model) -> None:
     require_finite(model.name, "input", model.point, "; gradients need a finite point")
-
-
-def require_finite(model_name: str, kind: str, arrays: dict, why: str) -> None:
-    """Raise a ModelError naming the first NaN/Inf element among ``arrays``."""
-    for name, value in arrays.items():
-        if is_floating(value) and not np.all(np.isfinite(value)):
-            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
-            raise ModelError(
-                f"{model_name}: {kind} {name!r} is {value[index]} at element "
-                f"{list(index)}{why}"
-            )
 
 
 def _settle_dtype(model: Model, float64: bool) -> None:
@@ -634,7 +539,7 @@ def _describe_gradient_failure(model: Model, exc: BaseException) -> str:
     (``verdicts.culprit.ModelGraph``); else the op TensorFlow's message names."""
     import re
 
-    first = _first_line(exc)
+    first = first_line(exc)
     first = re.sub(r"\s*\[Op:\w+\].*", "", first).strip()
     named = getattr(getattr(exc, "op", None), "type", None)
     if named is None:
@@ -703,109 +608,8 @@ def _forward(model: Model, values: dict) -> dict[str, np.ndarray]:
     return first
 
 
-def host_array(value) -> np.ndarray:
-    """A tensor as numpy; bfloat16 (Keras ``mixed_bfloat16`` outputs) as float32,
-    which holds every bfloat16 value exactly: numpy does not count ml_dtypes'
-    bfloat16 as floating, so it would not be checked. The check's rules still
-    follow bfloat16, the lowest precision on the path (``ModelGraph.precision``)."""
-    array = np.asarray(value)
-    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
-
-
-def run_model(model: Model, values: dict) -> dict:
-    """Eager forward pass; any exception becomes a ModelError naming the file line."""
-    tf = import_tensorflow()
-
-    try:
-        tensors = {n: tf.convert_to_tensor(v) for n, v in values.items()}
-        return model.function(tensors)
-    except (GradcliError, KeyboardInterrupt):  # a GradcliError already says where
-        raise
-    except BaseException as exc:  # SystemExit, GeneratorExit, the user's own BaseException
-        raise ModelError(
-            f"{where_raised(exc, model.path)}: forward pass raised "
-            f"{type(exc).__name__}: {_first_line(exc)}"
-        ) from None
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else ""
-
-
 def _check_finite_outputs(model: Model) -> None:
     require_finite(model.name, "output", model.outputs, " at the given point")
-
-
-def normalize_outputs(result, site: str = "the model", what: str = "the model") -> dict:
-    """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys.
-
-    Anything that is not one dense tensor per output (None, a nested dict, a
-    SparseTensor or RaggedTensor, an object TensorFlow cannot convert) is a
-    ModelError at ``site``, the ``file:line`` of the function that returned it.
-    """
-    if result is None:
-        raise ModelError(
-            f"{site}: {what} returned None; return a tensor, a tuple of tensors or a dict "
-            "of name -> tensor"
-        )
-    if isinstance(result, dict):
-        items = {str(k): v for k, v in result.items()}
-    elif isinstance(result, (tuple, list)):
-        items = {str(i): v for i, v in enumerate(result)}
-    else:
-        items = {"output": result}
-    if not items:
-        raise ModelError(f"{site}: {what} returned an empty {type(result).__name__}: no outputs")
-    return {k: _dense_tensor(v, k, site) for k, v in items.items()}
-
-
-#: Output types that are not one dense tensor, and what to return instead.
-_NOT_DENSE = {
-    "SparseTensor": "return tf.sparse.to_dense(...) instead",
-    "RaggedTensor": "return its .to_tensor() instead",
-}
-
-
-def _dense_tensor(value, name: str, site: str):
-    tf = import_tensorflow()
-
-    kind = type(value).__name__
-    if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):
-        raise ModelError(f"{site}: output {name!r} is a tf.{kind}; {_NOT_DENSE[kind]}")
-    if isinstance(value, dict) or value is None:
-        raise ModelError(
-            f"{site}: output {name!r} is {'None' if value is None else 'a nested dict'}; "
-            "each output must be one tensor (return a flat dict of name -> tensor)"
-        )
-    try:
-        return tf.convert_to_tensor(value)
-    except (TypeError, ValueError):
-        raise ModelError(f"{site}: output {name!r} is a {kind}, not a tensor") from None
-
-
-def call_model(target: Callable, values: dict, site: str, path: str, calling: Calling | None = None) -> dict:
-    """The model file's callable on a dict of tensors, called as the user calls
-    it (``calling.Calling``: positionally in signature order, so a
-    ``tf.custom_gradient`` model runs its own gradient), outputs named and
-    checked (``normalize_outputs``, errors at ``site``).
-
-    An exception that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``,
-    the user's own ``BaseException``) becomes a ModelError wherever the model is
-    called, in the forward pass or deep in an analysis: left alone, a late
-    ``sys.exit(0)`` would end the run with exit 0 and no report. Ctrl-C stays
-    Ctrl-C; ordinary exceptions keep their meaning for the callers (a model that
-    cannot be traced falls back to eager calls)."""
-    calling = calling or Calling.of(target, values)
-    try:
-        result = calling(target, values)
-    except (Exception, KeyboardInterrupt):
-        raise
-    except BaseException as exc:
-        raise ModelError(
-            f"{where_raised(exc, path)}: forward pass raised {type(exc).__name__}: {_first_line(exc)}"
-        ) from None
-    return normalize_outputs(result, site)
 
 
 def _plain_function(target: Callable, site: str, path: str, calling: Calling) -> Callable[[dict], dict]:
@@ -815,232 +619,5 @@ def _plain_function(target: Callable, site: str, path: str, calling: Calling) ->
     return function
 
 
-# --- Keras -----------------------------------------------------------------
 
 
-def _is_keras(obj) -> bool:
-    if "keras" not in sys.modules and "tensorflow" not in sys.modules:
-        return False
-    try:
-        import keras
-    except ImportError:
-        return False
-    return isinstance(obj, keras.layers.Layer)
-
-
-def weight_name(path: str) -> str:
-    """``sequential/dense/kernel`` -> ``dense/kernel``: drop the model's own name."""
-    parts = path.split("/")
-    return "/".join(parts[1:]) if len(parts) > 2 else path
-
-
-def _keras_model(
-    layer, data: dict, display: str, path: str, float64: bool, training: bool = False
-) -> Model:
-    """Wrap a Keras model as a pure function of (weights, data inputs); layers
-    with a ``training`` argument get ``training``.
-
-    Keras casts inputs to each layer's compute dtype, so float64 values passed
-    to a float32 model would be silently computed in float32. For float64 we
-    clone the model with every layer's dtype set to float64 and call the clone.
-    """
-    import keras
-
-    if not data:
-        raise ModelError(f"{display}: a Keras model needs `inputs` (its data inputs)")
-    data_names = list(data)
-    data_args = lambda values: (  # noqa: E731 - tiny adapter
-        values[data_names[0]] if len(data_names) == 1 else {n: values[n] for n in data_names}
-    )
-    if not layer.built:
-        try:
-            layer(data_args({n: np.asarray(v) for n, v in data.items()}))
-        except Exception as exc:
-            raise ModelError(
-                f"{where_raised(exc, path)}: building the Keras model raised "
-                f"{type(exc).__name__}: {_first_line(exc)}"
-            ) from None
-    weights = {weight_name(v.path): v for v in layer.trainable_variables}
-    if len(weights) != len(layer.trainable_variables):  # clashing short names
-        weights = {v.path: v for v in layer.trainable_variables}
-    frozen = list(layer.non_trainable_variables)
-    from gradcli.model.keras import training_notes
-
-    notes = training_notes(layer, training)
-    runner = layer
-    if float64:
-        try:
-            runner = _float64_clone(layer, data_args({n: np.asarray(v) for n, v in data.items()}))
-        except Exception as exc:
-            runner = layer
-            notes.append(
-                f"could not rebuild the Keras model in float64 ({type(exc).__name__}: "
-                f"{_first_line(exc)[:160]}); checking in float32"
-            )
-    weight_names = list(weights)
-
-    def function(values: dict) -> dict:
-        trainable = [values[n] for n in weight_names]
-        dtype = trainable[0].dtype if trainable else None
-        fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
-        # The float64 clone for float64 weights; the model itself for its own
-        # dtype (``_settle_dtype`` falls back to it when float64 does not run).
-        active = layer if getattr(dtype, "name", "float64") != "float64" else runner
-        out, _ = active.stateless_call(trainable, fixed, data_args(values), training=training)
-        return normalize_outputs(out)
-
-    point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
-    point.update(data)
-    own_call = OwnCall(  # the original layer, called as training code calls it
-        call=lambda values: normalize_outputs(layer(data_args(values), training=training)),
-        variables=dict(weights),
-        description=f"{layer.name}({', '.join(data_names)}, training={training})",
-    )
-    model = Model(
-        name=display,
-        path=path,
-        function=function,
-        point=point,
-        wrt=[],
-        native_dtypes={},
-        kind="keras",
-        notes=notes,
-        weights=weight_names,
-        runs_in_float64=runner is not layer,
-        own_call=own_call,
-    )
-    return model
-
-
-def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Model:
-    """A saved Keras model, loaded in safe mode (no arbitrary code from the file).
-
-    ``data`` maps the model's input names (``model.inputs[i].name``) to values;
-    a single-input model accepts any one name. Integer data for a floating
-    input is converted to that input's dtype.
-    """
-    import keras
-
-    if not os.path.isfile(path):
-        raise UsageError(f"no such model file: {path}")
-    try:
-        layer = keras.saving.load_model(path, safe_mode=True)
-    except Exception as exc:
-        raise ModelError(
-            f"{relative_path(path)}: cannot load the Keras model (safe mode) - "
-            f"{type(exc).__name__}: {_first_line(exc)}"
-        ) from None
-    specs = {t.name: t for t in getattr(layer, "inputs", None) or []}
-    if not data:
-        known = ", ".join(specs) or "see the model's inputs"
-        raise UsageError(
-            f"{relative_path(path)}: a .keras model needs its data as --input NAME=VALUE (inputs: {known})"
-        )
-    if specs and not (len(specs) == 1 and len(data) == 1):
-        check_unknown(data, specs, "input for --input")
-    values = {}
-    for name, value in data.items():
-        spec = specs[name] if name in specs else next(iter(specs.values()), None)
-        dtype = np.dtype(str(spec.dtype)) if spec is not None else np.dtype("float32")
-        value = np.asarray(value)
-        if not (is_floating(value) and np.issubdtype(dtype, np.floating)):
-            # The rules of --set (``fit_value``): integers may become floats,
-            # booleans never (true is not the number 1.0), no fractions for integers.
-            value = fit_value(value, np.zeros(value.shape, dtype), f"--input {name}")
-        values[name] = value
-    return _keras_model(layer, values, relative_path(path), path, float64)
-
-
-def _cast(value, dtype):
-    tf = import_tensorflow()
-
-    return tf.cast(value, dtype) if value.dtype.is_floating else value
-
-
-#: Dtype names a float64 rebuild replaces: every floating compute or variable
-#: dtype and mixed-precision policy; integer, bool and string dtypes (an
-#: Embedding's int input, a lookup layer's output) stay as they are.
-FLOAT_POLICIES = ("float16", "bfloat16", "float32", "float64", "mixed_float16", "mixed_bfloat16")
-
-
-def _float64_clone(layer, sample):
-    """A copy of the Keras model ``layer`` whose every layer computes and keeps
-    its variables in float64, with the same trainable variables in the same
-    order (``stateless_call`` is given the original's weights).
-
-    Mechanism: the model's whole serialized config (nested sublayers, a layer
-    inside a wrapper, nested and shared models, the Input layers' dtypes, the
-    dtype policy objects) with every floating ``dtype`` set to float64
-    (``_float64_config``), deserialized with the model's own classes (its
-    custom layers need no registration); else ``keras.models.clone_model``
-    with each layer rebuilt from its float64 config (``_float64_layer``, which
-    leaves operations such as a functional ``x + y`` as they are). A layer that
-    builds its sublayers in ``build`` (``MultiHeadAttention``'s projections)
-    gives them its own float64 policy. A subclassed model without a
-    ``get_config`` for its arguments cannot be rebuilt: this raises, and the
-    caller runs the model in its own dtype with a note giving the reason.
-    """
-    import keras
-    from keras.src.saving import serialization_lib
-
-    classes = {type(sub).__name__: type(sub) for sub in layer._flatten_layers(include_self=True)}
-    attempts = (
-        lambda: serialization_lib.deserialize_keras_object(
-            _float64_config(serialization_lib.serialize_keras_object(layer)),
-            custom_objects=classes, safe_mode=False,
-        ),
-        lambda: keras.models.clone_model(layer, clone_function=_float64_layer, recursive=True),
-    )
-    failure = None
-    for attempt in attempts:
-        try:
-            clone = attempt()
-            if not clone.built:
-                clone(sample)
-            _same_weights(layer, clone)
-            return clone
-        except Exception as exc:  # the next mechanism, else the first reason
-            failure = failure or exc
-    raise failure
-
-
-def _same_weights(layer, clone) -> None:
-    """The clone's trainable variables match the original's one for one (shape,
-    and layer/variable name) and are float64."""
-    ours, theirs = layer.trainable_variables, clone.trainable_variables
-    if len(ours) != len(theirs):
-        raise ValueError(f"the clone has {len(theirs)} trainable variables, not {len(ours)}")
-    for a, b in zip(ours, theirs):
-        if tuple(a.shape) != tuple(b.shape) or a.path.split("/")[-2:] != b.path.split("/")[-2:]:
-            raise ValueError(f"the clone's variable {b.path} does not match {a.path}")
-        if a.dtype in FLOAT_POLICIES and b.dtype != "float64":
-            raise ValueError(f"the clone's variable {b.path} is {b.dtype}")
-
-
-def _float64_config(config):
-    """``config`` (a serialized Keras object) with every floating ``dtype``
-    entry, at any depth, set to ``"float64"``."""
-    if isinstance(config, dict):
-        return {
-            k: "float64" if k == "dtype" and _floating_policy(v) else _float64_config(v)
-            for k, v in config.items()
-        }
-    if isinstance(config, (list, tuple)):
-        return type(config)(_float64_config(v) for v in config)
-    return config
-
-
-def _floating_policy(value) -> bool:
-    """A dtype name or a serialized (float) ``DTypePolicy`` naming a floating dtype."""
-    if isinstance(value, str):
-        return value in FLOAT_POLICIES
-    if isinstance(value, dict) and value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy"):
-        return (value.get("config") or {}).get("name") in FLOAT_POLICIES
-    return False
-
-
-def _float64_layer(layer):
-    """One layer rebuilt from its float64 config (``clone_model``'s fallback);
-    an operation that is not a layer (``x + y`` in a functional model) has no
-    dtype and is rebuilt as it is."""
-    return layer.__class__.from_config(_float64_config(layer.get_config()))

@@ -1,4 +1,7 @@
-"""Paths as messages show them."""
+"""Model paths: as messages show them, as arguments spell them, and folders expanded.
+
+Numpy, os and pathlib only: no TensorFlow, no model loading.
+"""
 
 from __future__ import annotations
 
@@ -14,6 +17,23 @@ def relative_path(path: str) -> str:
     except ValueError:  # another drive
         return path
     return path if rel.startswith("..") else rel
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """``FILE.py:NAME`` -> (FILE.py, NAME); a plain path -> (path, None)."""
+    if not os.path.exists(spec) and ":" in spec:
+        path, entry = spec.rsplit(":", 1)
+        if entry.isidentifier():
+            return path, entry
+    return spec, None
+
+#: The file that makes a folder a SavedModel.
+SAVED_MODEL_FILE = "saved_model.pb"
+
+
+def is_saved_model(path: str) -> bool:
+    """A folder holding ``saved_model.pb`` (no TensorFlow)."""
+    return os.path.isdir(path) and os.path.isfile(os.path.join(path, SAVED_MODEL_FILE))
 
 
 #: Files of a folder that are never model files: pytest's per-folder plugin.
@@ -35,8 +55,6 @@ def expand_models(paths) -> list[str]:
       its folder) is kept at its first mention, so it is checked once and lands
       in one shard. ``FILE.py:NAME`` entries of one file are distinct models.
     """
-    from gradcli.model.savedmodel import is_saved_model
-
     specs, seen = [], set()
     for path in paths:
         if os.path.isdir(path) and not is_saved_model(path):
@@ -79,8 +97,6 @@ def _identity(spec: str):
 
 
 def _split(spec: str) -> tuple[str, str | None]:
-    from gradcli.model.loading import split_spec  # no TensorFlow
-
     return split_spec(spec)
 
 

@@ -21,23 +21,18 @@ variable reachable by several.
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
 from gradcli.errors import ModelError, UsageError
-from gradcli.model.paths import relative_path
+from gradcli.model.calling import OwnCall
+from gradcli.model.core import Model, first_line, is_floating, normalize_outputs, weight_name
+from gradcli.model.paths import SAVED_MODEL_FILE, is_saved_model, relative_path  # noqa: F401 - re-exported
 from gradcli.model.values import check_unknown
 from gradcli.model.variables import variables_by_path
 from gradcli.tf_import import import_tensorflow
 
-SAVED_MODEL_FILE = "saved_model.pb"
 DEFAULT_SIGNATURE = "serving_default"
-
-
-def is_saved_model(path: str) -> bool:
-    """A folder holding ``saved_model.pb`` (numpy and os only: no TensorFlow)."""
-    return os.path.isdir(path) and os.path.isfile(os.path.join(path, SAVED_MODEL_FILE))
 
 
 def load_saved_model(path: str, entry: str | None, data: dict[str, np.ndarray]):
@@ -48,15 +43,13 @@ def load_saved_model(path: str, entry: str | None, data: dict[str, np.ndarray]):
     function's own dtypes (a graph's dtypes are fixed: promoting its inputs
     would not change what it computes).
     """
-    from gradcli.model.loading import Model, is_floating, normalize_outputs
-
     tf = import_tensorflow()
     display = relative_path(path) + (f":{entry}" if entry else "")
     try:
         loaded = tf.saved_model.load(path)
     except Exception as exc:  # TensorFlow raises many types for unreadable folders
         raise ModelError(
-            f"{display}: cannot load the SavedModel - {type(exc).__name__}: {_first_line(exc)}"
+            f"{display}: cannot load the SavedModel - {type(exc).__name__}: {first_line(exc)}"
         ) from None
     function = _pick_function(loaded, entry, display)
     specs = _input_specs(function)
@@ -80,8 +73,6 @@ def load_saved_model(path: str, entry: str | None, data: dict[str, np.ndarray]):
             f"a SavedModel's graph has fixed dtypes: checking in {', '.join(floats)} with "
             "steps and tolerances for that dtype"
         )
-    from gradcli.model.calling import OwnCall
-
     def own_call(tensors: dict) -> dict:  # the loaded function itself, reading its variables
         outputs = function(**{n: tensors[n] for n in specs})
         return normalize_outputs(outputs)
@@ -95,11 +86,6 @@ def load_saved_model(path: str, entry: str | None, data: dict[str, np.ndarray]):
             description=f"the loaded function({', '.join(specs)})",
         ),
     )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else ""
 
 
 def _pick_function(loaded, entry: str | None, display: str):
@@ -172,8 +158,6 @@ def _captured_variables(function, variables: dict) -> dict:
     TensorFlow's default ``Variable`` (a Keras export names them by layer,
     ``dense/kernel``, as a ``.keras`` file does), else by attribute path.
     """
-    from gradcli.model.loading import weight_name
-
     by_handle = {id(v.handle): (path, v) for path, _, _, v in variables.values()}
     found = []
     for external, internal in function.graph.captures:
@@ -198,7 +182,7 @@ def _pure_function(function, specs: dict, captured: dict, display: str):
     except Exception as exc:
         raise ModelError(
             f"{display}: cannot make the SavedModel function pure in its weights - "
-            f"{type(exc).__name__}: {_first_line(exc)}"
+            f"{type(exc).__name__}: {first_line(exc)}"
         ) from None
     custom = [n.name for n in graph_def.node if "_gradient_op_type" in n.attr]
     if custom:

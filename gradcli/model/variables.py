@@ -38,6 +38,7 @@ from types import ModuleType
 import numpy as np
 
 from gradcli.errors import ModelError
+from gradcli.model.core import call_model, code_site, weight_name, where_raised
 from gradcli.model.paths import relative_path
 from gradcli.tf_import import import_tensorflow
 
@@ -143,8 +144,6 @@ def find_weights(module: ModuleType) -> _Weights:
     and tf.Variables, named as the module docstring says."""
     import keras
 
-    from gradcli.model.loading import weight_name
-
     tf = import_tensorflow()
     weights, seen = _Weights(), set()
     for global_name, obj in list(vars(module).items()):
@@ -174,9 +173,7 @@ def find_weights(module: ModuleType) -> _Weights:
 
 def call(target, values: dict, path: str = "") -> dict:
     """The user's function on named tensors, outputs named and checked, errors
-    located in ``path`` (``loading.call_model``)."""
-    from gradcli.model.loading import call_model, code_site
-
+    located in ``path`` (``core.call_model``)."""
     return call_model(target, values, code_site(target) or "the model", path)
 
 
@@ -219,8 +216,6 @@ def _unbuilt_keras(module) -> bool:
 
 
 def _build(model, target, data) -> None:
-    from gradcli.model.loading import where_raised
-
     tf = import_tensorflow()
     try:
         call(target, {n: tf.convert_to_tensor(v) for n, v in data.items()}, model.path)

@@ -1,0 +1,237 @@
+"""What every model loader shares: the :class:`Model` type and its helpers.
+
+A loader (``loading`` for model files, ``keras`` for Keras models and
+``.keras`` files, ``savedmodel`` for SavedModel folders, ``variables`` for the
+weights a plain callable closes over) turns what the user saved into a
+``Model``: ``Model.function`` maps a dict of tensors to a dict of named output
+tensors (``normalize_outputs``), and ``Model.point`` holds the value of every
+argument. The loaders import this module and never each other's internals, so
+the package has no import circle: ``core`` imports no loader.
+
+Also here, because every loader needs them: the dtype tests (``is_floating``,
+``differentiable``, ``host_array``), weight naming (``weight_name``), and where
+an error points (``where_raised``, ``code_site``: a ``file:line`` in the
+user's code, never gradcli's, TensorFlow's or Python's).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable
+
+import numpy as np
+
+from gradcli.errors import GradcliError, ModelError
+from gradcli.model.calling import Calling, OwnCall
+from gradcli.model.paths import relative_path
+from gradcli.tf_import import import_tensorflow
+
+#: The dtype checks run in whenever the model runs in it (``loading._settle_dtype``).
+CHECK_DTYPE = np.float64
+
+
+@dataclass
+class Model:
+    """A loaded model: ``function(values) -> {output name: tensor}`` at ``point``."""
+
+    name: str
+    path: str
+    function: Callable[[dict], dict]
+    point: dict[str, np.ndarray]
+    wrt: list[str]
+    native_dtypes: dict[str, np.dtype]
+    kind: str = "function"  # "function", "keras" or "savedmodel"
+    settings: dict = field(default_factory=dict)
+    module: ModuleType | None = None
+    notes: list[str] = field(default_factory=list)
+    outputs: dict[str, np.ndarray] = field(default_factory=dict)
+    weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
+    runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
+    own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The floating dtype the checks run in (float64 unless the model refused it)."""
+        floats = [v.dtype for n, v in self.point.items() if n in self.wrt]
+        return floats[0] if floats else np.dtype(CHECK_DTYPE)
+
+    def call(self, values: dict | None = None) -> dict:
+        """Run the model eagerly at ``values`` (default: the point)."""
+        return run_model(self, self.point if values is None else values)
+
+
+def is_floating(array: np.ndarray) -> bool:
+    return np.issubdtype(np.asarray(array).dtype, np.floating)
+
+
+def differentiable(array: np.ndarray) -> bool:
+    """Floating with at least one element: an output the checks differentiate.
+    An empty output has no derivative to compare, and a check of it would pass
+    without having compared anything."""
+    return is_floating(array) and np.size(array) > 0
+
+
+def host_array(value) -> np.ndarray:
+    """A tensor as numpy; bfloat16 (Keras ``mixed_bfloat16`` outputs) as float32,
+    which holds every bfloat16 value exactly: numpy does not count ml_dtypes'
+    bfloat16 as floating, so it would not be checked. The check's rules still
+    follow bfloat16, the lowest precision on the path (``ModelGraph.precision``)."""
+    array = np.asarray(value)
+    return array.astype(np.float32) if array.dtype.name == "bfloat16" else array
+
+
+def weight_name(path: str) -> str:
+    """``sequential/dense/kernel`` -> ``dense/kernel``: drop the model's own name."""
+    parts = path.split("/")
+    return "/".join(parts[1:]) if len(parts) > 2 else path
+
+
+def first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else ""
+
+
+def where_raised(exc: BaseException, path: str) -> str:
+    """``file:line`` of the deepest frame of ``exc`` inside ``path``, else in
+    the user's own code (a helper module beside it), else ``path`` alone: an
+    error location never names gradcli's, TensorFlow's or Python's files."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    path = os.path.abspath(path)
+    inside = [f for f in frames if os.path.abspath(f.filename) == path]
+    frame = (inside or [f for f in frames if is_user_file(f.filename)] or [None])[-1]
+    if frame is None:
+        return relative_path(path)
+    return f"{relative_path(frame.filename)}:{frame.lineno}"
+
+
+def is_user_file(filename: str) -> bool:
+    import sysconfig
+
+    filename = os.path.abspath(filename)
+    if not os.path.isfile(filename):  # <string>, frozen modules, TensorFlow's generated code
+        return False
+    system = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    system.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # gradcli itself
+    return not any(filename.startswith(os.path.join(folder, "")) for folder in system if folder)
+
+
+def code_site(obj) -> str | None:
+    """``file:line`` of the ``def`` of a function (or of a callable object's
+    ``__call__``), or None for objects without Python source (Keras models,
+    builtins, partials)."""
+    code = getattr(obj, "__code__", None) or getattr(getattr(type(obj), "__call__", None), "__code__", None)
+    if code is not None and os.path.isfile(code.co_filename) and not is_keras(obj):
+        return f"{relative_path(code.co_filename)}:{code.co_firstlineno}"
+    return None
+
+
+def is_keras(obj) -> bool:
+    if "keras" not in sys.modules and "tensorflow" not in sys.modules:
+        return False
+    try:
+        import keras
+    except ImportError:
+        return False
+    return isinstance(obj, keras.layers.Layer)
+
+
+def run_model(model: Model, values: dict) -> dict:
+    """Eager forward pass; any exception becomes a ModelError naming the file line."""
+    tf = import_tensorflow()
+
+    try:
+        tensors = {n: tf.convert_to_tensor(v) for n, v in values.items()}
+        return model.function(tensors)
+    except (GradcliError, KeyboardInterrupt):  # a GradcliError already says where
+        raise
+    except BaseException as exc:  # SystemExit, GeneratorExit, the user's own BaseException
+        raise ModelError(
+            f"{where_raised(exc, model.path)}: forward pass raised "
+            f"{type(exc).__name__}: {first_line(exc)}"
+        ) from None
+
+
+def call_model(target: Callable, values: dict, site: str, path: str, calling: Calling | None = None) -> dict:
+    """The model file's callable on a dict of tensors, called as the user calls
+    it (``calling.Calling``: positionally in signature order, so a
+    ``tf.custom_gradient`` model runs its own gradient), outputs named and
+    checked (``normalize_outputs``, errors at ``site``).
+
+    An exception that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``,
+    the user's own ``BaseException``) becomes a ModelError wherever the model is
+    called, in the forward pass or deep in an analysis: left alone, a late
+    ``sys.exit(0)`` would end the run with exit 0 and no report. Ctrl-C stays
+    Ctrl-C; ordinary exceptions keep their meaning for the callers (a model that
+    cannot be traced falls back to eager calls)."""
+    calling = calling or Calling.of(target, values)
+    try:
+        result = calling(target, values)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:
+        raise ModelError(
+            f"{where_raised(exc, path)}: forward pass raised {type(exc).__name__}: {first_line(exc)}"
+        ) from None
+    return normalize_outputs(result, site)
+
+
+def require_finite(model_name: str, kind: str, arrays: dict, why: str) -> None:
+    """Raise a ModelError naming the first NaN/Inf element among ``arrays``."""
+    for name, value in arrays.items():
+        if is_floating(value) and not np.all(np.isfinite(value)):
+            index = tuple(int(i) for i in np.argwhere(~np.isfinite(value))[0])
+            raise ModelError(
+                f"{model_name}: {kind} {name!r} is {value[index]} at element "
+                f"{list(index)}{why}"
+            )
+
+
+def normalize_outputs(result, site: str = "the model", what: str = "the model") -> dict:
+    """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys.
+
+    Anything that is not one dense tensor per output (None, a nested dict, a
+    SparseTensor or RaggedTensor, an object TensorFlow cannot convert) is a
+    ModelError at ``site``, the ``file:line`` of the function that returned it.
+    """
+    if result is None:
+        raise ModelError(
+            f"{site}: {what} returned None; return a tensor, a tuple of tensors or a dict "
+            "of name -> tensor"
+        )
+    if isinstance(result, dict):
+        items = {str(k): v for k, v in result.items()}
+    elif isinstance(result, (tuple, list)):
+        items = {str(i): v for i, v in enumerate(result)}
+    else:
+        items = {"output": result}
+    if not items:
+        raise ModelError(f"{site}: {what} returned an empty {type(result).__name__}: no outputs")
+    return {k: _dense_tensor(v, k, site) for k, v in items.items()}
+
+
+#: Output types that are not one dense tensor, and what to return instead.
+_NOT_DENSE = {
+    "SparseTensor": "return tf.sparse.to_dense(...) instead",
+    "RaggedTensor": "return its .to_tensor() instead",
+}
+
+
+def _dense_tensor(value, name: str, site: str):
+    tf = import_tensorflow()
+
+    kind = type(value).__name__
+    if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):
+        raise ModelError(f"{site}: output {name!r} is a tf.{kind}; {_NOT_DENSE[kind]}")
+    if isinstance(value, dict) or value is None:
+        raise ModelError(
+            f"{site}: output {name!r} is {'None' if value is None else 'a nested dict'}; "
+            "each output must be one tensor (return a flat dict of name -> tensor)"
+        )
+    try:
+        return tf.convert_to_tensor(value)
+    except (TypeError, ValueError):
+        raise ModelError(f"{site}: output {name!r} is a {kind}, not a tensor") from None

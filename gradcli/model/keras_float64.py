@@ -1,0 +1,98 @@
+"""A Keras model rebuilt to compute in float64 (``float64_clone``).
+
+Keras casts inputs to each layer's compute dtype, so float64 values passed to a
+float32 model would be computed in float32; a check in float64 needs a copy of
+the model whose every layer computes and keeps its variables in float64,
+sharing nothing with the original but the architecture (``keras.keras_model``
+passes the original's weights through ``stateless_call``).
+"""
+
+from __future__ import annotations
+
+#: Dtype names a float64 rebuild replaces: every floating compute or variable
+#: dtype and mixed-precision policy; integer, bool and string dtypes (an
+#: Embedding's int input, a lookup layer's output) stay as they are.
+FLOAT_POLICIES = ("float16", "bfloat16", "float32", "float64", "mixed_float16", "mixed_bfloat16")
+
+
+def float64_clone(layer, sample):
+    """A copy of the Keras model ``layer`` whose every layer computes and keeps
+    its variables in float64, with the same trainable variables in the same
+    order (``stateless_call`` is given the original's weights).
+
+    Mechanism: the model's whole serialized config (nested sublayers, a layer
+    inside a wrapper, nested and shared models, the Input layers' dtypes, the
+    dtype policy objects) with every floating ``dtype`` set to float64
+    (``_float64_config``), deserialized with the model's own classes (its
+    custom layers need no registration); else ``keras.models.clone_model``
+    with each layer rebuilt from its float64 config (``_float64_layer``, which
+    leaves operations such as a functional ``x + y`` as they are). A layer that
+    builds its sublayers in ``build`` (``MultiHeadAttention``'s projections)
+    gives them its own float64 policy. A subclassed model without a
+    ``get_config`` for its arguments cannot be rebuilt: this raises, and the
+    caller runs the model in its own dtype with a note giving the reason.
+    """
+    import keras
+    from keras.src.saving import serialization_lib
+
+    classes = {type(sub).__name__: type(sub) for sub in layer._flatten_layers(include_self=True)}
+    attempts = (
+        lambda: serialization_lib.deserialize_keras_object(
+            _float64_config(serialization_lib.serialize_keras_object(layer)),
+            custom_objects=classes, safe_mode=False,
+        ),
+        lambda: keras.models.clone_model(layer, clone_function=_float64_layer, recursive=True),
+    )
+    failure = None
+    for attempt in attempts:
+        try:
+            clone = attempt()
+            if not clone.built:
+                clone(sample)
+            _same_weights(layer, clone)
+            return clone
+        except Exception as exc:  # the next mechanism, else the first reason
+            failure = failure or exc
+    raise failure
+
+
+def _same_weights(layer, clone) -> None:
+    """The clone's trainable variables match the original's one for one (shape,
+    and layer/variable name) and are float64."""
+    ours, theirs = layer.trainable_variables, clone.trainable_variables
+    if len(ours) != len(theirs):
+        raise ValueError(f"the clone has {len(theirs)} trainable variables, not {len(ours)}")
+    for a, b in zip(ours, theirs):
+        if tuple(a.shape) != tuple(b.shape) or a.path.split("/")[-2:] != b.path.split("/")[-2:]:
+            raise ValueError(f"the clone's variable {b.path} does not match {a.path}")
+        if a.dtype in FLOAT_POLICIES and b.dtype != "float64":
+            raise ValueError(f"the clone's variable {b.path} is {b.dtype}")
+
+
+def _float64_config(config):
+    """``config`` (a serialized Keras object) with every floating ``dtype``
+    entry, at any depth, set to ``"float64"``."""
+    if isinstance(config, dict):
+        return {
+            k: "float64" if k == "dtype" and _floating_policy(v) else _float64_config(v)
+            for k, v in config.items()
+        }
+    if isinstance(config, (list, tuple)):
+        return type(config)(_float64_config(v) for v in config)
+    return config
+
+
+def _floating_policy(value) -> bool:
+    """A dtype name or a serialized (float) ``DTypePolicy`` naming a floating dtype."""
+    if isinstance(value, str):
+        return value in FLOAT_POLICIES
+    if isinstance(value, dict) and value.get("class_name") in ("DTypePolicy", "FloatDTypePolicy"):
+        return (value.get("config") or {}).get("name") in FLOAT_POLICIES
+    return False
+
+
+def _float64_layer(layer):
+    """One layer rebuilt from its float64 config (``clone_model``'s fallback);
+    an operation that is not a layer (``x + y`` in a functional model) has no
+    dtype and is rebuilt as it is."""
+    return layer.__class__.from_config(_float64_config(layer.get_config()))
