@@ -42,7 +42,7 @@ from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.model.calling import Calling, OwnCall, describe_call
 from gradcli.model.core import (  # re-exported: the names the rest of gradcli imports from here
     CHECK_DTYPE, Model, call_model, code_site, differentiable, first_line, host_array,
-    is_floating, is_keras, is_user_file, normalize_outputs, require_finite, run_model,
+    is_floating, is_keras, normalize_outputs, require_finite, run_model,
     weight_name, where_raised,
 )
 from gradcli.model.keras import keras_file_model, load_keras_file
@@ -52,8 +52,6 @@ from gradcli.model.variables import expose_weights  # the file's layers, tf.Modu
 from gradcli.model.values import check_unknown, fit_value, require_numeric
 from gradcli.options import LoadOptions
 from gradcli.tf_import import import_tensorflow
-
-_is_user_file = is_user_file  # the name ``verdicts.culprit`` imports
 
 
 def import_model_file(path: str) -> ModuleType:

@@ -412,12 +412,12 @@ class ModelGraph:
         gradients as wholes; the first wrong one is the culprit, with the
         wrapper named. None when the wrapper is the user's or nothing inside
         is wrong on its own."""
-        from gradcli.model.loading import _is_user_file
+        from gradcli.model.core import is_user_file
 
         definition = _gradient_definition(op)
         if _custom_result_count(op) is None or not definition:
             return None
-        if _is_user_file(definition.rsplit(":", 1)[0]):
+        if is_user_file(definition.rsplit(":", 1)[0]):
             return None
         region = [o for o in self.graph.get_operations() if o in self._inside_custom_gradients([op])]
         nested = self._inside_custom_gradients(region)
