@@ -52,20 +52,18 @@ def _model_files(model) -> bool:
 
 
 def _check_files(model, options: dict) -> CheckResult:
-    """What ``gradcli.check`` does with model files, each checked in a supervised worker."""
-    from gradcli import _known, _names
+    """What ``gradcli.check`` does with model files (the same keywords, the same
+    errors), each checked in a supervised worker."""
+    from gradcli import _CHECK_RUN, _UsageError, _build, _existing, _keywords
     from gradcli.analyses.batch import check_batch
     from gradcli.model.paths import expand_models
     from gradcli.options import CheckOptions
 
     run = {key: options.pop(key) for key in ("fail_fast", "jobs", "progress") if key in options}
     if options.pop("inputs", None) is not None:
-        raise TypeError("gradcli.check(): inputs= is for a model object; a model file defines its own")
-    _known(options, CheckOptions, "check", {"inputs", "wrt", "fail_fast", "jobs", "progress"})
-    wrt = options.pop("wrt", None)
-    if wrt is not None:
-        options["wrt"] = _names(wrt)
-    checked = CheckOptions(**options)
+        raise _UsageError("gradcli.check(): inputs= is for a model object; a model file defines its own")
+    fields, used = _keywords("check", options, CheckOptions, _CHECK_RUN)
+    checked = _build(CheckOptions, fields, used)
     paths = model if isinstance(model, (list, tuple)) else [model]
-    specs = expand_models([os.fsdecode(p) for p in paths])
-    return check_batch(specs, checked, fixed=set(options), isolate=True, **run)
+    specs = expand_models([_existing(os.fsdecode(p)) for p in paths])
+    return check_batch(specs, checked, fixed=set(fields), isolate=True, **run)

@@ -267,7 +267,7 @@ def test_api_options_beat_the_model_file(tmp_path):
 
 
 def test_api_unknown_option():
-    with pytest.raises(TypeError, match="unknown options rtoll"):
+    with pytest.raises(TypeError, match=r"unknown keyword rtoll \(did you mean rtol\?\)"):
         gradcli.check(sample("square.py"), rtoll=1)
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gradcli.errors import EXIT_MODEL
-from gradcli.results.outcome import Outcome
+from gradcli.results.outcome import Outcome, counted
 
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
@@ -264,6 +264,8 @@ class ModelResult:
 
 @dataclass
 class CheckResult(Outcome):
+    text_renderer = "gradcli.render.text:render_check"
+
     models: list[ModelResult]
     skipped: list[str] = field(default_factory=list)  # not run: --fail-fast stopped the run
 
@@ -279,3 +281,8 @@ class CheckResult(Outcome):
     def error_messages(self) -> list[str]:
         """One line per model that could not be checked, for stderr."""
         return [m.error for m in self.models if m.error is not None]
+
+    @property
+    def headline(self) -> str:
+        text = f"{counted(len(self.models), 'model')}, {sum(m.ok for m in self.models)} passed"
+        return text + (f", {len(self.skipped)} not run" if self.skipped else "")

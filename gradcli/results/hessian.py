@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcli.results.check import PairResult, Tolerance
-from gradcli.results.outcome import Outcome
+from gradcli.results.outcome import Outcome, counted
 
 @dataclass
 class Block:
@@ -116,6 +116,8 @@ class Slice:
 
 @dataclass
 class HessianResult(Outcome):
+    text_renderer = "gradcli.render.hessian_text:render_hessian"
+
     name: str
     path: str
     dtype: str
@@ -145,6 +147,15 @@ class HessianResult(Outcome):
     def found_problem(self) -> bool:
         """The expectation failed or the Hessian disagrees with finite differences."""
         return self.expectation_met is False or (self.fd_check is not None and self.fd_check.failed)
+
+    @property
+    def headline(self) -> str:
+        parts = [self.name, counted(self.n, "parameter"), self.spectrum.verdict]
+        if self.expect is not None:
+            parts.append(f"{self.expect} {'met' if self.expectation_met else 'not met'}")
+        if self.fd_check is not None and self.fd_check.failed:
+            parts.append("finite differences disagree")
+        return ", ".join(parts)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """For ``--save``. Keys: ``eigenvalues``, ``residuals`` (Lanczos), ``hessian`` and

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from gradcli.results.outcome import Outcome
+from gradcli.results.outcome import Outcome, counted
 
 @dataclass
 class Summary:
@@ -78,10 +78,16 @@ class JacobianBlock:
 
 @dataclass
 class ForwardResult(Outcome):
+    text_renderer = "gradcli.render.inspect_text:render_forward"
+
     model: str
     dtype: str
     outputs: list[NamedArray]
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def headline(self) -> str:
+        return f"{self.model}, {counted(len(self.outputs), 'output')}"
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {a.name: a.values for a in self.outputs}
@@ -90,6 +96,8 @@ class ForwardResult(Outcome):
 @dataclass
 class VjpResult(Outcome):
     """J^T c for each differentiated input, summed over outputs."""
+
+    text_renderer = "gradcli.render.inspect_text:render_vjp"
 
     model: str
     dtype: str
@@ -102,6 +110,10 @@ class VjpResult(Outcome):
     evaluations: int = 0  # numeric mode: function evaluations
     weight_rule: str = ""  # the rule behind the weights' status, in words
 
+    @property
+    def headline(self) -> str:
+        return f"{self.model}, {counted(len(self.gradients), 'gradient')}"
+
     def arrays(self) -> dict[str, np.ndarray]:
         return {g.name: g.values for g in self.gradients if g.values is not None}
 
@@ -109,6 +121,8 @@ class VjpResult(Outcome):
 @dataclass
 class JvpResult(Outcome):
     """J t for every output, summed over the inputs given a tangent."""
+
+    text_renderer = "gradcli.render.inspect_text:render_jvp"
 
     model: str
     dtype: str
@@ -118,12 +132,18 @@ class JvpResult(Outcome):
     notes: list[str] = field(default_factory=list)
     evaluations: int = 0
 
+    @property
+    def headline(self) -> str:
+        return f"{self.model}, {counted(len(self.outputs), 'output')}"
+
     def arrays(self) -> dict[str, np.ndarray]:
         return {o.name: o.values for o in self.outputs}
 
 
 @dataclass
 class JacobianResult(Outcome):
+    text_renderer = "gradcli.render.inspect_text:render_jacobian"
+
     model: str
     dtype: str
     method: str
@@ -132,6 +152,10 @@ class JacobianResult(Outcome):
     explanation: str  # why this mode, in words
     blocks: list[JacobianBlock]
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def headline(self) -> str:
+        return f"{self.model}, {counted(len(self.blocks), 'block')} ({self.mode})"
 
     def arrays(self) -> dict[str, np.ndarray]:
         """Keyed ``OUTPUT/INPUT`` (e.g. ``output/x``, ``output/dense/kernel``)."""

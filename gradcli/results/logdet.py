@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gradcli.results.check import Tolerance
-from gradcli.results.outcome import Outcome
+from gradcli.results.outcome import Outcome, counted
 
 @dataclass
 class LogdetExample:
@@ -19,6 +19,8 @@ class LogdetExample:
 
 @dataclass
 class LogdetResult(Outcome):
+    text_renderer = "gradcli.render.text:render_logdet"
+
     name: str
     path: str
     input: str
@@ -35,3 +37,7 @@ class LogdetResult(Outcome):
     @property
     def found_problem(self) -> bool:
         return self.n_failing > 0
+
+    @property
+    def headline(self) -> str:
+        return f"{self.name}, {counted(self.batch, 'example')}, {self.n_failing} failing"
