@@ -170,7 +170,7 @@ def test_github_annotations_for_errors_zero_and_fail_on(monkeypatch):
     assert commands == [
         f"::error file={broken},line={bad},title=gradcli check%3A could not check::{broken}:{bad}: "
         "syntax error: expected ':'",
-        f"::warning file={sign},title=gradcli check%3A zero::{zero}",
+        f"::warning file={sign},line={cut},title=gradcli check%3A zero::{zero}",  # at tf.sign's line
     ]
     run = gradcli("check", sign, "--format", "github", "--fail-on", "zero")
     assert run.exit_code == 1, run
