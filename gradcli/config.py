@@ -1,7 +1,7 @@
 """Configuration: ``[tool.gradcli]`` of the project's pyproject.toml, and a
 model file's own ``check`` dict.
 
-Which file (``find_pyproject``), as ruff and pytest find theirs: from the
+Which file (``find_pyproject``, in ``gradcli.model.project``), as ruff and pytest find theirs: from the
 working folder upwards, the first ``pyproject.toml`` found ends the search,
 with or without a ``[tool.gradcli]`` table (without one, the project has no
 gradcli settings and the defaults apply); so does the repository root (a
@@ -45,11 +45,9 @@ from dataclasses import dataclass, field
 from gradcli.errors import UsageError
 from gradcli.options import coerce
 from gradcli.model.paths import relative_path
+# The search for the project's pyproject.toml, shared with model imports:
+from gradcli.model.project import PYPROJECT, REPOSITORY_MARKER, find_pyproject, repository_root  # noqa: F401
 
-PYPROJECT = "pyproject.toml"
-#: A folder holding this (a folder, or a file in a worktree or submodule) is a
-#: repository root: the search for a pyproject.toml ends there.
-REPOSITORY_MARKER = ".git"
 #: Keys whose values are paths, resolved against the configuration file's
 #: folder and kept inside its project.
 PATH_KEYS = ("paths", "junit_xml", "summary", "save", "plot")
@@ -108,41 +106,11 @@ class ProjectConfig:
         return " ".join(filter(None, (relative_path(self.path), f"[{table}]" if table else "", key.replace("_", "-"))))
 
 
-def repository_root(folder: str) -> str | None:
-    """The nearest folder from ``folder`` upwards that holds ``.git``, or None."""
-    folder = os.path.abspath(folder)
-    while True:
-        if os.path.lexists(os.path.join(folder, REPOSITORY_MARKER)):
-            return folder
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
-
-
 def project_root(config_path: str) -> str:
     """The folder a configuration file speaks for: the repository root holding
     it, else the file's own folder."""
     folder = os.path.dirname(os.path.abspath(config_path))
     return repository_root(folder) or folder
-
-
-def find_pyproject(start: str | None = None, stop: str | None = None) -> tuple[str | None, str]:
-    """``(path, boundary)``: the first pyproject.toml from ``start`` (the
-    current folder) upwards, with or without a ``[tool.gradcli]`` table, or
-    None; and the last folder searched. The search ends at the first
-    pyproject.toml, at a repository root (a folder holding ``.git``), at
-    ``stop`` and at the file system's root, whichever comes first."""
-    folder = os.path.abspath(start or os.getcwd())
-    stop = os.path.abspath(stop) if stop else None
-    while True:
-        candidate = os.path.join(folder, PYPROJECT)
-        if os.path.isfile(candidate):
-            return candidate, folder
-        parent = os.path.dirname(folder)
-        if folder == stop or parent == folder or os.path.lexists(os.path.join(folder, REPOSITORY_MARKER)):
-            return None, folder
-        folder = parent
 
 
 def load_project_config(
