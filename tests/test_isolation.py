@@ -130,6 +130,31 @@ def test_processes_of_a_task_stopped_by_the_timeout_end_with_it(tmp_path):
     assert len(read_pids(pids)) == 3 and gone(read_pids(pids))
 
 
+@needs_proc
+def test_a_worker_left_running_at_exit_takes_its_processes_and_folder_with_it(tmp_path):
+    # A caller that never closes the generator: multiprocessing ends the
+    # daemonic worker (SIGTERM) when the caller exits.
+    temp, pids = tmp_path / "temp", tmp_path / "pids"
+    temp.mkdir()
+    script = tmp_path / "caller.py"
+    script.write_text(
+        "import time\n"
+        "from gradcli.analyses.batch import supervise\n"
+        "if __name__ == '__main__':\n"
+        f"    outcomes = supervise([('{TASKS}:wait', (0.1,)), ('{TASKS}:spawn', ({str(pids)!r}, True))], 2)\n"
+        "    print(next(outcomes))\n"
+        f"    while not __import__('os').path.exists({str(pids)!r}):\n"
+        "        time.sleep(0.05)\n"
+        "    time.sleep(0.2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(temp)}
+    done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "(0, 0.1)", done.stdout + done.stderr
+    assert len(read_pids(pids)) == 3 and gone(read_pids(pids))
+    assert list(temp.iterdir()) == []
+
+
 @pytest.mark.parametrize("task", ["fail", "unpicklable"])
 def test_a_failure_of_gradcli_in_a_worker_is_an_internal_error_not_the_models_doing(task):
     from gradcli.analyses.batch import Raised

@@ -39,11 +39,14 @@ line (the test suite uses it; dedicated tests run the real path).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import time
 import traceback
 from dataclasses import dataclass
+
+from gradcli.analyses import isolation
 
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
 from gradcli.options import UsageError
@@ -314,10 +317,6 @@ class _Worker:
     def stop(self) -> None:
         """End the worker, its process group and every process below it (listed
         before the worker ends: then they are orphans), and remove its folder."""
-        import shutil
-
-        from gradcli.analyses import isolation
-
         self.connection.close()
         below = isolation.descendants(self.process.pid) if self.process.pid else []
         if self.process.is_alive():
@@ -360,10 +359,7 @@ def _exit_with_supervisor(supervisor: int, temporary: str | None) -> None:
     gone (killed, or ended by SIGTERM without cleaning up): it is then
     re-parented, and nobody would read its answer. The processes the model
     started and the worker's folder go with it."""
-    import shutil
     import threading
-
-    from gradcli.analyses import isolation
 
     def watch():
         while os.getppid() == supervisor:
@@ -409,8 +405,6 @@ def _serve(connection, temporary: str | None = None) -> None:
                 raise RuntimeError(broken)
             function = resolve(target)  # imports TensorFlow, before the state is saved
             if saved is None:
-                from gradcli.analyses import isolation
-
                 saved = isolation.snapshot()
             with progress.listening(lambda *event: connection.send((PROGRESS, event))):
                 result = function(*args)
@@ -436,8 +430,6 @@ def _set_up_worker(temporary: str | None) -> None:
     supervisor watched, and model output sent to stderr."""
     import tempfile
 
-    from gradcli.analyses import isolation
-
     isolation.lead_own_session()
     # A daemonic process may not start processes of its own (multiprocessing
     # refuses); a model may, since whatever it starts is ended with it.
@@ -448,6 +440,7 @@ def _set_up_worker(temporary: str | None) -> None:
         tempfile.tempdir = temporary
         os.environ["TMPDIR"] = temporary  # and the model's own subprocesses
     _exit_with_supervisor(os.getppid(), temporary)
+    _clean_up_on_sigterm(temporary)
     _flush_stdout()
     try:
         os.dup2(2, 1)  # model output (print, C code) goes to stderr, never into the report
@@ -455,6 +448,22 @@ def _set_up_worker(temporary: str | None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.close(devnull)
+
+
+def _clean_up_on_sigterm(temporary: str | None) -> None:
+    """On SIGTERM (the supervisor stopping this worker, or multiprocessing
+    ending a daemonic child at its exit when nobody stopped the worker), end
+    the processes the model started and remove the temporary folder, then end
+    by SIGTERM as before."""
+
+    def stop(number, frame):
+        isolation.end_descendants()
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _flush_stdout() -> None:
@@ -467,6 +476,4 @@ def _flush_stdout() -> None:
 
 
 def _restore(saved) -> str | None:
-    from gradcli.analyses import isolation
-
     return isolation.restore(saved)
