@@ -71,7 +71,10 @@ def test_wrong_custom_gradient_in_a_layer_fails_by_weight_element_and_definition
         assert worst["analytic"] == pytest.approx(buggy[name][index], rel=1e-9)
         definition = f"{relative_path(CUSTOM)}:{line_of(CUSTOM, 'def softsign(z)')}"
         assert pair["culprit"]["definition"] == definition
-        assert pair["culprit"]["site"]["description"] == "tf.custom_gradient softsign"
+        # The custom gradient, and the Keras layer whose call made it.
+        assert pair["culprit"]["site"]["description"] == (
+            "tf.custom_gradient softsign in Keras layer 'hidden' (SoftsignDense.call)"
+        )
     notes = run.result["models"][0]["notes"]
     assert any("mean_squared_error(y, model(x)), averaged over its elements" in n for n in notes)
 
