@@ -26,6 +26,7 @@ Modes:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 import numpy as np
@@ -93,6 +94,7 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
         own, applied = config.model_options(options, model.settings, fixed, model.name)
         if (own.rng_seed, own.float64) != (options.rng_seed, options.float64):
             model = _load(spec, own)  # these settings take effect while loading
+        model = _users_own_rebuild(spec, model, own)
         result = check_model(model, own)
         if own.samples or own.special:
             from gradcli.analyses.sweep import sweep
@@ -118,6 +120,25 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
                              error_code=EXIT_MODEL)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _users_own_rebuild(spec, model: Model, options: CheckOptions) -> Model:
+    """A Keras model checked through its float64 rebuild must compute the
+    user's function (``same_function.prove`` against the original model); a
+    rebuild that does not (a layer whose config misses state set outside its
+    constructor) is dropped for the model's own dtype, with a note, rather than
+    failing a correct model as "not the user's function"."""
+    if model.kind != "keras" or not model.runs_in_float64 or not options.float64:
+        return model
+    proof = same_function.prove(model, options.rng_seed)
+    if proof is None or not proof.differs:
+        return model
+    native = _load(spec, dataclasses.replace(options, float64=False))
+    native.notes.append(
+        f"the float64 rebuild of the Keras model computes another function ({proof.detail}): "
+        "checking the model itself, in its own dtype"
+    )
+    return native
 
 
 def _load(spec, options: CheckOptions) -> Model:
