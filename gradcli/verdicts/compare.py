@@ -216,7 +216,7 @@ def compare_projections(
         p = int(order[0])
         pair.worst = _element([], [p], rev[p], numeric[p], diff[p], fd_error[p], scale[p])
         both = comparable(rev, numeric) & comparable(fwd, numeric)
-        pair.max_abs_error = float(np.max(_severity(diff, both)))
+        pair.max_abs_error = float(diff[int(np.argmax(_severity(diff, both)))])  # NaN stays NaN, as in _pair
     pair.reverse_failed = bool(reverse_bad.any())
     if element_size is not None and len(allowed):
         pair.power = detectable_error(float(np.max(allowed)), len(allowed), element_size)
