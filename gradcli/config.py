@@ -67,7 +67,8 @@ NOT_PER_MODEL = {
     "data": "give a model file's data in `inputs`",
     "timeout": "its worker is stopped by the run, which does not read the model file",
 }
-RUN_WIDE = ("paths", "jobs", "fail_fast", "shard", "summary", "format", "junit_xml", "quiet", "json")
+RUN_WIDE = ("paths", "jobs", "fail_fast", "shard", "summary", "format", "junit_xml", "quiet", "json",
+            "include", "exclude")
 
 
 def normalize(key: str) -> str:

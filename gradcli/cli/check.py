@@ -43,10 +43,12 @@ from gradcli.cli.options import (
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
 @click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="Stop a model file still running after SECONDS (its worker is ended, start-up included): that model is an error row (exit 3), the others are still checked.")
+@click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out the files a folder MODEL holds that match GLOB (git's glob rules, relative to the working folder; repeatable); hidden folders, virtual environments and what .gitignore ignores are always left out.")
+@click.option("--include", multiple=True, metavar="GLOB", help="Check only the files a folder MODEL holds that match GLOB (git's glob rules, relative to the working folder; repeatable).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
 def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format,
-          junit_xml, summary, plot, **options):
+          junit_xml, summary, plot, include, exclude, **options):
     """Compare analytic gradients with finite differences.
 
     MODEL is a model file (FILE.py or FILE.py:NAME), a folder of them, a
@@ -62,11 +64,11 @@ def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, 
       gradcli check sample_models/buggy_custom_gradient.py --mode full
     """
     from gradcli.config import option_fields
-    from gradcli.model.paths import expand_models, shard_models
+    from gradcli.model.paths import shard_models
 
     if not models:
         raise click.UsageError("no MODEL given and no `paths` in [tool.gradcli] of a pyproject.toml")
-    specs = expand_models(models)
+    specs = collect(models, include, exclude)
     if shard is not None:
         specs = shard_models(specs, *shard)
     options = check_options({
@@ -99,3 +101,34 @@ def check_options(params: dict):
         "fail_on": parse_names(params["fail_on"]) or [],
         "layers": parse_names(params.get("layers") or ()) or None,
     })
+
+
+def collect(models, include, exclude) -> list[str]:
+    """The model files of MODEL... (``gradcli.model.paths.collect_models``), and
+    one note on stderr saying how many files a folder held that are not
+    checked, and why (each file with ``-v``; none with ``-q``). Globs given on
+    the command line are relative to the working folder; those of
+    ``[tool.gradcli]`` to the folder of the file that sets them."""
+    import os
+
+    from gradcli.cli.command import CONFIG, FROM_CONFIG
+    from gradcli.cli.options import VERBOSITY
+    from gradcli.model.paths import collect_models, patterns
+
+    ctx = click.get_current_context()
+    config = ctx.meta.get(CONFIG)
+
+    def anchored(name, globs):
+        configured = name in ctx.meta.get(FROM_CONFIG, {}) and config is not None and config.path
+        return patterns(globs, os.path.dirname(config.path) if configured else os.getcwd())
+
+    found = collect_models(models, include=anchored("include", include), exclude=anchored("exclude", exclude))
+    verbosity = ctx.meta.get(VERBOSITY, 0)
+    if found.note and verbosity >= 0:
+        click.echo(f"note: {found.note}", err=True)
+        if verbosity > 0:
+            from gradcli.model.paths import relative_path
+
+            for path, reason in found.skipped:
+                click.echo(f"note: skipped {relative_path(path)}: {reason[0]}", err=True)
+    return found.specs

@@ -47,6 +47,7 @@ from gradcli.model.core import (  # re-exported: the names the rest of gradcli i
 )
 from gradcli.model.keras import keras_file_model, load_keras_file
 from gradcli.model.paths import is_saved_model, relative_path, split_spec
+from gradcli.model.project import project_folder
 from gradcli.model.savedmodel import load_saved_model
 from gradcli.model.variables import expose_weights  # the file's layers, tf.Modules, tf.Variables
 from gradcli.model.values import check_unknown, fit_value, require_numeric
@@ -58,10 +59,14 @@ def import_model_file(path: str) -> ModuleType:
     """Import ``path`` as a fresh module, in isolation; errors name the file and line.
 
     The file is imported as scripts are run: its folder first on ``sys.path``,
-    so it can import its neighbours (``import helpers``). Those are its own
-    modules (``own_modules``): a batch with two folders that each hold a
-    ``helpers.py`` gives each model file its own, and ``sys.path`` and
-    ``sys.modules`` are as before once the import is done.
+    so it can import its neighbours (``import helpers``); then, as pytest puts
+    its rootdir there, the folder of its project (``project.project_folder``:
+    the pyproject.toml's folder, else the repository root, else the working
+    directory), so ``from models.layers import X`` works from
+    ``models/net.py``. Those are its own modules (``own_modules``): a batch
+    with two folders that each hold a ``helpers.py`` gives each model file its
+    own, and ``sys.path`` and ``sys.modules`` are as before once the import is
+    done.
     """
     if not os.path.isfile(path):
         raise UsageError(f"no such model file: {path}")
@@ -72,7 +77,7 @@ def import_model_file(path: str) -> ModuleType:
     if spec is None or spec.loader is None:
         raise ModelError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
-    with own_modules(os.path.dirname(path)):
+    with own_modules(os.path.dirname(path), project_folder(path)):
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
@@ -93,8 +98,9 @@ def import_model_file(path: str) -> ModuleType:
 
 
 @contextlib.contextmanager
-def own_modules(folder: str):
-    """Run an import with ``folder`` first on ``sys.path`` and its modules its own.
+def own_modules(*folders: str):
+    """Run an import with ``folders`` first on ``sys.path`` (in that order) and
+    their modules its own (below, ``folder`` is any of them).
 
     Before: a module of user code (not the standard library or an installed
     package) already imported under a name that ``folder`` provides
@@ -109,25 +115,30 @@ def own_modules(folder: str):
     would make two of each class. A module imported later, while the model
     runs, is not covered: model files import at the top.
     """
-    folder = os.path.abspath(folder)
+    folders = list(dict.fromkeys(os.path.abspath(f) for f in folders))
     saved_path = list(sys.path)
-    local = _local_names(folder)
+    local = set().union(*(_local_names(f) for f in folders))
+    # Installed packages are never the folders' own, even when a virtual
+    # environment lies inside the project folder.
+    ours = lambda module: any(_comes_from(module, f) for f in folders) and not _installed(module)  # noqa: E731
     set_aside = {
         name: sys.modules.pop(name)
         for name in list(sys.modules)
-        if name.partition(".")[0] in local and not _comes_from(sys.modules[name], folder)
+        if name.partition(".")[0] in local and not ours(sys.modules[name])
         and not _installed(sys.modules[name])
     }
     before = set(sys.modules)
-    sys.path.insert(0, folder)
+    sys.path[:0] = folders
     try:
         yield
     finally:
-        sys.path[:] = saved_path
+        # Before sys.path is restored: a namespace package's path is computed
+        # from sys.path, and would no longer name the folders it came from.
         shared = {name.partition(".")[0] for name in before}
         for name in set(sys.modules) - before:
-            if name.partition(".")[0] not in shared and _comes_from(sys.modules[name], folder):
+            if name.partition(".")[0] not in shared and ours(sys.modules[name]):
                 del sys.modules[name]
+        sys.path[:] = saved_path
         sys.modules.update(set_aside)
 
 
@@ -152,11 +163,15 @@ def _installed(module) -> bool:
     import sysconfig
 
     origin = getattr(module, "__file__", None)
-    if not isinstance(origin, str):
+    # A namespace package (a folder without __init__.py) has no file, only its folders.
+    places = [origin] if isinstance(origin, str) else [
+        p for p in (getattr(module, "__path__", None) or []) if isinstance(p, str)
+    ]
+    if not places:
         return True
     roots = {os.path.abspath(p) for key, p in sysconfig.get_paths().items()
              if key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    return any(os.path.abspath(origin).startswith(root + os.sep) for root in roots)
+    return all(any(os.path.abspath(place).startswith(root + os.sep) for root in roots) for place in places)
 
 
 def _comes_from(module, folder: str) -> bool:

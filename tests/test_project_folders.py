@@ -1,0 +1,189 @@
+"""`gradcli check FOLDER` in a real repository: the project root is importable,
+helper modules beside the models are skipped with a note, hidden folders,
+virtual environments and what .gitignore ignores are left out, --include and
+--exclude (and their [tool.gradcli] keys) choose files, and a missing folder
+is named as a folder."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import error_line, gradcli
+
+NET = """\
+import numpy as np
+from models.layers import cube
+
+def model(x):
+    return cube(x) * {scale}
+
+inputs = {{"x": np.array([0.5, -1.5, 2.0])}}
+"""
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A project: pyproject.toml, .git, .gitignore, and models/ holding two
+    model files that import a helper module through the project root, the
+    helper itself, a test file, git-ignored files, and folders never walked."""
+    root = tmp_path / "project"
+    (root / ".git").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[project]\nname = "demo"\n')
+    (root / ".gitignore").write_text("# scratch work\nscratch_*.py\n/models/attic/\n!scratch_keep.py\n")
+    models = root / "models"
+    (models / "deep").mkdir(parents=True)
+    (models / "layers.py").write_text("def cube(x):\n    return x * x * x\n")
+    (models / "test_layers.py").write_text("from models.layers import cube\n\ndef test_cube():\n    assert cube(2) == 8\n")
+    (models / "net.py").write_text(NET.format(scale=2.0))
+    (models / "deep" / "wide.py").write_text(NET.format(scale=-3.0))
+    (models / "scratch_try.py").write_text("raise SystemExit('git ignores me')\n")
+    (models / "scratch_keep.py").write_text(NET.format(scale=1.0))  # re-included by '!'
+    for never in ("attic", ".hidden", ".venv", "venv", "node_modules", "__pycache__", "build", "env"):
+        (models / never).mkdir()
+        (models / never / "bad.py").write_text("raise SystemExit('never walked')\nmodel = 1\n")
+    (models / "env" / "pyvenv.cfg").write_text("home = /usr/bin\n")  # a venv by any name
+    monkeypatch.chdir(root)
+    return root
+
+
+def test_folder_skips_helpers_and_ignored_files_and_imports_through_the_root(repo):
+    path_before, modules_before = list(sys.path), set(sys.modules)
+    run = gradcli("check", "models/", "--json", "--mode", "full")
+    assert run.exit_code == 0, run
+    models = run.result["models"]
+    assert [m["name"] for m in models] == [
+        os.path.join("models", "deep", "wide.py"), os.path.join("models", "net.py"),
+        os.path.join("models", "scratch_keep.py"),
+    ]
+    assert run.stderr.splitlines() == [
+        "note: skipped 3 files: 2 define no `model`, 1 excluded by .gitignore"
+    ], run
+    # The project root was importable during the import, and only then.
+    assert sys.path == path_before
+    assert not {"models", "models.layers"} & (set(sys.modules) - modules_before)
+    # The helper's code ran: d/dx (s x^3) = 3 s x^2, element by element.
+    x = np.array([0.5, -1.5, 2.0])
+    assert all(pair["verdict"] == "pass" for model in models for pair in model["pairs"])
+    run = gradcli("jacobian", "models/deep/wide.py", "--json")
+    assert run.exit_code == 0, run
+    (block,) = run.result["blocks"]
+    largest = {tuple(e["input_index"]): e["value"] for e in block["largest"]}
+    for i, value in largest.items():
+        assert value == pytest.approx(3 * -3.0 * x[i[0]] ** 2, rel=1e-12)
+
+
+def test_the_note_lists_each_skipped_file_with_v_and_nothing_with_q(repo):
+    from gradcli.model.paths import collect_models
+
+    found = collect_models(["models"])
+    assert found.note == "skipped 3 files: 2 define no `model`, 1 excluded by .gitignore"
+    assert [(os.path.basename(p), why[0]) for p, why in found.skipped] == [
+        ("layers.py", "defines no `model`"), ("scratch_try.py", "excluded by .gitignore"),
+        ("test_layers.py", "defines no `model`"),
+    ]
+    quiet = gradcli("check", "models/", "--include", "net.py", "-q", "--json")
+    assert quiet.exit_code == 0 and quiet.stderr == "", quiet
+    verbose = gradcli("check", "models/", "--include", "net.py", "-v", "--json")
+    assert verbose.exit_code == 0, verbose
+    assert verbose.stderr.splitlines() == [
+        "note: skipped 5 files: 1 excluded by .gitignore, 4 match no include pattern",
+        *(f"note: skipped {os.path.join('models', name)}: {why}" for name, why in [
+            (os.path.join("deep", "wide.py"), "matches no include pattern"),
+            ("layers.py", "matches no include pattern"),
+            ("scratch_keep.py", "matches no include pattern"),
+            ("scratch_try.py", "excluded by .gitignore"),
+            ("test_layers.py", "matches no include pattern"),
+        ]),
+    ], verbose
+
+
+def test_include_and_exclude_follow_gits_glob_rules(repo):
+    from gradcli.model.paths import collect_models, patterns
+
+    here = str(repo)
+
+    def names(include=(), exclude=()):
+        found = collect_models(["models"], include=patterns(include, here), exclude=patterns(exclude, here))
+        return [os.path.relpath(p, "models") for p in found.specs]
+
+    every = [os.path.join("deep", "wide.py"), "net.py", "scratch_keep.py"]
+    assert names() == every
+    assert names(exclude=["deep/"]) == ["net.py", "scratch_keep.py"]  # a name at any depth, folders only
+    assert names(exclude=["/deep"]) == every  # anchored at the working folder: no ./deep
+    assert names(exclude=["models/deep"]) == ["net.py", "scratch_keep.py"]
+    assert names(exclude=["**/w*.py"]) == ["net.py", "scratch_keep.py"]
+    assert names(exclude=["*.py", "!net.py"]) == ["net.py"]
+    assert names(include=["models/deep/"]) == [os.path.join("deep", "wide.py")]  # a folder includes its files
+    assert names(include=["n?t.py", "scratch_[jk]*"]) == ["net.py", "scratch_keep.py"]
+    assert names(include=["*.py"], exclude=["net.py"]) == [os.path.join("deep", "wide.py"), "scratch_keep.py"]
+
+
+def test_configured_globs_are_relative_to_the_pyproject(repo, monkeypatch):
+    (repo / "pyproject.toml").write_text(
+        '[project]\nname = "demo"\n\n[tool.gradcli]\npaths = ["models"]\nexclude = ["models/deep/", "scratch_*"]\n'
+    )
+    monkeypatch.chdir(repo / "models")  # the globs stay anchored at the project
+    run = gradcli("check", "--json")
+    assert run.exit_code == 0, run
+    assert [os.path.basename(m["name"]) for m in run.result["models"]] == ["net.py"]
+    assert run.stderr.splitlines() == [  # deep/ is never walked; git's rules come first
+        "note: skipped 4 files: 2 define no `model`, 1 excluded by .gitignore, 1 matches an exclude pattern"
+    ], run
+    # The command line replaces the configured list.
+    run = gradcli("check", "--json", "--exclude", "net.py", "--include", "scratch_keep.py")
+    assert [os.path.basename(m["name"]) for m in run.result["models"]] == ["scratch_keep.py"], run
+
+
+def test_a_named_file_without_model_is_still_an_error(repo):
+    run = gradcli("check", "models/layers.py")
+    assert run.exit_code == 3, run
+    assert error_line(run) == (
+        f"Error: {os.path.join('models', 'layers.py')}: defines no `model` (a model file must set "
+        "`model` to a callable or a Keras model)"
+    )
+
+
+def test_a_missing_folder_is_named_as_a_folder(repo):
+    for spelled in ("nowhere/", "nowhere"):
+        run = gradcli("check", spelled)
+        assert run.exit_code == 2, run
+        assert error_line(run) == f"Error: no such folder: {spelled}"
+    run = gradcli("check", "nowhere.py")
+    assert error_line(run) == "Error: no such model file: nowhere.py"
+
+
+def test_a_folder_of_helpers_only_is_a_usage_error_that_says_why(repo):
+    (repo / "helpers").mkdir()
+    (repo / "helpers" / "util.py").write_text("def f(x):\n    return x\n")
+    run = gradcli("check", "helpers")
+    assert run.exit_code == 2, run
+    assert error_line(run) == "Error: no *.py model files in folder helpers (skipped 1 file: 1 defines no `model`)"
+
+
+def test_reading_decides_what_defines_model_and_undecidable_files_are_loaded(tmp_path):
+    from gradcli.model.paths import defines_model
+
+    cases = {
+        "model = build()": True,
+        "def model(x):\n    return x": True,
+        "from .nets import resnet as model": True,
+        "if FAST:\n    model = small\nelse:\n    model = big": True,
+        "a, model = 1, 2": True,
+        "with open(p) as model:\n    pass": True,
+        "from helpers import *": True,  # cannot tell: loaded
+        "globals()['model'] = f": True,  # cannot tell: loaded
+        "def broken(:": True,  # the loader reports the syntax error
+        "def f(model):\n    return model": False,
+        "class Net:\n    model = 1": False,
+        "def g():\n    model = 1\n    return model": False,
+        "model: object": False,  # declared, never bound
+        "import numpy as np\nX = np.ones(3)": False,
+    }
+    for number, (source, expected) in enumerate(cases.items()):
+        path = tmp_path / f"case{number}.py"
+        path.write_text(source + "\n")
+        assert defines_model(str(path)) is expected, source
