@@ -199,7 +199,7 @@ def test_model_file_setting_applied_while_loading(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("pyproject, message", [
-    ('[tool.gradcli]\nrtoll = 1', "pyproject.toml [tool.gradcli] rtoll: not an option of gradcli check (known: "),
+    ('[tool.gradcli]\nrtoll = 1', "pyproject.toml [tool.gradcli] rtoll: not an option of gradcli check; did you mean 'rtol'? (known: "),
     ('[tool.gradcli]\nrtol = "small"', "pyproject.toml [tool.gradcli] rtol: 'small' is not a valid float."),
     ('[tool.gradcli]\nmode = "slow"', "pyproject.toml [tool.gradcli] mode: 'slow' is not one of 'auto', 'full', 'fast'."),
     ('[tool.gradcli]\nprobes = 0', "pyproject.toml [tool.gradcli] probes: 0 is not in the range x>=1."),

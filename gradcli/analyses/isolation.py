@@ -288,6 +288,8 @@ def restore(saved: Snapshot) -> str | None:
     for name, module in saved.loaded.items():  # a module replaced in sys.modules comes back
         if sys.modules.get(name, module) is not module:
             sys.modules[name] = module
+    for name in [n for n, m in sys.modules.items() if m is None and n not in saved.loaded]:
+        del sys.modules[name]  # a None entry blocks the import of that name for the next model
     threading.excepthook = saved.threading_excepthook
     sys.setrecursionlimit(saved.recursion_limit)
     sys.setswitchinterval(saved.switch_interval)

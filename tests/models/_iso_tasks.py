@@ -85,7 +85,7 @@ def state():
         "cwd": os.getcwd(), "numpy": np.geterr(), "filters": len(warnings.filters),
         "mark": os.environ.get("GRADCLI_ISO_MARK"), "usr1": signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL,
         "sum": np.sum is not None, "pid": os.getpid(), "path": list(sys.path),
-        "json": sys.modules.get("json") is not None, "cpu_limit": _cpu_limit(),
+        "json": sys.modules.get("json", "absent") is not None,  # importable: not blocked by a None entry "cpu_limit": _cpu_limit(),
     }
 
 
