@@ -66,6 +66,8 @@ NOT_PER_MODEL = {
     "input": "give a model file's data in `inputs`",
     "data": "give a model file's data in `inputs`",
     "timeout": "its worker is stopped by the run, which does not read the model file",
+    "imports": "import the module in the model file itself",
+    "loss": "set `loss` in the model file itself",
 }
 RUN_WIDE = ("paths", "jobs", "fail_fast", "shard", "summary", "format", "junit_xml", "quiet", "json",
             "include", "exclude")

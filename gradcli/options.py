@@ -146,6 +146,8 @@ class LoadOptions(Options):
     rng_seed: int = 0
     float64: bool = True  # promote floating inputs to float64 for checking
     data: dict = field(default_factory=dict)  # --input: data of a .keras model or SavedModel
+    imports: list[str] = field(default_factory=list)  # modules or .py files imported before loading
+    loss: str | None = None  # a .keras model's loss: "compiled" or a Keras loss name
 
 
 # --- gradcli check ---------------------------------------------------------------
@@ -169,6 +171,8 @@ class CheckOptions(Options):
     wrt: list[str] | None = None
     overrides: dict = field(default_factory=dict)
     data: dict = field(default_factory=dict)  # --input: data of a .keras model or SavedModel
+    imports: list[str] = field(default_factory=list)  # modules or .py files imported before loading
+    loss: str | None = None  # a .keras model's loss: "compiled" or a Keras loss name
     float64: bool = True
     jit_compile: bool | None = None  # None: XLA where it pays (numerics.in_place.XLA_PAYS_SECONDS)
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)

@@ -149,6 +149,8 @@ def _load(spec, options: CheckOptions) -> Model:
         rng_seed=options.rng_seed,
         float64=options.float64,
         data=options.data,
+        imports=options.imports,
+        loss=options.loss,
     )
 
 

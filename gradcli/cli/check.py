@@ -6,8 +6,9 @@ import click
 
 from gradcli.cli.command import command, given_params
 from gradcli.cli.options import (
-    Shard, format_option, input_option, json_option, junit_option, max_memory_option, model_argument,
-    model_options, native_dtype_option, plot_option, summary_option, tolerance_options,
+    Shard, format_option, json_option, junit_option, max_memory_option, model_argument,
+    model_options, native_dtype_option, plot_option, saved_model_options, summary_option,
+    tolerance_options,
 )
 
 
@@ -17,7 +18,7 @@ from gradcli.cli.options import (
 )
 @model_argument(many=True)
 @model_options
-@input_option
+@saved_model_options
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full when it fits --budget.")
 @click.option("--budget", type=float, default=10.0, show_default=True, metavar="SECONDS", help="auto mode: run the full check when one timed batch predicts it takes at most SECONDS, else fast.")
 @tolerance_options("the comparison")
@@ -53,7 +54,8 @@ def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, 
 
     MODEL is a model file (FILE.py or FILE.py:NAME), a folder of them, a
     saved Keras model (FILE.keras) or a SavedModel folder (DIR or
-    DIR:SIGNATURE), whose data come from --input;
+    DIR:SIGNATURE), whose data come from --input (--loss compiled: the loss
+    it was compiled with, the targets as --input y=...);
     without MODEL, the `paths` of [tool.gradcli] in pyproject.toml. Options
     default to [tool.gradcli] values, then to a model file's `check` dict; the
     command line wins. Exit 0 if every check passes, 1 if one fails, 2 on bad

@@ -13,18 +13,18 @@ import click
 
 from gradcli.cli.command import command
 from gradcli.cli.options import (
-    input_option, json_option, max_memory_option, model_argument, model_options,
-    native_dtype_option, numeric_option, plot_option, save_option,
+    json_option, max_memory_option, model_argument, model_options,
+    native_dtype_option, numeric_option, plot_option, save_option, saved_model_options,
 )
 
 
 def inspect_options(command):
-    """MODEL, the model-loading options, ``--input``, ``--native-dtype``, ``--json``
+    """MODEL, the model-loading options, ``--input``/``--import``/``--loss``, ``--native-dtype``, ``--json``
     and ``--save``."""
     options = [
         model_argument(),
         model_options,
-        input_option,
+        saved_model_options,
         native_dtype_option,
         json_option,
         save_option("Save the result arrays, keyed by name, for @FILE.npz:KEY."),
@@ -49,6 +49,7 @@ def inspect(what: str, load_options: dict, *args, **keywords):
         wrt=parse_names(load_options["wrt"]),
         overrides=parse_assignments(load_options["overrides"], "--set"),
         rng_seed=load_options["rng_seed"], data=parse_assignments(load_options["data"], "--input"),
+        imports=list(load_options["imports"]), loss=load_options["loss"],
         float64=not load_options["native_dtype"],
     )
     return run_isolated(

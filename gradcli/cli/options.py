@@ -1,7 +1,7 @@
 """Options every command shares, declared once.
 
-``model_options`` (``--wrt``, ``--set``, ``--rng-seed``), ``input_option``
-(``--input``, the data of a saved model), ``tolerance_options``,
+``model_options`` (``--wrt``, ``--set``, ``--rng-seed``), ``saved_model_options``
+(``--input``, the data of a saved model, ``--import`` and ``--loss``), ``tolerance_options``,
 ``native_dtype_option``, ``json_option``, ``format_option`` and the output
 options (``--save``, ``--junit-xml``, ``--plot``, ``--summary``) are decorators; a command lists the ones that
 apply to it. ``config_options`` (``--config``, ``--isolated``, ``--show-config``)
@@ -106,6 +106,16 @@ def tolerance_options(what: str):
 
 
 input_option = click.option("--input", "data", multiple=True, metavar="NAME=VALUE", help="Data input of a .keras or SavedModel MODEL: JSON literal, @file.npy or @file.npz:key (a single-input model takes any NAME).")
+
+
+def saved_model_options(command):
+    """What a saved model needs: ``--input`` (-> ``data``), ``--import`` (-> ``imports``,
+    config key ``imports``) and ``--loss``."""
+    return _apply(command, [
+        input_option,
+        click.option("--import", "--imports", "imports", multiple=True, metavar="MODULE_OR_FILE", help="Import a module (importable from the project folder) or a .py file before loading MODEL, e.g. the one that registers a .keras model's custom layers (repeatable)."),
+        click.option("--loss", default=None, metavar="compiled|NAME", help="Check the loss of a .keras MODEL with respect to its weights: compiled (the loss it was compiled with) or a Keras loss name; the targets come from --input y=VALUE, the model's data from the other --input values."),
+    ])
 native_dtype_option = click.option("--native-dtype", is_flag=True, help="Work in the model's own dtype instead of promoting to float64.")
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document (docs: reference/json).")
 

@@ -34,7 +34,9 @@ the dtype of the predictions.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import warnings
 
 import numpy as np
 
@@ -258,25 +260,44 @@ def keras_model(
     return model
 
 
-def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Model:
+def load_keras_file(
+    path: str, data: dict[str, np.ndarray], float64: bool, loss: str | None = None,
+) -> Model:
     """A saved Keras model, loaded in safe mode (no arbitrary code from the file).
 
     ``data`` maps the model's input names (``model.inputs[i].name``) to values;
     a single-input model accepts any one name. Integer data for a floating
-    input is converted to that input's dtype.
+    input is converted to that input's dtype. With ``loss`` (``"compiled"``:
+    the loss the model was compiled with, else a Keras loss name) the checked
+    function is that loss on (``x``, ``y``): ``data["y"]`` holds the targets,
+    the rest is model data, and its one output ``loss`` is differentiated with
+    respect to the weights (the reduction and precision rules of the module
+    docstring). Keras's warnings while loading are silenced (``quiet_keras``).
     """
     import keras
 
     if not os.path.isfile(path):
         raise UsageError(f"no such model file: {path}")
     try:
-        layer = keras.saving.load_model(path, safe_mode=True)
+        with quiet_keras():
+            layer = keras.saving.load_model(path, safe_mode=True)
     except Exception as exc:
         raise ModelError(
             f"{relative_path(path)}: cannot load the Keras model (safe mode) - "
-            f"{type(exc).__name__}: {first_line(exc)}"
+            f"{type(exc).__name__}: {first_line(exc)}{_registration_hint(exc)}"
         ) from None
     specs = {t.name: t for t in getattr(layer, "inputs", None) or []}
+    targets = None
+    if loss is not None:
+        if loss != COMPILED and not _is_loss_name(loss):
+            raise UsageError(f"--loss {loss!r}: neither 'compiled' nor a Keras loss name (mse, ...)")
+        if TARGET not in data:
+            raise UsageError(
+                f"--loss needs the targets as --input {TARGET}=VALUE beside the model's data "
+                f"(given: {', '.join(data) or 'none'})"
+            )
+        data = dict(data)
+        targets = _target_array(data.pop(TARGET))
     if not data:
         known = ", ".join(specs) or "see the model's inputs"
         raise UsageError(
@@ -294,7 +315,103 @@ def load_keras_file(path: str, data: dict[str, np.ndarray], float64: bool) -> Mo
             # booleans never (true is not the number 1.0), no fractions for integers.
             value = fit_value(value, np.zeros(value.shape, dtype), f"--input {name}")
         values[name] = value
-    return keras_model(layer, values, relative_path(path), path, float64)
+    model = keras_model(layer, values, relative_path(path), path, float64)
+    if loss is not None:
+        chosen = _compiled_loss(layer, path) if loss == COMPILED else loss
+        loss_fn, described = _loss_function(chosen, path)
+        _add_loss(model, targets, loss_fn)
+        origin = "the compiled loss" if loss == COMPILED else "the loss"
+        model.notes.append(f"checking {origin} {described} on the data in --input")
+        if getattr(layer, "losses", None):
+            model.notes.append(
+                "the layers' own losses (regularizers, add_loss) are not part of the checked loss"
+            )
+    return model
+
+
+#: ``--loss compiled``: the loss the saved model was compiled with.
+COMPILED = "compiled"
+
+
+def _compiled_loss(layer, path: str):
+    """The loss ``layer`` was compiled with (``model.compile(loss=...)``, kept
+    in the .keras file): one loss, or a list or dict holding one."""
+    loss = getattr(layer, "loss", None)
+    if isinstance(loss, (list, tuple)) and len(loss) == 1:
+        loss = loss[0]
+    if isinstance(loss, dict) and len(loss) == 1:
+        loss = next(iter(loss.values()))
+    if loss is None:
+        raise UsageError(
+            f"--loss compiled: {relative_path(path)} was saved without a compiled loss "
+            "(compile the model before saving it, or give a Keras loss name such as mse)"
+        )
+    if isinstance(loss, (list, tuple, dict)):
+        raise UsageError(
+            f"--loss compiled: {relative_path(path)} has {len(loss)} compiled losses (one per "
+            "output); check one output's loss from a model file instead"
+        )
+    return loss
+
+
+def _is_loss_name(name: str) -> bool:
+    import keras
+
+    try:
+        return keras.losses.get(name) is not None
+    except Exception:  # Keras raises ValueError for unknown names
+        return False
+
+
+def _target_array(value) -> np.ndarray:
+    """The targets ``y`` as numbers: booleans and text refused (``fit_value``)."""
+    value = np.asarray(value)
+    return value if is_floating(value) else fit_value(value, np.zeros(value.shape), f"--input {TARGET}")
+
+
+#: Words of Keras's errors for a class it cannot find in its registry.
+UNREGISTERED = ("could not be deserialized", "Could not locate class", "Unknown layer", "Unknown object")
+
+
+def _registration_hint(exc: BaseException) -> str:
+    """For an error about a class Keras cannot find: how to make it known."""
+    if not any(word in str(exc) for word in UNREGISTERED):
+        return ""
+    return (
+        " (a custom class the file needs is not registered in this process: use --import MODULE "
+        "to import the module that registers it)"
+    )
+
+
+@contextlib.contextmanager
+def quiet_keras():
+    """Silence Keras's and absl's warnings (a compiled model's optimizer state,
+    "Skipping variable loading for optimizer ...") while a saved model loads:
+    stderr carries gradcli's own lines only. The warnings filters and the
+    absl, TensorFlow and Keras logging levels are restored afterwards; errors
+    still raise."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in ("absl", "tensorflow", "keras")]
+    levels = [logger.level for logger in loggers]
+    try:
+        from absl import logging as absl_logging
+    except ImportError:  # absl comes with TensorFlow; without it there is nothing to quiet
+        absl_logging = None
+    verbosity = absl_logging.get_verbosity() if absl_logging is not None else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        if absl_logging is not None:
+            absl_logging.set_verbosity(absl_logging.ERROR)
+        try:
+            yield
+        finally:
+            for logger, level in zip(loggers, levels):
+                logger.setLevel(level)
+            if absl_logging is not None:
+                absl_logging.set_verbosity(verbosity)
 
 
 def _cast(value, dtype):

@@ -97,6 +97,43 @@ def import_model_file(path: str) -> ModuleType:
     return module
 
 
+def import_modules(names, root: str) -> None:
+    """Import each of ``names`` before a model is loaded: a module name
+    (``pkg.layers``) importable from ``root`` (the project folder) or the
+    installed packages, or a ``.py`` file. Their import registers what a saved
+    model needs (``@keras.saving.register_keras_serializable`` classes) in this
+    process; ``sys.path`` and ``sys.modules`` are restored as for a model file
+    (``own_modules``), the registrations stay. A name that cannot be found is a
+    UsageError; an exception raised by the module's code a ModelError at its
+    line."""
+    for name in names:
+        name = str(name)
+        is_file = name.endswith(".py") or os.sep in name or "/" in name
+        if is_file:
+            if not os.path.isfile(name):
+                raise UsageError(f"--import {name}: no such file")
+            import_model_file(name)
+            continue
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise UsageError(f"--import {name}: neither a module name nor a .py file")
+        with own_modules(root):
+            try:
+                importlib.import_module(name)
+            except ModuleNotFoundError as exc:
+                if exc.name is not None and name.startswith(exc.name):  # the module itself is missing
+                    raise UsageError(
+                        f"--import {name}: no module named {exc.name!r} (looked in "
+                        f"{relative_path(root)} and the installed packages)"
+                    ) from None
+                raise ModelError(f"{where_raised(exc, root)}: ModuleNotFoundError while importing {name}: {exc}") from None
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # the module's own code failed
+                raise ModelError(
+                    f"{where_raised(exc, root)}: {type(exc).__name__} while importing {name}: {first_line(exc)}"
+                ) from None
+
+
 @contextlib.contextmanager
 def own_modules(*folders: str):
     """Run an import with ``folders`` first on ``sys.path`` (in that order) and
@@ -222,6 +259,8 @@ def load_model(
     rng_seed: int = 0,
     float64: bool = True,
     data: dict[str, np.ndarray] | None = None,
+    imports: list[str] | None = None,
+    loss: str | None = None,
 ) -> Model:
     """Load a model file (``FILE.py`` or ``FILE.py:NAME``), or a module
     object holding the same names, at its point.
@@ -232,16 +271,25 @@ def load_model(
     the floating inputs are promoted to float64; if the model cannot run in
     float64 it runs in its own dtype and a note says so. A saved Keras model
     (``FILE.keras``) or SavedModel folder (``DIR`` or ``DIR:SIGNATURE``) takes
-    its data inputs from ``data`` (``--input``).
+    its data inputs from ``data`` (``--input``); a ``.keras`` file's ``loss``
+    (``"compiled"`` or a Keras loss name) makes the checked function that
+    loss on the targets ``data["y"]`` (``keras.load_keras_file``).
+    ``imports`` (modules importable from the project folder, or ``.py``
+    files) are imported first, so that the custom classes they register are
+    known when a saved model is deserialized (``import_modules``).
     The options are validated as ``gradcli.options.LoadOptions``.
     """
-    LoadOptions(wrt=wrt, overrides=overrides or {}, rng_seed=rng_seed, float64=float64, data=data or {})
+    LoadOptions(wrt=wrt, overrides=overrides or {}, rng_seed=rng_seed, float64=float64, data=data or {},
+                imports=list(imports or []), loss=loss)
     seed_everything(rng_seed)
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
     else:
         path, entry = split_spec(str(spec))
-        saved = _saved_model(path, entry, data or {}, float64)
+        import_modules(imports or [], project_folder(path))
+        if loss is not None and not (path.endswith(".keras") and entry is None):
+            raise UsageError("--loss applies to a saved Keras model (FILE.keras); a model file sets its `loss` itself")
+        saved = _saved_model(path, entry, data or {}, float64, loss)
         if saved is not None:
             return _finish(saved, overrides, wrt, None, float64)
         if data:
@@ -299,10 +347,10 @@ def load_model(
     return _finish(model, overrides, wrt, file_wrt, float64)
 
 
-def _saved_model(path: str, entry: str | None, data: dict, float64: bool) -> Model | None:
+def _saved_model(path: str, entry: str | None, data: dict, float64: bool, loss=None) -> Model | None:
     """A saved Keras model (``FILE.keras``) or SavedModel folder (``DIR[:NAME]``), else None."""
     if path.endswith(".keras") and entry is None:
-        return load_keras_file(path, data, float64)
+        return load_keras_file(path, data, float64, loss)
     if is_saved_model(path):
         return load_saved_model(path, entry, data)
     return None

@@ -89,13 +89,13 @@ def collect_models(paths, *, include=(), exclude=()) -> Collected:
       included), unless it is a SavedModel. The walk skips hidden folders,
       virtual environments, caches and build output (``SKIP_FOLDERS``),
       SavedModel folders, and what the project's ``.gitignore`` files ignore
-      (``gitignore.GitIgnore``, read from the project folder,
+      (``ignore.GitIgnore``, read from the project folder,
       ``project.project_folder``, down). Of the files, it leaves out private
       ones (``_helpers.py``, ``__init__.py``), hidden ones and editor lock links
       (``.#name.py``), ``conftest.py``, and names that are not a readable file
       (dangling links, folders named ``x.py``); then, each with its reason in
       ``Collected.skipped``, files ignored by git, files matching an ``exclude``
-      pattern or no ``include`` pattern (``gitignore.Pattern``: git's glob
+      pattern or no ``include`` pattern (``ignore.Pattern``: git's glob
       rules), and files that define no ``model`` (``defines_model``: read,
       not run). A folder that leaves none is a usage error;
     * a file or folder named explicitly is taken as it is: include, exclude and
@@ -109,7 +109,7 @@ def collect_models(paths, *, include=(), exclude=()) -> Collected:
       its folder) is kept at its first mention, so it is checked once and lands
       in one shard. ``FILE.py:NAME`` entries of one file are distinct models.
 
-    ``include`` and ``exclude`` are ``gitignore.Pattern`` objects (anchored
+    ``include`` and ``exclude`` are ``ignore.Pattern`` objects (anchored
     where they were written: ``patterns``).
     """
     collected, seen = Collected(), set()
