@@ -113,7 +113,7 @@ def saved_model_options(command):
     config key ``imports``) and ``--loss``."""
     return _apply(command, [
         input_option,
-        click.option("--import", "--imports", "imports", multiple=True, metavar="MODULE_OR_FILE", help="Import a module (importable from the project folder) or a .py file before loading MODEL, e.g. the one that registers a .keras model's custom layers (repeatable)."),
+        click.option("--import", "--imports", "imports", multiple=True, metavar="MODULE", help="Import MODULE (a module importable from the project folder, or a .py file) before loading MODEL, e.g. the one that registers a .keras model's custom layers (repeatable)."),
         click.option("--loss", default=None, metavar="compiled|NAME", help="Check the loss of a .keras MODEL with respect to its weights: compiled (the loss it was compiled with) or a Keras loss name; the targets come from --input y=VALUE, the model's data from the other --input values."),
     ])
 native_dtype_option = click.option("--native-dtype", is_flag=True, help="Work in the model's own dtype instead of promoting to float64.")
