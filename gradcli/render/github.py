@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 
-from gradcli.model.loading import split_spec
+from gradcli.model.paths import split_spec
 from gradcli.results import PASS, CheckResult, ModelResult, PairResult
 from gradcli.render.text import fmt, model_verdict, plural, render_check, where
 

@@ -32,7 +32,7 @@ SUFFIX = ".witness.npz"
 def witness_path(model_path: str) -> str:
     """``<stem>[.<name>].witness.npz`` in the working directory, for a model
     ``FILE.py``, ``FILE.py:NAME``, ``FILE.keras`` or a SavedModel folder."""
-    from gradcli.model.loading import split_spec
+    from gradcli.model.paths import split_spec
 
     path, name = split_spec(model_path)
     stem = os.path.basename(os.path.normpath(path)) or "model"

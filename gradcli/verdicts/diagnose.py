@@ -161,7 +161,7 @@ def raised(exc: BaseException, model, analytic: bool, graph=None) -> ModelError:
     import re
     import traceback
 
-    from gradcli.model.loading import where_raised
+    from gradcli.model.core import where_raised
     from gradcli.model.paths import relative_path
 
     text = str(exc)
