@@ -301,6 +301,9 @@ def test_a_missing_file_raises_the_same_error_in_every_function(function, tmp_pa
         call("models/")
     assert str(info.value) == "no such folder: models/"
     with pytest.raises(UsageError) as info:
+        call("models")  # no suffix: a folder, as on the command line
+    assert str(info.value) == "no such folder: models"
+    with pytest.raises(UsageError) as info:
         call(tmp_path / "net.keras")  # a path object, and a saved model's suffix
     assert str(info.value) == f"no such model file: {tmp_path / 'net.keras'}"
 
