@@ -15,7 +15,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from conftest import gradcli, pairs
+from conftest import gradcli, line_of, pairs
 
 X = [0.3, 0.7, -1.1]
 #: A relative error in the custom gradient: 1000x the float64 tolerance.
@@ -290,7 +290,15 @@ def test_a_gradient_wrong_only_in_forward_mode_fails_in_full_and_fast_mode_namin
         assert found[("w", "output")]["verdict"] == "pass", mode
     # In full mode reverse mode matches the closed form 2 x w element by element.
     x_pair = pairs(gradcli("check", path, "--json", "--mode", "full").json())[("x", "output")]
-    assert x_pair["max_abs_error"] < 1e-8
+    assert x_pair["max_abs_error"] < 1e-8 and not x_pair["reverse_failed"]
+    # The code at fault: the custom gradient whose forward ops forward mode differentiates.
+    culprit = x_pair["culprit"]
+    assert culprit["site"]["description"].startswith(
+        "tf.custom_gradient square: forward mode differentiates its forward ops"
+    )
+    assert culprit["definition"].endswith(f"forward_wrong.py:{line_of(path, 'def square(x):')}")
+    # Forward mode gives x w u where the truth is 2 x w u: half the numeric projection.
+    assert culprit["analytic"] == pytest.approx(culprit["numeric"] / 2, rel=1e-7)
 
 
 def test_kinks_and_surrogates_do_not_fail_forward_mode():

@@ -159,7 +159,8 @@ class PairResult:
     n_failing: int = 0
     explanation: str = ""
     warnings: list[str] = field(default_factory=list)
-    reverse_failed: bool = True  # fast mode: False when only forward mode disagreed
+    reverse_failed: bool = True  # False when only forward mode disagreed
+    forward_probe: tuple | None = None  # forward mode's failing probe: (forward, numeric)
     kinks: list[Kink] = field(default_factory=list)  # capped like ``failing``
     n_kinks: int = 0
     n_surrogate: int = 0  # elements where the function is locally constant

@@ -306,6 +306,8 @@ def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: 
         f" (random tangent and cotangent, probe {probe}: forward mode gives {forward:.10g}, "
         f"finite differences {numeric:.10g}, and reverse mode disagrees with forward mode)"
     )
+    pair.reverse_failed = pair.failed  # what reverse mode's own comparison found
+    pair.forward_probe = (forward, numeric)
     pair.verdict, pair.failed = MISMATCH, True
 
 

@@ -404,6 +404,33 @@ class ModelGraph:
                     return inner or self._culprit(op, found, count, what)
         return None
 
+    def forward_culprit(self, name, output, probe) -> Culprit | None:
+        """Where forward mode parts from reverse mode: TensorFlow's forward mode
+        differentiates the forward ops of a ``tf.custom_gradient`` (and
+        transposes registered gradients, so those agree with reverse mode),
+        while reverse mode runs its gradient function. A wrong JVP with a right
+        VJP therefore lives in a custom gradient on the path whose forward code
+        is not differentiable as written (a ``stop_gradient``, a rounding, a
+        ``py_function``); the outermost one on the path is named, with the
+        probe that showed it (``probe``: (forward, numeric))."""
+        if not self._trace():
+            return None
+        path = self.path_ops(name, output)
+        inside = self._inside_custom_gradients(path)
+        custom = [op for op in path if op not in inside and _custom_result_count(op) is not None]
+        if not custom:
+            return None
+        op = custom[0]
+        forward, numeric = probe
+        others = f" ({len(custom) - 1} more custom gradient(s) on the path)" if len(custom) > 1 else ""
+        site = self.site(op, f"{self.describe_op(op)}: forward mode differentiates its forward ops, "
+                             f"reverse mode runs its gradient function{others}")
+        return Culprit(
+            site=site, definition=_gradient_definition(op), analytic=forward, numeric=numeric,
+            rel_error=abs(forward - numeric) / max(abs(numeric), abs(forward), np.finfo(float).tiny),
+            checked_ops=len(custom), checked="forward ops' derivative",
+        )
+
     def _inside_library_wrapper(self, op, feeds, feed_values, seen, tol, rng, order):
         """A ``tf.custom_gradient`` defined by a library, not the model file
         (``tf.recompute_grad``'s wrapper, a Keras utility), only passes its

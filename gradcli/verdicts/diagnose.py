@@ -823,6 +823,8 @@ def explain(model, pairs, fd, graph, tol, options) -> None:
             try:
                 if pair.worst is not None and not np.isfinite(pair.worst.analytic):
                     pair.culprit = nonfinite_culprit(graph, pair)
+                if pair.culprit is None and not pair.reverse_failed and pair.forward_probe is not None:
+                    pair.culprit = graph.forward_culprit(pair.input, pair.output, pair.forward_probe)
                 if pair.culprit is None:
                     pair.culprit = graph.culprit(pair.input, pair.output, tol)
             except Exception as exc:  # graph analysis is a bonus: never lose the report
