@@ -82,6 +82,19 @@ EXAMPLES = {
     "check-github-warning": ["check tests/models/ciout_round_cut.py --format github"],
     "check-ends-process": ["check tests/models/exit_on_run.py sample_models/square.py"],
     "jacobian-memory": ["jacobian tests/models/mem_20k.py --max-memory 1GB"],
+    "check-project-folder": [
+        '@write pyproject.toml "[project]\\nname = \\"demo\\"\\n"',
+        '@write .gitignore "scratch_*.py\\n"',
+        '@write models/__init__.py ""',
+        '@write models/layers.py "import tensorflow as tf\\n\\ndef cube(x):\\n    return x * x * x\\n"',
+        '@write models/net.py "from models.layers import cube\\n\\ndef model(x):\\n    return cube(x)\\n\\ninputs = {\\"x\\": [0.5, -1.0]}\\n"',
+        '@write models/scratch_try.py "model = None\\n"',
+        "check models/",
+    ],
+    "check-project-helpers": [
+        '@write helpers/util.py "def scale(x):\\n    return 2.0 * x\\n"',
+        "check helpers",
+    ],
     "config-bad-value": ['@write pyproject.toml "[tool.gradcli]\\nmode = \\"slow\\"\\n"', "check sample_models/square.py"],
     "config-outside": ['@write pyproject.toml "[tool.gradcli]\\njunit-xml = \\"../report.xml\\"\\n"',
                        "check sample_models/square.py"],
@@ -115,6 +128,7 @@ def run(argv: list[str], columns: int = COLUMNS) -> str:
     if argv[0] == "@cat":
         return f"$ cat {argv[1]}\n{Path(argv[1]).read_text()}"
     if argv[0] == "@write":  # a file the next commands read, shown as the reader would see it
+        Path(argv[1]).parent.mkdir(parents=True, exist_ok=True)
         Path(argv[1]).write_text(argv[2].encode().decode("unicode_escape"), encoding="utf-8")
         return f"$ cat {argv[1]}\n{Path(argv[1]).read_text(encoding='utf-8')}"
     runner = CliRunner(env={"COLUMNS": str(columns), "NO_COLOR": "1", "FORCE_COLOR": None, "GITHUB_WORKSPACE": None})
