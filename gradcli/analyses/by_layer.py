@@ -84,6 +84,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcli.errors import GradcliError, UsageError, debugging, internal_error_message
+from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.options import CheckOptions
 from gradcli.results import PASS
 from gradcli.results.by_layer import LAYER_ERROR, LayerResult
@@ -156,9 +157,9 @@ def check_layers(model, options: CheckOptions) -> tuple[list[LayerResult], list[
     report("layers", 0, len(calls), f"estimated {estimate:.0f} s")
     captured = _capture(model, root)
     wanted = {(c.path, c.index) for c in calls}
-    results = []
+    results, traces = [], {}
     for done, call in enumerate((c for c in captured if (c.path, c.index) in wanted), start=1):
-        results.append(_check_call(model, call, options))
+        results.append(_check_call(model, call, options, traces))
         report("layers", done, len(calls), call.path)
     results.sort(key=lambda r: (not r.failed, r.verdict != LAYER_ERROR))
     seconds = time.perf_counter() - started
@@ -451,8 +452,10 @@ def _require_memory(shapes: list[LayerCall], calls: list[LayerCall], options: Ch
 # --- one unit --------------------------------------------------------------------
 
 
-def _check_call(parent, call: LayerCall, options: CheckOptions) -> LayerResult:
-    """Build the unit's ``Model`` and run ``check_model`` on it."""
+def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict) -> LayerResult:
+    """One unit call: the quick check through its signature's traces when it
+    runs by projections, ``check_model`` when it runs in full or the quick
+    check does not settle it (module docstring)."""
     from gradcli.analyses.check import check_model
 
     started = time.perf_counter()
@@ -462,17 +465,30 @@ def _check_call(parent, call: LayerCall, options: CheckOptions) -> LayerResult:
         call_index=call.index, calls=call.calls, weights=0, elements=0, mode="", verdict=PASS,
         failed=False,
     )
+    own = dataclasses.replace(
+        options, by_layer=False, layers=None, wrt=None, overrides={}, samples=0,
+        special=False, keep_blocks=False, order=1, taylor=False,
+    )
     try:
-        local = layer_model(parent, call, options.rng_seed)
+        traced = _traced(call, traces)
+        local = layer_model(parent, call, options.rng_seed, traced)
         result.weights = sum(int(np.size(local.point[n])) for n in local.wrt if n in call.names)
         result.elements = sum(int(np.size(local.point[n])) for n in local.wrt if n not in call.names)
-        outputs = sum(int(np.size(v)) for v in local.outputs.values())
-        mode = unit_mode(result.weights + result.elements, outputs)
-        own = dataclasses.replace(
-            options, mode=mode, by_layer=False, layers=None, wrt=None, overrides={}, samples=0,
-            special=False, keep_blocks=False, order=1, taylor=False,
-        )
-        checked = check_model(local, own)
+        own = dataclasses.replace(own, mode=unit_mode(result.weights + result.elements, len(local.outputs)))
+        quick = _quick_check(local, traced, own) if own.mode == "fast" and traced is not None else None
+        if quick is not None:
+            result.mode, result.pairs, result.call_proof, result.notes = "fast", quick[0], quick[1], quick[2]
+        else:
+            if traced is not None:  # the full machinery: the unit's own call, traced by check_model
+                local = layer_model(parent, call, options.rng_seed)
+            checked = check_model(local, own)
+            result.mode, result.pairs, result.call_proof = checked.mode, checked.pairs, checked.call_proof
+            result.notes = [n for n in checked.notes if not n.startswith("promoted ")]
+            result.failed = checked.failed
+            failing = sorted({p.verdict for p in checked.pairs if p.failed})
+            if checked.not_the_users_function:
+                failing.insert(0, "not the layer's own function")
+            result.verdict = ", ".join(failing) if failing else PASS
     except GradcliError as exc:
         result.verdict, result.error = LAYER_ERROR, str(exc)
     except Exception as exc:  # noqa: BLE001 - one layer's surprise never loses the pass
@@ -480,32 +496,363 @@ def _check_call(parent, call: LayerCall, options: CheckOptions) -> LayerResult:
             raise
         result.verdict, result.error = LAYER_ERROR, internal_error_message(exc)
     else:
-        result.mode, result.pairs, result.call_proof = checked.mode, checked.pairs, checked.call_proof
-        result.notes = [n for n in checked.notes if not n.startswith("promoted ")]
-        result.failed = checked.failed
-        failing = sorted({p.verdict for p in checked.pairs if p.failed})
-        if checked.not_the_users_function:
-            failing.insert(0, "not the layer's own function")
-        result.verdict = ", ".join(failing) if failing else PASS
-        powers = [p.power for p in checked.pairs if p.power is not None]
+        powers = [p.power for p in result.pairs if p.power is not None]
         result.power = max(powers, key=lambda p: p.relative, default=None)
     result.seconds = time.perf_counter() - started
     return result
 
 
-def layer_model(parent, call: LayerCall, seed: int = 0):
+def _quick_check(local, traced: "_Traced", options: CheckOptions):
+    """The unit's random projections in one call of its signature's trace
+    (module docstring): (pairs, proof, notes) when every pair passes (or is a
+    confirmed zero) and the proof finds no other function; None sends the unit
+    to ``check_model``."""
+    from gradcli.results import ZERO
+    from gradcli.verdicts import compare, same_function
+
+    dtype = str(local.dtype)
+    if traced.computes_below(local):
+        return None
+    tol = compare.tolerance(dtype, options.rtol, options.atol)
+    fd = _BatchedDifferences(
+        local.function, local.point, [PROJECTED], wrt=list(local.wrt), joint=True,
+        jit_compile=options.jit_compile, precision=dtype, chunk=options.probes,
+    )
+    try:
+        pairs = _probes_type()(local, [PROJECTED], fd, tol, options, None).run_traced(traced)
+    except Exception as exc:  # noqa: BLE001 - not traceable, or unsettled: check_model runs it eagerly
+        if debugging() and not isinstance(exc, _Unsettled):
+            raise
+        return None
+    compare.apply_fail_on(pairs, options.fail_on)
+    if any(p.failed or p.verdict not in (PASS, ZERO) for p in pairs):
+        return None
+    proof = same_function.prove(local, options.rng_seed)
+    if proof is not None and proof.differs:
+        return None
+    notes = list(local.notes)
+    if proof is not None and not proof.proven:
+        notes.append(f"not proven to be the user's function: {proof.detail}")
+    if options.autodiff == "reverse":
+        notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
+    return pairs, proof, notes
+
+
+class _Unsettled(Exception):
+    """The quick check cannot settle the unit: ``check_model`` will."""
+
+
+def _probes_type():
+    """``_Probes``, made on first use (``analyses.check`` imports this module)."""
+    global _PROBES
+    if _PROBES is None:
+        from gradcli.analyses.check import _FastCheck
+
+        class _Probes(_FastCheck):
+            """``check._FastCheck`` (the same draws, ``project`` and forward-mode
+            rule) with every product of the unit taken in one call of its
+            signature's trace (``_Traced.probe``): the finite-difference engine
+            plans its points first (``_BatchedDifferences``), the call evaluates
+            them with the P VJPs and the P JVPs along the joint tangents, and the
+            engine then forms its quotients from them."""
+
+            def run_traced(self, traced: "_Traced") -> list:
+                model, probes, o = self.model, self.options.probes, PROJECTED
+                wrt = list(model.wrt)
+                rng = np.random.default_rng(self.options.rng_seed)  # as _FastCheck.run draws
+                cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape)}
+                tangents = {
+                    n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
+                    for n in wrt
+                }
+                plan = self.fd.plan_passes(wrt, tangents)
+                weights, frozen, cots = model.function.bound
+                values, jvps, grads = traced.probe(
+                    [_constant(model.point[n]) for n in wrt], frozen, cots,
+                    [_constant(tangents[n]) for n in wrt], plan, cotangents[o],
+                )
+                numeric = self.fd.serve(wrt, tangents, values)
+                reverse = {o: [dict(zip(wrt, g)) for g in grads]}
+                pairs = [self.project(n, o, tangents[n], cotangents[o], reverse[o], numeric[n]) for n in wrt]
+                if any(p.failed for p in pairs) or self.options.autodiff != "both":
+                    return pairs
+                self.joint = (tuple(wrt), jvps)
+                along = {o: {n: (numeric[n].values[o], numeric[n].errors[o]) for n in wrt}}
+                reverse_projection = {
+                    o: {
+                        n: np.array([
+                            float(np.sum(tangents[n][p] * r[n]))
+                            if isinstance(r[n], np.ndarray) and r[n].shape == tangents[n][p].shape else 0.0
+                            for p, r in enumerate(reverse[o])
+                        ])
+                        for n in wrt
+                    }
+                }
+                self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
+                return pairs
+
+            def batched_jvp(self, tangents, outputs):
+                """The JVPs along the joint tangents, from the traced call; any
+                other set of tangents (inputs probed one by one after a joint
+                failure) is ``check_model``'s to take."""
+                names, jvps = self.joint
+                if tuple(tangents) != names:
+                    raise _Unsettled()
+                return {PROJECTED: jvps}
+
+        _PROBES = _Probes
+    return _PROBES
+
+
+_PROBES = None
+
+
+@dataclass
+class _BatchedDifferences(FiniteDifferences):
+    """``numerics.finite_diff``'s engine, its step rule, Richardson and error
+    estimate unchanged, with its points evaluated elsewhere. Along random
+    directions with no settling rule, the points of both passes are fixed
+    before any value is known, so ``plan_passes`` runs ``along`` once with
+    placeholder values to learn them (which input, which signed steps, in
+    order), the caller evaluates them all in one call, and ``serve`` runs
+    ``along`` again on those values."""
+
+    _planning: object = None
+    _served: list | None = None
+
+    def plan_passes(self, wrt, tangents) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input index, probe, signed step) of every point, in order."""
+        self._planning = []
+        for i, n in enumerate(wrt):
+            self._input = i
+            self.along(n, tangents[n])
+        planned, self._planning = self._planning, None
+        self.evaluations = 0
+        which = np.concatenate([np.full(2 * len(s), i, np.int32) for i, s in planned])
+        probe = np.concatenate([np.tile(np.arange(len(s), dtype=np.int32), 2) for _, s in planned])
+        signed = np.concatenate([np.concatenate([s, -s]) for _, s in planned])
+        self._sizes = [2 * len(s) for _, s in planned]
+        return which, probe, signed
+
+    def serve(self, wrt, tangents, values) -> dict:
+        """``along`` for every input, on the values of the planned points."""
+        values = np.asarray(values).astype(self.point[wrt[0]].dtype)
+        self._served = np.split(values, np.cumsum(self._sizes)[:-1])
+        try:
+            return {n: self.along(n, tangents[n]) for n in wrt}
+        finally:
+            self._served = None
+
+    def _evaluate_pairs(self, group, kind, part, steps, remaining: int = 0):
+        if self._planning is not None:
+            self._planning.append((self._input, np.asarray(steps).copy()))
+            zeros = np.zeros(len(steps), self.point[group[0]].dtype)
+            return {PROJECTED: zeros}, {PROJECTED: zeros}
+        if self._served:
+            values = self._served.pop(0)
+            return {PROJECTED: values[: len(steps)]}, {PROJECTED: values[len(steps):]}
+        return super()._evaluate_pairs(group, kind, part, steps, remaining)
+
+
+class _Traced:
+    """The local function of every unit call of one signature (module
+    docstring). ``value``: the scalar <c, layer(x, w)> of the floating inputs
+    and weights (a list, inputs first), the frozen weights and the cotangents
+    c, all arguments of one ``tf.function``, so calls of the same shapes share
+    its trace. ``probe``: in one traced call, that scalar at every planned
+    finite-difference point, its reverse-mode gradient for each probe's seed,
+    and its forward-mode derivative along each probe's joint tangent."""
+
+    def __init__(self, call: LayerCall, structure, leaves, inputs: dict, floating: list):
+        import tensorflow as tf
+
+        layer, positions = call.layer, list(inputs)
+        count = len(positions)
+        output_dtype = tf.nest.flatten(call.outputs)[floating[0]].dtype
+
+        def value(values, frozen, cotangents):
+            filled = list(leaves)
+            for i, v in zip(positions, values[:count]):
+                filled[i] = v
+            args, kwargs = tf.nest.pack_sequence_as(structure, filled)
+            out, _ = layer.stateless_call(list(values[count:]), list(frozen), *args, **kwargs)
+            outs = tf.nest.flatten(out)
+            terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
+            return tf.add_n(terms) if len(terms) > 1 else terms[0]
+
+        def probe(values, frozen, cotangents, tangents, which, probes, signed, seeds):
+            def point(i):  # x_m + s u_m for the planned input m, x elsewhere (finite_diff's x + d s)
+                moved = [
+                    v + tf.cast(tf.equal(which[i], m), v.dtype) * signed[i] * tf.gather(u, probes[i])
+                    for m, (v, u) in enumerate(zip(values, tangents))
+                ]
+                return value(moved, frozen, cotangents)
+
+            def reverse():  # one forward pass, a backward pass per probe's seed
+                with tf.GradientTape(persistent=True) as tape:
+                    tape.watch(values)
+                    y = value(values, frozen, cotangents)
+                rows = []
+                for p in range(seeds.shape[0]):
+                    grads = tape.gradient(
+                        y, values, output_gradients=tf.cast(seeds[p], y.dtype),
+                        unconnected_gradients=tf.UnconnectedGradients.NONE,
+                    )
+                    rows.append([tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads])
+                return rows
+
+            def forward(p):
+                with tf.autodiff.ForwardAccumulator(values, [tf.gather(u, p) for u in tangents]) as acc:
+                    y = value(values, frozen, cotangents)
+                return acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+            k = tf.shape(seeds)[0]
+            points = tf.map_fn(point, tf.range(tf.shape(signed)[0]), fn_output_signature=output_dtype)
+            jvps = tf.map_fn(forward, tf.range(k), fn_output_signature=output_dtype)
+            grads = reverse()
+            return points, jvps, grads
+
+        self.value = tf.function(value, autograph=False)
+        self._probe = tf.function(probe, autograph=False)
+        self.users = 0
+        self.coarser: bool | None = None
+
+    def probe(self, values, frozen, cotangents, tangents, plan, seeds):
+        """(f at the planned points, JVPs [probes], per probe the gradient of
+        each value or None) as numpy."""
+        which, probes, signed = plan
+        points, jvps, grads = self._probe(
+            values, frozen, cotangents, tangents, _constant(which), _constant(probes),
+            _constant(signed), _constant(seeds),
+        )
+        return (np.asarray(points), np.asarray(jvps),
+                [[None if g is None else np.asarray(g) for g in row] for row in grads])
+
+    def function(self, weights: list, frozen: list, cotangents: list):
+        """``Model.function`` of one unit call: its frozen weights and
+        cotangents bound, the differentiated names in ``weights`` order."""
+        def function(values: dict) -> dict:
+            args = [_constant(values[n]) for n in weights]
+            return {PROJECTED: self.value(args, frozen, cotangents)}
+
+        function.bound = (weights, frozen, cotangents)
+        return function
+
+    def computes_below(self, local) -> bool:
+        """Whether a floating tensor on the forward path from the
+        differentiated values to the output of the traced local function is
+        coarser than the point's dtype (constants and shapes beside the path do
+        not count, as in ``ModelGraph.precision``): then ``check_model``'s
+        precision rule sets the tolerances, not the quick check. Read once per
+        signature, from the trace already made."""
+        from gradcli.numerics.finite_diff import machine_eps
+
+        if self.coarser is None:
+            weights, frozen, cotangents = local.function.bound
+            values = [_constant(local.point[n]) for n in weights]
+            graph = self.value.get_concrete_function(values, frozen, cotangents).graph
+            finest = machine_eps(local.dtype)
+            stack = [t for t in graph.inputs[: len(values)]]
+            seen, self.coarser = set(), False
+            while stack and not self.coarser:
+                tensor = stack.pop()
+                if tensor.ref() in seen:
+                    continue
+                seen.add(tensor.ref())
+                if tensor.dtype.is_floating and machine_eps(tensor.dtype.name) > finest:
+                    self.coarser = True
+                stack.extend(out for op in tensor.consumers() for out in op.outputs)
+        return self.coarser
+
+
+def _constant(value):
+    import tensorflow as tf
+
+    return tf.convert_to_tensor(value)
+
+
+def _traced(call: LayerCall, traces: dict) -> _Traced | None:
+    """The ``_Traced`` of the call's signature (module docstring), made on the
+    first call of that signature; None for a call it cannot serve (no
+    floating output)."""
+    import tensorflow as tf
+
+    structure, leaves, inputs, floating = _call_parts(call)
+    if not floating:
+        return None
+    key = _signature(call, structure, leaves, inputs)
+    traced = traces.get(key)
+    if traced is None:
+        traced = traces[key] = _Traced(call, structure, leaves, inputs, floating)
+    traced.users += 1
+    return traced
+
+
+def _call_parts(call: LayerCall):
+    """(structure, leaves, {leaf index: input name}, floating output positions)."""
+    import tensorflow as tf
+
+    structure = (list(call.args), _accepted(call.layer, call.kwargs))
+    leaves = tf.nest.flatten(structure)
+    names = _argument_names(call.layer, call.args, structure[1])
+    inputs = {i: names[i] for i, leaf in enumerate(leaves) if _floating_tensor(leaf)}
+    floating = [i for i, t in enumerate(tf.nest.flatten(call.outputs)) if _floating_tensor(t)]
+    return structure, leaves, inputs, floating
+
+
+def _signature(call: LayerCall, structure=None, leaves=None, inputs=None):
+    """What makes two unit calls one local function (module docstring): the
+    layer's class and configuration (its name aside), the structure of the
+    call's arguments with their shapes and dtypes (and the values of those that
+    are not floating tensors), and the shapes and dtypes of its weights and
+    outputs. A layer whose configuration cannot be read is its own signature."""
+    import json
+
+    import tensorflow as tf
+
+    if structure is None:
+        structure, leaves, inputs, _ = _call_parts(call)
+    layer = call.layer
+    try:
+        config = dict(layer.get_config())
+        config.pop("name", None)
+        config = json.dumps(config, sort_keys=True, default=repr)
+    except Exception:  # noqa: BLE001 - no configuration to compare: no sharing
+        return ("layer", id(layer))
+
+    def describe(leaf, floating):
+        shape = tuple(getattr(leaf, "shape", ()))
+        if floating or isinstance(leaf, _ShapeOnly):
+            return ("float", shape, str(getattr(leaf, "dtype", "")))
+        if hasattr(leaf, "dtype") and hasattr(leaf, "shape"):
+            return ("tensor", shape, str(leaf.dtype), hash(np.asarray(leaf).tobytes()))
+        return ("value", repr(leaf))
+
+    def shapes(values):
+        return tuple((tuple(getattr(v, "shape", ())), str(getattr(v, "dtype", ""))) for v in values)
+
+    return (
+        type(layer), config, repr(tf.nest.map_structure(lambda _: None, structure)),
+        tuple(describe(leaf, i in inputs) for i, leaf in enumerate(leaves)),
+        shapes(call.trainable), shapes(call.non_trainable), shapes(tf.nest.flatten(call.outputs)),
+    )
+
+
+def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None = None):
     """The unit's local function as a ``Model``: floating tensors of the call
-    (inputs) and the unit's trainable weights -> its outputs (module docstring)."""
+    (inputs) and the unit's trainable weights -> <c, its outputs> (module
+    docstring). With ``traced``, the function is the signature's traced one;
+    else the unit's layer is called eagerly (``check_model`` traces it itself,
+    and its culprit search reads the ops of that trace)."""
     import tensorflow as tf
 
     from gradcli.model.calling import OwnCall
     from gradcli.model.loading import Model, host_array
 
     layer, own = call.layer, call.own
-    structure = (list(call.args), _accepted(layer, call.kwargs))
-    leaves = tf.nest.flatten(structure)
-    names = _argument_names(layer, call.args, structure[1])
-    inputs = {i: names[i] for i, leaf in enumerate(leaves) if _floating_tensor(leaf)}
+    structure, leaves, inputs, floating = _call_parts(call)
+    if not floating:
+        raise GradcliError(f"layer {call.path} has no floating-point output to differentiate")
     point = {inputs[i]: np.asarray(leaves[i]) for i in inputs}
     weights = list(call.names)
     point.update({n: np.asarray(v) for n, v in zip(weights, call.trainable)})
@@ -516,24 +863,27 @@ def layer_model(parent, call: LayerCall, seed: int = 0):
         args, kwargs = tf.nest.pack_sequence_as(structure, filled)
         return args, kwargs
 
-    floating = [i for i, t in enumerate(tf.nest.flatten(call.outputs)) if _floating_tensor(t)]
+    outputs = tf.nest.flatten(call.outputs)
     rng = np.random.default_rng([seed, call.order])
-    cotangents = [rng.standard_normal(tuple(tf.nest.flatten(call.outputs)[i].shape)) for i in floating]
+    cotangents = [rng.standard_normal(tuple(outputs[i].shape)) for i in floating]
     norm = np.sqrt(sum(float(np.sum(c * c)) for c in cotangents)) or 1.0
     cotangents = [c / norm for c in cotangents]  # a unit vector (module docstring)
 
     def project(out) -> dict:
         """<c, output>: the layer's floating outputs contracted with the cotangents."""
         leaves = tf.nest.flatten(out)
-        if not floating:
-            raise GradcliError(f"layer {call.path} has no floating-point output to differentiate")
         terms = [tf.reduce_sum(tf.cast(c, leaves[i].dtype) * leaves[i]) for i, c in zip(floating, cotangents)]
         return {PROJECTED: tf.add_n(terms) if len(terms) > 1 else terms[0]}
 
-    def function(values: dict) -> dict:
-        args, kwargs = rebuild(values)
-        out, _ = layer.stateless_call([values[n] for n in weights], frozen, *args, **kwargs)
-        return project(out)
+    wrt = list(inputs.values()) + weights
+    if traced is not None:
+        function = traced.function(wrt, [tf.convert_to_tensor(f) for f in frozen],
+                                   [tf.constant(c) for c in cotangents])
+    else:
+        def function(values: dict) -> dict:
+            args, kwargs = rebuild(values)
+            out, _ = layer.stateless_call([values[n] for n in weights], frozen, *args, **kwargs)
+            return project(out)
 
     own_call = None
     if own is not None:
@@ -551,7 +901,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0):
         native.update({n: np.dtype(v.dtype) for n, v in zip(weights, own.trainable_variables)})
     local = Model(
         name=f"{parent.name} :: {call.path}", path=parent.path, function=function, point=point,
-        wrt=list(inputs.values()) + weights, native_dtypes=native, kind="keras",
+        wrt=wrt, native_dtypes=native, kind="keras",
         module=parent.module, weights=weights, own_call=own_call,
     )
     local.outputs = {n: host_array(t) for n, t in function(_tensors(local, point)).items()}

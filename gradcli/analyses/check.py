@@ -437,9 +437,7 @@ class _FullCheck:
             wrt = [n for n in self.model.wrt if verdicts.get((n, o)) in FORWARD_CHECKED]
             if not wrt:
                 continue
-            jvp = autodiff.batched_jvp(
-                self.model.function, self.model.point, {n: tangents[n] for n in wrt}, [o]
-            )[o]
+            jvp = self.batched_jvp({n: tangents[n] for n in wrt}, [o])[o]
             joint = self.forward_probe(
                 {n: tangents[n] for n in wrt}, cotangents[o], jvp,
                 [numeric[o][n] for n in wrt], sum(reverse[o][n] for n in wrt),
@@ -449,9 +447,7 @@ class _FullCheck:
             alone = {n: None for n in wrt}
             if len(wrt) > 1:
                 for n in wrt:
-                    jvp_n = autodiff.batched_jvp(
-                        self.model.function, self.model.point, {n: tangents[n]}, [o]
-                    )[o]
+                    jvp_n = self.batched_jvp({n: tangents[n]}, [o])[o]
                     alone[n] = self.forward_probe(
                         {n: tangents[n]}, cotangents[o], jvp_n, [numeric[o][n]], reverse[o][n]
                     )
@@ -499,6 +495,15 @@ class _FullCheck:
             for pair in pairs:
                 pair.warnings.append(f"forward mode could not be checked: {problem}")
             return {}
+
+    def vjp(self, cotangents: dict) -> dict:
+        """J^T c at the point (``autodiff.vjp``). The layer-by-layer pass
+        (``analyses.by_layer``) computes it with a trace shared between layers."""
+        return autodiff.vjp(self.model.function, self.model.point, self.model.wrt, cotangents)
+
+    def batched_jvp(self, tangents: dict, outputs) -> dict:
+        """J t for a batch of tangents (``autodiff.batched_jvp``); see ``vjp``."""
+        return autodiff.batched_jvp(self.model.function, self.model.point, tangents, outputs)
 
     def reverse_jacobians(self, wrt, outputs) -> dict:
         """Reverse mode always: it is what training uses, and TensorFlow's forward
@@ -587,7 +592,7 @@ class _FastCheck(_FullCheck):
         # Reverse mode: one VJP per (output, probe) gives J^T v for every input.
         reverse = {
             o: [
-                autodiff.vjp(model.function, model.point, model.wrt, {o: v[p]})
+                self.vjp({o: v[p]})
                 for p in range(probes)
             ]
             for o, v in cotangents.items()
