@@ -27,7 +27,8 @@ RECORD = textwrap.dedent("""
             pass
 """)
 
-EXIT_ON_IMPORT = "import os\nos._exit(0)\n"
+#: A model file (it defines `model`, so a folder walk takes it) that ends its process on import.
+EXIT_ON_IMPORT = "import os\n\ndef model(x):\n    return x\n\nos._exit(0)\n"
 @pytest.fixture(scope="module")
 def imported_first():
     """pytester drops the modules an in-process run imported when it ends, and
