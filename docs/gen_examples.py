@@ -95,6 +95,8 @@ EXAMPLES = {
         '@write helpers/util.py "def scale(x):\\n    return 2.0 * x\\n"',
         "check helpers",
     ],
+    "config-show": ['@write pyproject.toml "[tool.gradcli]\\npaths = [\\"sample_models\\"]\\nrtol = 1e-5\\n"',
+                    "check --show-config --atol 1e-7"],
     "config-bad-value": ['@write pyproject.toml "[tool.gradcli]\\nmode = \\"slow\\"\\n"', "check sample_models/square.py"],
     "config-outside": ['@write pyproject.toml "[tool.gradcli]\\njunit-xml = \\"../report.xml\\"\\n"',
                        "check sample_models/square.py"],
