@@ -4,8 +4,8 @@ A full check costs one finite difference per weight and a fast check gives one
 verdict for the whole model. This pass runs the model once, captures what
 reaches each layer, and checks every layer *locally*: its output as a function
 of its floating inputs and its trainable weights, at the captured activations,
-with ``analyses.check.check_model`` (both autodiff modes, the culprit search,
-the same verdict rules). A layer that fails is named with its class, its path
+by the rules of ``analyses.check`` (both autodiff modes, the same step rule,
+verdict rules and power). A layer that fails is named with its class, its path
 in the model and the line of its ``call``; its pairs name the weight or input
 element and the op (or ``tf.custom_gradient``) at fault.
 
@@ -48,6 +48,41 @@ call for ``verdicts.same_function`` is the original layer object called with
 the same arguments (``layer(*args, **kwargs)``), with a tape on its variables:
 a local function that is not the layer's own call fails the layer.
 
+Cost: one trace per signature, one call per unit. Tracing, not arithmetic,
+is what a layer's check costs at these sizes (0.5-2 s per layer through
+``check_model``, which traces its own functions for every layer). A unit's
+*signature* (``_signature``) is its layer's class and configuration (the name
+aside), the structure of its call's arguments with their shapes and dtypes
+(the values of those that are not floating tensors), and the shapes and dtypes
+of its weights and outputs. Calls of one signature compute the same function of
+(inputs, weights, frozen weights, cotangents), so they share one ``_Traced``:
+the float64 clone of the first such layer, called by ``stateless_call`` with
+every one of these as an argument of a ``tf.function``. The repeated blocks of
+a ResNet-50 (176 layer calls) come to about 48 signatures, the blocks of a
+Transformer stack to one each of attention, norm, dense and add.
+
+The quick check (``_quick_check``) of a unit checked by projections runs
+``check._FastCheck``'s draws, its ``project`` rule (``compare_projections``,
+``detectable_error``) and its forward-mode rule (``forward_wrong``), with every
+product of the unit taken in *one* call of ``_Traced.probe``: the
+finite-difference points of all its inputs and probes (``numerics.finite_diff``
+plans them, step rule and Richardson unchanged, ``_BatchedDifferences``), the P
+VJPs (one forward pass, P backward passes) and the P JVPs along the joint
+tangents (forward mode traced op by op, as eagerly). Then
+``verdicts.same_function.prove`` compares that traced function with the
+user's own layer object, called eagerly: a shared trace that computed another
+function (state the configuration does not show) is caught there. The quick
+check settles a unit only when every pair passes (or is a confirmed ``zero``,
+reported without the graph site that cuts it) and the proof finds no other
+function. Everything else goes to ``check_model`` on the unit's own eager
+call, which traces it for itself: a failing pair (named elements, the culprit
+and Taylor test), a proof that differs, a layer whose function cannot be
+traced in a loop (a ``tf.custom_gradient`` taking a Python flag), and a
+signature whose forward path holds a floating tensor coarser than the point
+(``_Traced.computes_below``: then the precision rule of ``check_model`` sets
+the tolerances). A pass is therefore never weaker than ``check_model``'s, and
+a failure is reported by ``check_model`` itself.
+
 Mode of a unit (``unit_mode``): ``full`` (every element of the gradient) when
 it has at most ``FULL_ELEMENTS`` differentiated elements (about the cost of one
 traced batch of differences); else ``fast``: ``CheckOptions.probes`` random
@@ -63,11 +98,14 @@ copies of its inputs and outputs per probe in fast mode, each counted
 Beyond the limit the pass stops with a usage error naming the cheaper routes.
 
 Progress and the estimate: ``gradcli.progress.report("layers", done, total,
-label)`` after each unit; before the first, the pass is estimated at
-``SECONDS_PER_UNIT`` per unit plus ``FORWARD_MULTIPLE`` forward passes of the
-model (the evaluations and products of the local checks sum to a few forward
-passes), from the timed capture pass; the result's note gives the estimate
-and the time taken. Both constants come from ``bench/layer_speed.py``.
+label)`` after each unit; before the first, the pass is estimated
+(``_estimate``) from the shape pass at ``SECONDS_PER_SIGNATURE`` per signature
+of the fast units, ``SECONDS_PER_UNIT`` per fast unit, ``SECONDS_PER_FULL_UNIT``
+per full unit, plus ``FORWARD_MULTIPLE`` forward passes of the model (the
+evaluations and products of the local checks sum to a few forward passes),
+timed in the shape pass; the result's note gives the estimate, the number of
+traced local functions and the time taken. The constants come from
+``bench/layer_speed.py``.
 """
 
 from __future__ import annotations
@@ -97,10 +135,15 @@ PROJECTED = "output_dot_c"
 #: Fast mode keeps about this many copies of a unit's inputs and outputs per
 #: probe (the +-h points of two Richardson levels, tangents and cotangents).
 FAST_COPIES = 6
-#: Estimate up front: seconds per unit (traces, the proof, the culprit-free
-#: path of ``check_model``) and forward passes of the model for the work that
-#: grows with the layer's size. Calibrated on bench/layer_speed.py.
-SECONDS_PER_UNIT = 0.35
+#: Estimate up front (``_estimate``), calibrated on bench/layer_speed.py:
+#: seconds per signature of the fast units (one trace of ``_Traced.value`` and
+#: one of ``_Traced.probe``, and the first backward function of the proof),
+#: per fast unit (one traced call, the proof's eager call of the user's layer,
+#: the comparisons), per full unit (``check_model``), and forward passes of the
+#: model for the arithmetic that grows with the layers' size.
+SECONDS_PER_SIGNATURE = 0.5
+SECONDS_PER_UNIT = 0.05
+SECONDS_PER_FULL_UNIT = 0.25
 FORWARD_MULTIPLE = 40.0
 
 
@@ -153,7 +196,7 @@ def check_layers(model, options: CheckOptions) -> tuple[list[LayerResult], list[
         known = ", ".join(dict.fromkeys(c.path for c in shapes))
         raise UsageError(f"match no layer (layers: {known[:400]})", param="layers", bad_value=True)
     _require_memory(shapes, calls, options)
-    estimate = len(calls) * SECONDS_PER_UNIT + FORWARD_MULTIPLE * forward_seconds * len(calls) / max(len(shapes), 1)
+    estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1))
     report("layers", 0, len(calls), f"estimated {estimate:.0f} s")
     captured = _capture(model, root)
     wanted = {(c.path, c.index) for c in calls}
@@ -167,12 +210,32 @@ def check_layers(model, options: CheckOptions) -> tuple[list[LayerResult], list[
     fast = sum(r.mode == "fast" for r in results)
     notes = [
         f"layer by layer: {len(results)} layer calls checked ({full} in full, {fast} by random "
-        f"projections) in {seconds:.1f} s (estimated {estimate:.0f} s up front)"
+        f"projections, {len(traces)} local functions traced) in {seconds:.1f} s (estimated "
+        f"{estimate:.0f} s up front)"
     ]
     errors = [r for r in results if r.verdict == LAYER_ERROR]
     if errors:
         notes.append(f"{len(errors)} layer calls could not be checked on their own: see the layer table")
     return results, notes
+
+
+def _estimate(calls: list[LayerCall], forward_seconds: float) -> float:
+    """Seconds predicted for the pass (module docstring), from the shape pass."""
+    import tensorflow as tf
+
+    signatures, full = set(), 0
+    for call in calls:
+        size = sum(s.size for s in tf.nest.flatten((call.args, call.kwargs, call.trainable))
+                   if isinstance(s, _ShapeOnly))
+        if unit_mode(size) == "full":
+            full += 1
+        else:
+            try:
+                signatures.add(_signature(call))
+            except Exception:  # noqa: BLE001 - an estimate: count it as its own
+                signatures.add(id(call))
+    return (len(signatures) * SECONDS_PER_SIGNATURE + (len(calls) - full) * SECONDS_PER_UNIT
+            + full * SECONDS_PER_FULL_UNIT + FORWARD_MULTIPLE * forward_seconds)
 
 
 # --- which layers --------------------------------------------------------------
