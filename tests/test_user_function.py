@@ -133,6 +133,10 @@ def test_a_wrong_custom_gradient_fails_however_the_model_is_written(tmp_path, wa
     # The checked function is proven to be the user's own call.
     proof = run.json()["result"]["models"][0]["call_proof"]
     assert proof["proven"] and not proof["differs"]
+    if way == "decorated function":  # the model itself is the culprit, at its own def line
+        culprit = pair["culprit"]
+        assert culprit["site"]["description"] == "tf.custom_gradient model"
+        assert culprit["site"]["location"].endswith(f":{line_of(path, 'def model(x):')}")
 
 
 @pytest.mark.parametrize("way", ["decorated function", "callable object", "partial", "tf.function"])

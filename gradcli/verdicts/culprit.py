@@ -358,11 +358,17 @@ class ModelGraph:
         """``file:line`` of the innermost frame of user code that created ``op``."""
         model_path = os.path.abspath(self.model.path)
         frames = list(op.traceback)
+        # Only frames below gradcli's own call of the model: a script that calls
+        # gradcli (the API, a bench) is not where the model made the op.
+        ours = [i for i, f in enumerate(frames) if os.path.abspath(f.filename).startswith(_GRADCLI_DIR)]
+        frames = frames[ours[-1] + 1:] if ours else frames
         user = [f for f in frames if os.path.abspath(f.filename) == model_path]
         if not user:
             user = [f for f in frames if not _is_library(f.filename)]
         if not user:
-            return ""
+            # Made by gradcli's call of the model itself: a tf.custom_gradient given
+            # as the model is where its decorated function is defined.
+            return _gradient_definition(op) if _custom_result_count(op) is not None else ""
         frame = user[-1]
         return f"{relative_path(frame.filename)}:{frame.lineno}"
 
@@ -1160,6 +1166,10 @@ def _describe(op) -> str:
         owner = parts[-2] if len(parts) > 1 else qual  # the function that defines grad
         return f"tf.custom_gradient {owner}".strip()
     return op.type
+
+
+#: gradcli's own package folder: frames in it are the caller side of a model call.
+_GRADCLI_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def _is_library(filename: str) -> bool:
