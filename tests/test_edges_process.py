@@ -11,8 +11,10 @@ sets it for the in-process CliRunner tests).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -192,9 +194,10 @@ def test_a_standard_module_is_never_shadowed_by_a_model_folder(tmp_path):
 # --- Ctrl-C --------------------------------------------------------------------
 
 
-def _group_members(group: int) -> list[int]:
-    """Live processes of a process group (zombies are gone for our purpose)."""
-    members = []
+def _process_tree(root: int) -> set[int]:
+    """``root`` and its live descendants (workers lead sessions of their own, so
+    the process group of the command no longer holds them)."""
+    parents = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -203,36 +206,76 @@ def _group_members(group: int) -> list[int]:
                 fields = stat.read().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[2]) == group and fields[0] != "Z":
-            members.append(int(entry))
-    return members
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+    tree, grew = {root} if root in parents else set(), True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in tree} - tree
+        tree |= more
+        grew = bool(more)
+    return tree
+
+
+def _alive(pids) -> list[int]:
+    """Which of ``pids`` still run (zombies are gone for our purpose)."""
+    alive = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().rsplit(")", 1)[1].split()[0] != "Z":
+                    alive.append(pid)
+        except OSError:
+            continue
+    return alive
+
+
+def _python_processes(pids) -> list[int]:
+    """The command and its workers among ``pids``: multiprocessing's resource
+    tracker is not one of them."""
+    found = []
+    for pid in _alive(pids):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if b"resource_tracker" not in cmdline.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
 
 
 @pytest.mark.parametrize("args, processes", [
-    (["check", "--jobs", "2", "{slow}", "{slow}", "{slow}"], 3),  # the supervisor and two workers
+    # the supervisor and two workers (three files: one path given twice is one model)
+    (["check", "--jobs", "2", "{slow}", "{slow2}", "{slow3}"], 3),
     (["check", "{slow}"], 2),  # one supervised model
     (["forward", "{slow}"], 1),  # a command that runs in gradcli's own process
 ])
-def test_ctrl_c_ends_everything_with_exit_130(args, processes):
+def test_ctrl_c_ends_everything_with_exit_130(args, processes, tmp_path):
     """SIGINT to the whole process group, as a terminal sends it, while the
     model is being imported: exit 130 within seconds, one line, no worker
-    traceback, no process of the group left."""
+    traceback, no process of the command's tree left."""
     slow = fixture("slow_model.py")
+    copies = {f"slow{i}": str(tmp_path / f"slow_model_{i}.py") for i in (2, 3)}
+    for copy in copies.values():
+        shutil.copy(slow, copy)
     env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
     env["PYTHONPATH"] = str(ROOT)
     process = subprocess.Popen(
-        [sys.executable, "-m", "gradcli", *(a.format(slow=slow) for a in args)],
+        [sys.executable, "-m", "gradcli", *(a.format(slow=slow, **copies) for a in args)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
     group = process.pid
+    seen = set()
     try:
         deadline = time.monotonic() + 60
-        while len(_group_members(group)) < processes and time.monotonic() < deadline:
+        # The command and its workers (each leads a session of its own), besides
+        # multiprocessing's resource tracker.
+        while len(_python_processes(seen := seen | _process_tree(group))) < processes and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(_group_members(group)) >= processes, "the workers never started"
+        assert len(_python_processes(seen)) >= processes, "the workers never started"
         time.sleep(2.0)  # into TensorFlow's import or the model's
-        os.killpg(group, signal.SIGINT)
+        seen |= _process_tree(group)
+        os.killpg(group, signal.SIGINT)  # what a terminal sends: the workers are not in the group
         stdout, stderr = process.communicate(timeout=15)
     finally:
         if process.poll() is None:
@@ -240,37 +283,44 @@ def test_ctrl_c_ends_everything_with_exit_130(args, processes):
             process.wait()
     assert process.returncode == 130, (stdout, stderr)
     assert stderr.strip().splitlines() == ["Error: interrupted"], stderr
-    time.sleep(0.5)
-    assert _group_members(group) == []
+    deadline = time.monotonic() + 5
+    while _alive(seen) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _alive(seen) == []
 
 
-def test_workers_end_when_the_supervisor_is_killed():
+def test_workers_end_when_the_supervisor_is_killed(tmp_path):
     """SIGKILL leaves the supervisor no chance to clean up: its workers notice
     (batch.WATCH_SECONDS) and end, mid-model, instead of running on as orphans."""
     slow = fixture("slow_model.py")
+    slow2 = str(tmp_path / "slow_model_2.py")  # another file: one path given twice is one model
+    shutil.copy(slow, slow2)
     env = {k: v for k, v in os.environ.items() if k != "GRADCLI_IN_PROCESS"}
     env["PYTHONPATH"] = str(ROOT)
     process = subprocess.Popen(
-        [sys.executable, "-m", "gradcli", "check", "--jobs", "2", slow, slow],
+        [sys.executable, "-m", "gradcli", "check", "--jobs", "2", slow, slow2],
         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     group = process.pid
+    seen = set()
     try:
         deadline = time.monotonic() + 60
-        while len(_group_members(group)) < 3 and time.monotonic() < deadline:
+        while len(_python_processes(seen := seen | _process_tree(group))) < 3 and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert len(_group_members(group)) >= 3, "the workers never started"
+        assert len(_python_processes(seen)) >= 3, "the workers never started"
         time.sleep(2.0)
+        seen |= _process_tree(group)
         process.kill()
         process.wait()
         deadline = time.monotonic() + 10
-        while _group_members(group) and time.monotonic() < deadline:
+        while _alive(seen) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert _group_members(group) == []
+        assert _alive(seen) == []
     finally:
-        if _group_members(group):
-            os.killpg(group, signal.SIGKILL)
+        for pid in _alive(seen):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
 
 # --- the memory guard ----------------------------------------------------------
