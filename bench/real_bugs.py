@@ -18,6 +18,9 @@ and culprit (or the graph site it names), compute_gradient's verdict and
 largest error. A "fail" row is caught when the exit code is not 0 (1: a check
 failed, 3: the check stopped at a NaN/Inf and said where).
 
+Fixture models of the test suite that are real-bug cases too run from
+``tests/models`` (``FROM_TESTS`` gives their right verdict, culprit and options).
+
 A file may also say ``CULPRIT = "..."``: text the code at fault must be named
 by (an op type, a function name); the culprit column is then scored (named:
 the text, case and all, appears in the culprit or first graph site of a
@@ -38,13 +41,27 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 #: The threshold TensorFlow's gradient tests typically give compute_gradient's max error.
 THRESHOLD = 1e-4
+#: Fixture models of the test suite that are real-bug cases too, run from where they
+#: are instead of copied: path -> (right verdict, CULPRIT text or None, check options).
+FROM_TESTS = {
+    "tests/models/earn_scatter_overwrite.py": ("fail", "TensorScatterUpdate", {}),
+    "tests/models/earn_stitch_duplicate.py": ("fail", "DynamicStitch", {}),
+    "tests/models/blame_override_wrong.py": ("fail", "BlameSloppySigmoid", {}),
+    "tests/models/blame_override_raises.py": ("fail", "Tanh", {}),
+    "tests/models/blame_keras_layer.py": ("fail", "Keras layer", {}),
+    "tests/models/prec_rule_keras_attention.py": ("pass", None, {}),
+    "tests/models/prec_rule_keras_attention_bad.py": ("fail", None, {}),
+    "tests/models/prec_rule_resize.py": ("pass", None, {}),
+    "tests/models/earn_ste_stop_gradient.py": ("pass", None, {"allow_surrogate": True}),
+    "tests/models/earn_ill_wave.py": ("pass", None, {}),
+}
 
 
-def gradcli_row(path):
+def gradcli_row(path, options=None):
     from gradcli.analyses.check import CheckOptions, check_paths
     from gradcli.render.text import model_verdict
 
-    result = check_paths([path], CheckOptions())
+    result = check_paths([path], CheckOptions(**(options or {})))
     (model,) = result.models
     where = ""
     if model.not_the_users_function:
@@ -101,9 +118,13 @@ def main(paths):
     rows = []
     for path in paths:
         name = os.path.splitext(os.path.basename(path))[0]
-        right, culprit = _declared(path, "RIGHT"), _declared(path, "CULPRIT", required=False)
+        known = FROM_TESTS.get(os.path.relpath(path, os.path.dirname(HERE)))
+        if known is not None:
+            right, culprit, options = known
+        else:
+            right, culprit, options = _declared(path, "RIGHT"), _declared(path, "CULPRIT", required=False), {}
         started = time.perf_counter()
-        verdict, code, where, said = gradcli_row(path)
+        verdict, code, where, said = gradcli_row(path, options)
         cg_verdict, cg_error = compute_gradient_row(path)
         named = None if culprit is None else culprit in said
         rows.append((name, right, verdict, code, where, named, cg_verdict, cg_error,
@@ -148,4 +169,6 @@ def _declared(path, name, required=True):
 if __name__ == "__main__":
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     sys.path.insert(0, os.path.dirname(HERE))
-    main(sys.argv[1:] or sorted(glob.glob(os.path.join(HERE, "real_bugs", "*.py"))))
+    root = os.path.dirname(HERE)
+    main(sys.argv[1:] or sorted(glob.glob(os.path.join(HERE, "real_bugs", "*.py")))
+         + [os.path.join(root, p) for p in FROM_TESTS])
