@@ -400,14 +400,23 @@ class ModelGraph:
         if order == 2:
             scans = [(ops, None, "own gradient's derivative")]
         for op_order, to, what in scans:
-            for count, op in enumerate(op_order, start=1):
-                try:
-                    found = self._check_op(op, feeds, feed_values, seen, tol, rng, to, order)
-                except Exception:  # an op that cannot be fed or differenced alone: skip it
-                    continue
-                if found is not None:
-                    inner = self._inside_library_wrapper(op, feeds, feed_values, seen, tol, rng, order)
-                    return inner or self._culprit(op, found, count, what)
+            hit = self._first_wrong(op_order, feeds, feed_values, seen, tol, rng, to, order)
+            if hit is not None:
+                op, found, count = hit
+                inner = self._inside_library_wrapper(op, feeds, feed_values, seen, tol, rng, order)
+                return inner or self._culprit(op, found, count, what)
+        return None
+
+    def _first_wrong(self, ops, feeds, feed_values, seen, tol, rng, to, order):
+        """(op, what convicted it, ops checked) of the first of ``ops`` whose
+        gradient (to ``to``, or its own) is wrong (``_check_op``), or None."""
+        for count, op in enumerate(ops, start=1):
+            try:
+                found = self._check_op(op, feeds, feed_values, seen, tol, rng, to, order)
+            except Exception:  # an op that cannot be fed or differenced alone: skip it
+                continue
+            if found is not None:
+                return op, found, count
         return None
 
     def forward_culprit(self, name, output, probe) -> Culprit | None:
@@ -459,17 +468,13 @@ class ModelGraph:
             feeds, feed_values, seen = self._seen_values(inner)
         except Exception:  # the region cannot be run in graph form: blame the wrapper
             return None
-        for count, candidate in enumerate(inner, start=1):
-            try:
-                found = self._check_op(candidate, feeds, feed_values, seen, tol, rng, None, order)
-            except Exception:  # an op that cannot be fed or differenced alone: skip it
-                continue
-            if found is not None:
-                culprit = self._culprit(candidate, found, count, "own gradient")
-                library = definition.split("site-packages" + os.sep)[-1]
-                culprit.site.description += f", inside {_describe(op)} (a library wrapper, {library})"
-                return culprit
-        return None
+        hit = self._first_wrong(inner, feeds, feed_values, seen, tol, rng, None, order)
+        if hit is None:
+            return None
+        culprit = self._culprit(*hit, "own gradient")
+        library = definition.split("site-packages" + os.sep)[-1]
+        culprit.site.description += f", inside {_describe(op)} (a library wrapper, {library})"
+        return culprit
 
     def _culprit(self, op, found, count, what) -> Culprit:
         """The culprit record of ``op``: what it is (``describe_op``), where its
