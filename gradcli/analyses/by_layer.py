@@ -640,18 +640,7 @@ def _probes_type():
                 if any(p.failed for p in pairs) or self.options.autodiff != "both":
                     return pairs
                 self.joint = (tuple(wrt), jvps)
-                along = {o: {n: (numeric[n].values[o], numeric[n].errors[o]) for n in wrt}}
-                reverse_projection = {
-                    o: {
-                        n: np.array([
-                            float(np.sum(tangents[n][p] * r[n]))
-                            if isinstance(r[n], np.ndarray) and r[n].shape == tangents[n][p].shape else 0.0
-                            for p, r in enumerate(reverse[o])
-                        ])
-                        for n in wrt
-                    }
-                }
-                self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
+                self.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, [o])
                 return pairs
 
             def batched_jvp(self, tangents, outputs):

@@ -612,12 +612,17 @@ class _FastCheck(_FullCheck):
                 pairs.append(pair)
             if failed_outputs:
                 pairs = self.replace_with_full(pairs, name, failed_outputs)
-        if self.options.autodiff != "both":
-            return pairs
-        along = {
-            o: {n: (numeric[n].values[o], numeric[n].errors[o]) for n in model.wrt}
-            for o in self.outputs
-        }
+        if self.options.autodiff == "both":
+            self.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, self.outputs)
+        return pairs
+
+    def check_forward_probes(self, pairs, tangents, cotangents, numeric, reverse, outputs) -> None:
+        """Forward mode along the fast check's own probes: the numeric J u of each
+        input (``numeric[n]``, already taken) and <u, J^T v> from its reverse-mode
+        products (``reverse[o][p][n]``; a wrong shape or None counts 0, its pair
+        says so), then ``forward_failures``' rule."""
+        wrt = list(tangents)
+        along = {o: {n: (numeric[n].values[o], numeric[n].errors[o]) for n in wrt} for o in outputs}
         reverse_projection = {
             o: {
                 n: np.array([
@@ -625,12 +630,11 @@ class _FastCheck(_FullCheck):
                     if isinstance(r[n], np.ndarray) and r[n].shape == tangents[n][p].shape else 0.0
                     for p, r in enumerate(reverse[o])
                 ])
-                for n in model.wrt
+                for n in wrt
             }
-            for o in self.outputs
+            for o in outputs
         }
         self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
-        return pairs
 
     def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:
         """One pair's probes in reverse mode against finite differences."""
