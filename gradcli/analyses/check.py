@@ -94,8 +94,8 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
         own, applied = config.model_options(options, model.settings, fixed, model.name)
         if (own.rng_seed, own.float64) != (options.rng_seed, options.float64):
             model = _load(spec, own)  # these settings take effect while loading
-        model = _users_own_rebuild(spec, model, own)
-        result = check_model(model, own)
+        model, proof = _users_own_rebuild(spec, model, own)
+        result = check_model(model, own, proof)
         if own.samples or own.special:
             from gradcli.analyses.sweep import sweep
 
@@ -122,23 +122,24 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     return result
 
 
-def _users_own_rebuild(spec, model: Model, options: CheckOptions) -> Model:
+def _users_own_rebuild(spec, model: Model, options: CheckOptions):
     """A Keras model checked through its float64 rebuild must compute the
     user's function (``same_function.prove`` against the original model); a
     rebuild that does not (a layer whose config misses state set outside its
     constructor) is dropped for the model's own dtype, with a note, rather than
-    failing a correct model as "not the user's function"."""
+    failing a correct model as "not the user's function". Returns the model to
+    check and the proof already taken for it (None: not taken yet)."""
     if model.kind != "keras" or not model.runs_in_float64 or not options.float64:
-        return model
+        return model, None
     proof = same_function.prove(model, options.rng_seed)
     if proof is None or not proof.differs:
-        return model
+        return model, proof
     native = _load(spec, dataclasses.replace(options, float64=False))
     native.notes.append(
         f"the float64 rebuild of the Keras model computes another function ({proof.detail}): "
         "checking the model itself, in its own dtype"
     )
-    return native
+    return native, None
 
 
 def _load(spec, options: CheckOptions) -> Model:
@@ -158,7 +159,9 @@ def _display(spec) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
 
 
-def check_model(model: Model, options: CheckOptions) -> ModelResult:
+def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
+    """Check one loaded model. ``proof``: its ``same_function.prove`` result when
+    the caller took it already (``check_spec`` does for a Keras rebuild)."""
     started = time.perf_counter()
     outputs = [o for o, v in model.outputs.items() if differentiable(v)]
     graph = ModelGraph(model)
@@ -197,7 +200,7 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
         notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else []),
         predicted_full_seconds=predicted,
     )
-    result.call_proof = _prove_own_function(model, options, result.notes)
+    result.call_proof = _prove_own_function(model, options, result.notes, proof)
     if options.autodiff == "reverse":
         result.notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
     skipped = [o for o in model.outputs if o not in outputs]
@@ -236,11 +239,12 @@ def check_model(model: Model, options: CheckOptions) -> ModelResult:
     return result
 
 
-def _prove_own_function(model: Model, options: CheckOptions, notes: list):
-    """``verdicts.same_function.prove``: a model whose checked function differs
-    from the user's own call fails whatever its pairs say; one whose own call
-    could not be run says so in a note."""
-    proof = same_function.prove(model, options.rng_seed)
+def _prove_own_function(model: Model, options: CheckOptions, notes: list, proof=None):
+    """``verdicts.same_function.prove`` (or the ``proof`` taken already): a model
+    whose checked function differs from the user's own call fails whatever its
+    pairs say; one whose own call could not be run says so in a note."""
+    if proof is None:
+        proof = same_function.prove(model, options.rng_seed)
     if proof is not None and not proof.proven and not proof.differs:
         notes.append(f"not proven to be the user's function: {proof.detail}")
     return proof
