@@ -315,10 +315,10 @@ def test_an_internal_error_in_one_model_is_its_error_row_and_the_batch_goes_on(m
 
     real = check_module.check_model
 
-    def flaky(model, options):
+    def flaky(model, options, *rest):
         if model.name.endswith("square.py"):
             raise KeyError("surprise")
-        return real(model, options)
+        return real(model, options, *rest)
 
     monkeypatch.setattr(check_module, "check_model", flaky)
     report = tmp_path / "r.xml"
