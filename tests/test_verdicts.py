@@ -346,3 +346,14 @@ def test_auto_runs_the_6000_element_model_in_full_and_names_the_wrong_element():
     (pair,) = model.pairs
     assert pair.failed and pair.n_failing == 1
     assert (pair.failing[0].output_index, pair.failing[0].input_index) == ([17], [17, 42])
+
+
+def test_flat_region_narrower_than_the_step_passes():
+    # relu(x - 5e-7) at 0: constant on (-inf, 5e-7), analytic 0; the central
+    # difference sees the kink inside the step. The ladder's slopes are 0 on
+    # both sides (constant), agreeing with the analytic 0: a pass at a better step.
+    run, doc = check_json(fixture("verdict_narrow_flat.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] in ("pass", "zero") and pair["n_kinks"] == 0 and pair["n_surrogate"] == 0
+    assert any("not at the point" in w for w in pair["warnings"])

@@ -491,16 +491,19 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     kink_bad = is_kink & ~between
     # Both settled slopes agree with the analytic value at smaller steps: a pass
     # at a better step (a kink inside the default stencil but not at the point,
-    # or a function that varies too fast for the default step).
-    resolved = sub_bad & ~constant & ~gap & settled & agrees
+    # or a function that varies too fast for the default step). A function
+    # locally constant there agrees only with an analytic value within atol of
+    # 0 (a relu input just below zero, within the step); one that is not is
+    # the surrogate rule's to judge.
+    locally_constant = sub_bad & constant & (np.abs(sub_a) > tol.atol)
+    resolved = sub_bad & ~locally_constant & ~gap & settled & agrees
     # Slopes that do not settle, or a gap with no non-smooth op that the analytic
     # value lies within: finite differences cannot resolve the derivative here.
-    unresolved = sub_bad & ran[None, :] & ~constant & ~is_kink & ~resolved & (
+    unresolved = sub_bad & ran[None, :] & ~locally_constant & ~is_kink & ~resolved & (
         ~settled | (gap & between)
     )
     # Surrogate rule: locally constant, a non-zero analytic value, AND a
     # straight-through estimator on the path that explains the element.
-    locally_constant = sub_bad & constant & (np.abs(sub_a) > tol.atol)
     surrogate = np.zeros_like(locally_constant)
     unearned = np.zeros_like(locally_constant)  # a wrong gradient: a mismatch
     unshown = np.zeros_like(locally_constant)  # no graph to show either: inconclusive
