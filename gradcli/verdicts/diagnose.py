@@ -476,7 +476,9 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
         slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
         # One-sided slopes that disagree beyond their own error estimates.
         gap = examined & ~constant & (np.abs(left - right) > slope_tol)
-        settled = _settled(left, right, left_err, right_err, tol)
+        # f unchanged to the last bit at the smallest steps on both sides: both
+        # slopes are exactly 0 there, with no round-off to resolve.
+        settled = _settled(left, right, left_err, right_err, tol) | constant
         lo, hi = np.minimum(left, right), np.maximum(left, right)
         margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
         between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
@@ -722,16 +724,8 @@ def _ladder(fd, name, output, f0, cols):
         xs = flat[chunk][None, :]
         plus = (xs + h0[None, :] * scales[:, None]) - xs
         minus = xs - (xs - h0[None, :] * scales[:, None])
-        points = []
-        for steps, sign in ((plus, 1.0), (minus, -1.0)):
-            for level in range(len(scales)):
-                for j, c in enumerate(chunk):
-                    p = flat.copy()
-                    p[c] += sign * steps[level, j]
-                    points.append(p.reshape(x.shape))
-        values = fd.evaluate(name, np.stack(points))[output]
-        values = values.reshape(2, len(scales), len(chunk), -1)  # side, level, column, out
-        fp, fm = values[0], values[1]
+        fp, fm = _one_sided_points(fd, name, output, chunk, plus, minus)  # [level, column, out]
+        values = np.stack([fp, fm])
         d_right = (fp - f0) / plus[:, :, None]
         d_left = (f0 - fm) / minus[:, :, None]
         fmax = np.maximum(np.abs(values).max(axis=(0, 1)), np.abs(f0))  # [column, out]
@@ -772,6 +766,23 @@ def _ladder(fd, name, output, f0, cols):
         parts["constant"].append(same.all(axis=0).T)
     return tuple(np.concatenate(parts[k], axis=1) for k in
                  ("left", "right", "left_err", "right_err", "constant"))
+
+
+def _one_sided_points(fd, name, output, chunk, plus, minus):
+    """f(x + plus[l, j] e_c) and f(x - minus[l, j] e_c) for c = chunk[j], each
+    ``[level, column, output size]``: the finite-difference engine's own
+    evaluation of unit steps (in place, no copy of x per point;
+    ``FiniteDifferences.axis_pairs``), one call for both sides when they are
+    the same steps, else one per side."""
+    levels, k = plus.shape
+    part = np.tile(np.asarray(chunk), levels)
+    if np.array_equal(plus, minus):
+        up, down = fd.axis_pairs(name, part, plus.reshape(-1))
+    else:
+        up, _ = fd.axis_pairs(name, part, plus.reshape(-1))
+        _, down = fd.axis_pairs(name, part, minus.reshape(-1))
+    shape = (levels, k, -1)
+    return np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
 
 
 def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape) -> list[Kink]:
