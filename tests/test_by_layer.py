@@ -137,3 +137,35 @@ def test_memory_guard_refuses_the_pass_with_the_cheaper_route():
     assert run.exit_code == 2, run
     line = error_line(run)
     assert "the layer-by-layer pass" in line and "Check the whole model only" in line
+
+
+def test_ties_of_a_max_pool_are_a_kink_earned_at_nearby_points():
+    # Independent truth: the pool's input is relu(x), exactly zero on runs of 7
+    # steps, so windows of 3 hold ties; TensorFlow's max-pool gradient (first
+    # maximum of each window) is a valid subgradient there, and the layer's
+    # gradient is right wherever it is differentiable.
+    model, layers, notes, _ = layers_of("by_layer_ties.py")
+    x = model.point["x"]
+    zeros = np.maximum(x, 0.0) == 0.0
+    tied_windows = zeros[:, :-2] & zeros[:, 1:-1] & zeros[:, 2:]
+    assert tied_windows.sum() >= 2 * 4 * 5
+    pool = layers["ties/pool"]
+    assert not pool.failed and pool.verdict == "kink", pool
+    assert any("kink at ties" in n and "the layer passes" in n for n in pool.notes)
+    (pair,) = [p for p in pool.pairs if p.verdict == "kink"]
+    assert pair.input == "inputs" and not pair.failed and pair.n_kinks > 0
+    for kink in pair.kinks:  # every kink sits on a tie of exact zeros
+        assert zeros[tuple(kink.input_index)]
+    assert all(not r.failed for r in layers.values())
+
+
+def test_whole_model_is_checked_along_joint_directions_when_the_layer_pass_runs():
+    for name, wrong in (("by_layer_functional_ok.py", False), ("by_layer_functional.py", True)):
+        run = gradcli("check", fixture(name), "--mode", "fast", "--by-layer", "--json")
+        assert run.exit_code == (1 if wrong else 0), run
+        (model,) = run.result["models"]
+        (pair,) = model["pairs"]
+        assert pair["input"] == "all 4 inputs jointly" and pair["mode"] == "fast"
+        assert pair["failed"] == wrong and pair["power"]["probes"] == 3
+        assert any("along joint directions (4 inputs moved at once)" in n for n in model["notes"])
+        assert [r["failed"] for r in model["layers"] if r["path"] == "net/swish"] == [wrong]

@@ -276,3 +276,38 @@ def test_nan_finite_difference_names_input_output_and_element():
     assert run.exit_code == 3, run
     assert "finite difference of output[1] with respect to x[1] is nan" in run.stderr
     assert "not finite within a step" in run.stderr
+
+
+def test_joint_directions_move_every_input_at_once_and_match_the_closed_form():
+    # f(a, b) = [sum(a**2) + sum(a * b), sum(sin(b))]: along (u_a, u_b) the
+    # derivative is [2 a.u_a + b.u_a + a.u_b, cos(b).u_b] (closed form).
+    import tensorflow as tf
+
+    from gradcli.numerics.finite_diff import FiniteDifferences, joint_step_size, machine_eps
+
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal(5), rng.standard_normal((2, 3))
+    b5 = b.reshape(-1)[:5]
+
+    def f(v):
+        return {"y": tf.stack([tf.reduce_sum(v["a"] ** 2) + tf.reduce_sum(v["a"] * tf.reshape(v["b"], [-1])[:5]),
+                               tf.reduce_sum(tf.sin(v["b"]))])}
+
+    fd = FiniteDifferences(f, {"a": a, "b": b}, ["y"], wrt=["a", "b"], joint=True)
+    u = {"a": rng.standard_normal((3, 5)), "b": rng.standard_normal((3, 2, 3))}
+    d = fd.along_joint(u)
+    ub5 = u["b"].reshape(3, -1)[:, :5]
+    expected = np.stack([
+        u["a"] @ (2 * a + b5) + ub5 @ a,
+        u["b"].reshape(3, -1) @ np.cos(b).reshape(-1),
+    ], axis=1)
+    # Within the engine's own error estimate (round-off of the sqrt(eps) step
+    # dominates it), and that estimate is small.
+    assert np.all(np.abs(d.values["y"] - expected) <= 2.0 * d.errors["y"] + 1e-12)
+    assert np.all(d.errors["y"] < 1e-5)
+    # The float64 joint step is eps**(1/2), the smooth rule stays for float32.
+    assert joint_step_size(0.5, "float64") == pytest.approx(np.sqrt(machine_eps("float64")))
+    assert joint_step_size(0.5, "float32") == pytest.approx(machine_eps("float32") ** (1 / 3))
+    # Inputs of two dtypes are not one group: the caller goes input by input.
+    mixed = FiniteDifferences(f, {"a": a, "b": b.astype("float32")}, ["y"], wrt=["a", "b"], joint=True)
+    assert mixed.along_joint(u) is None

@@ -51,11 +51,24 @@ WINDOW = 64
 #: batch function perturbs every input at once: tracing costs more than the
 #: larger batched copies. Beyond it each input is differenced on its own.
 JOINT_LIMIT = 2048
+#: auto's lower bound (``choose_mode``): a traced evaluation inside the
+#: differences' loop is at most this many times faster than one eager call of
+#: the model (eager overhead is about a millisecond per call; the smallest
+#: models evaluate in tens of microseconds traced)...
+TRACE_SPEEDUP = 50.0
+#: ... and a bound this many times over the budget needs no timing.
+CLEARLY_OVER = 10.0
 #: Random (tangent, cotangent) pairs that check forward mode in a full check: a
 #: forward-mode bug lives in a JVP rule, which acts on every direction, so a
 #: few probes see it; FD and reverse mode are already at hand, so each probe
 #: costs one JVP and no evaluation.
 FORWARD_PROBES = 3
+#: Forward-mode probes of the joint whole-model check (``_JointCheck``): each is
+#: a forward pass through the whole network (3 s on a ResNet-50), and the layer
+#: pass probes every layer's forward mode 3 times; what is left to the whole
+#: model is the ops between layers, and one random direction sees a wrong JVP
+#: rule with probability 1 (down to the tolerance, as its power says).
+JOINT_FORWARD_PROBES = 1
 #: Reverse-mode verdicts whose pairs also check forward mode (``forward_failures``).
 FORWARD_CHECKED = (PASS, MISMATCH, ZERO)
 
@@ -184,6 +197,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         return FiniteDifferences(
             model.function, model.point, outputs, wrt=list(model.wrt),
             joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+            dense_steps=mode == "fast",
             precision=dtype,
             center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
         )
@@ -191,7 +205,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     fd = differences("full" if options.mode == "auto" else options.mode)
     mode, predicted, why = options.mode, None, None
     if mode == "auto":
-        mode, predicted, why = choose_mode(fd, model.wrt, options.budget)
+        mode, predicted, why = choose_mode(fd, model.wrt, options.budget, _forward_seconds(model))
         if mode == "fast":
             spent, fd = fd.evaluations, differences("fast")
             fd.evaluations = spent
@@ -209,6 +223,15 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     if mode == "full":
         _require_full_memory(model, outputs, size, options.order, options.max_memory)
     checker = _FullCheck if mode == "full" else _FastCheck
+    layered = by_layer.wants_layers(model, options, mode)
+    if layered and mode == "fast" and len(model.wrt) > 1 and fd.joint_group(model.wrt):
+        # Where in the model is the layer pass's to say: one joint projection
+        # settles the whole model at a cost that does not grow with its inputs.
+        checker = _JointCheck
+        result.notes.append(
+            f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
+            "the layer table says where"
+        )
     try:
         result.pairs = checker(model, outputs, fd, tol, options, graph).run()
         diagnose.explain(model, result.pairs, fd, graph, tol, options)
@@ -231,12 +254,24 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         result.pairs += pairs
         result.evaluations += evaluations
         result.notes += notes
-    if by_layer.wants_layers(model, options, mode):  # where in the model: analyses.by_layer
+    if layered:  # where in the model: analyses.by_layer
         result.layers, layer_notes = by_layer.check_layers(model, options)
         result.notes += layer_notes
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _forward_seconds(model: Model) -> float:
+    """Seconds of one eager call of the checked function at the point (the
+    second of two: the first may build the model's state)."""
+    import tensorflow as tf
+
+    point = {n: tf.convert_to_tensor(v) for n, v in model.point.items()}
+    model.function(point)
+    started = time.perf_counter()
+    model.function(point)
+    return time.perf_counter() - started
 
 
 def _prove_own_function(model: Model, options: CheckOptions, notes: list, proof=None):
@@ -340,11 +375,30 @@ def _require_full_memory(model: Model, outputs, size: int, order: int, max_memor
     )
 
 
-def choose_mode(fd: FiniteDifferences, wrt, budget: float) -> tuple[str, float | None, str]:
-    """auto's choice: (mode, predicted seconds of a full check or None, why)."""
-    predicted = fd.predict_axes_seconds(list(wrt))
-    if predicted is None:
+def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: float | None = None
+                ) -> tuple[str, float | None, str]:
+    """auto's choice: (mode, predicted seconds of a full check (a lower bound
+    when the bound decided) or None, why).
+
+    Rule: one timed batch of differences per input group predicts the full
+    check. Timing costs a trace of the model in a loop and a batch of
+    evaluations per group, which is minutes for a network of millions of
+    weights; so first a lower bound: a full check evaluates the model at least
+    twice per element, each evaluation no faster than ``forward_seconds`` (one
+    eager call of the model) divided by ``TRACE_SPEEDUP``. A lower bound over
+    ``CLEARLY_OVER`` times the budget chooses fast without timing."""
+    if fd.one_batch_per_group(wrt):
         return "full", None, "auto ran the full check: its first pass is one batch per input group"
+    size = sum(int(np.size(fd.point[n])) for n in wrt)
+    if forward_seconds is not None:
+        bound = 2 * size * forward_seconds / TRACE_SPEEDUP
+        if bound > CLEARLY_OVER * budget:
+            return "fast", bound, (
+                f"auto ran the fast check: a full check would take over {bound:.2g} s ({size} "
+                f"elements, each at least 2 evaluations of {1e3 * forward_seconds / TRACE_SPEEDUP:.2g} ms), "
+                f"over the {budget:g} s budget"
+            )
+    predicted = fd.predict_axes_seconds(list(wrt))
     if predicted <= budget:
         return "full", predicted, (
             f"auto ran the full check: predicted {predicted:.2g} s (one timed batch of "
@@ -698,6 +752,84 @@ class _FastCheck(_FullCheck):
         return [
             full[p.output] if p.input == name and p.output in full else p for p in pairs
         ]
+
+
+class _JointCheck(_FastCheck):
+    """The whole-model fast check along joint directions, for a model checked
+    layer by layer (``analyses.by_layer``): each probe's tangent moves every
+    input at once, so the finite differences cost one set of evaluations of the
+    model (2 steps x 2 levels x probes) whatever its number of inputs, where the
+    input-by-input check costs that per input (a ResNet-50 has 321). One pair
+    per output, its input ``joint_input(n)``: v^T J u against the sum over the
+    inputs of <u_n, J_n^T v>, by ``compare_projections`` (power included), and
+    forward mode along the same tangents by ``forward_wrong``. A random joint
+    tangent and cotangent see an error in any block (errors in two blocks
+    cancel with probability zero); the stated power is the joint projection's,
+    weaker than one input's alone, and where the error is is the layer table's
+    to say: a failing joint pair is not re-checked element by element."""
+
+    def run(self) -> list[PairResult]:
+        model, probes = self.model, self.options.probes
+        rng = np.random.default_rng(self.options.rng_seed)  # the draws of _FastCheck.run
+        cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape) for o in self.outputs}
+        reverse = {o: [self.vjp({o: v[p]}) for p in range(probes)] for o, v in cotangents.items()}
+        tangents = {
+            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
+            for n in model.wrt
+        }
+        numeric = self.fd.along_joint(tangents)
+        label = joint_input(len(model.wrt))
+        pairs = []
+        for o in self.outputs:
+            shapes = {n: np.shape(model.point[n]) for n in model.wrt}
+            grads = {n: [autodiff.checked_gradient(r[n], shapes[n]) for r in reverse[o]] for n in model.wrt}
+            wrong = next(((n, g) for n in model.wrt for g in grads[n] if isinstance(g, autodiff.WrongShape)), None)
+            if wrong is not None:  # compare's shape rule, naming the input
+                pairs.append(compare.wrong_shape(wrong[0], o, "fast", wrong[1].expected, wrong[1].got))
+                continue
+            flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
+            u = np.concatenate([flat(tangents[n]) for n in model.wrt], axis=1)
+            jtv = np.concatenate([
+                np.zeros_like(flat(tangents[n])) if any(g is None for g in grads[n]) else flat(grads[n])
+                for n in model.wrt
+            ], axis=1)
+            v = flat(cotangents[o])
+            ju_numeric = flat(numeric.values[o])
+            scale, roundoff = compare.projection_scale(u, v, ju_numeric, jtv, u.dtype)
+            pair = compare.compare_projections(
+                label, o, np.sum(u * jtv, axis=1), None,
+                np.sum(v * ju_numeric, axis=1), np.sum(np.abs(v) * flat(numeric.errors[o]), axis=1),
+                scale, self.tol, roundoff, np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+                element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
+            )
+            if pair.verdict in FORWARD_CHECKED and self.options.autodiff == "both":
+                worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, np.sum(u * jtv, axis=1))
+                if worst is not None:
+                    compare.mark_forward_failure(pair, *worst)
+            pairs.append(pair)
+        return pairs
+
+    def checked_joint_forward(self, pair, tangents, cotangents, o, numeric, reverse):
+        """Forward mode along the first ``JOINT_FORWARD_PROBES`` joint tangents
+        (``forward_probe``'s rule); a forward pass that raises leaves the pair
+        standing, with a warning."""
+        k = JOINT_FORWARD_PROBES
+        tangents = {n: t[:k] for n, t in tangents.items()}
+        try:
+            jvp = self.batched_jvp(tangents, [o])[o]
+            return self.forward_probe(
+                tangents, cotangents[:k], jvp, [(numeric.values[o][:k], numeric.errors[o][:k])], reverse[:k]
+            )
+        except Exception as exc:  # forward mode raised: the reverse-mode verdict stands
+            if _raised_in_gradcli(exc):
+                raise
+            pair.warnings.append(f"forward mode could not be checked: {diagnose.raised(exc, self.model, True)}")
+            return None
+
+
+def joint_input(count: int) -> str:
+    """The input named by a joint pair (``_JointCheck``)."""
+    return f"all {count} inputs jointly"
 
 
 def block_window(analytic, numeric, errors, tol, size: int = WINDOW) -> BlockWindow:

@@ -758,7 +758,15 @@ def _ladder(fd, name, output, f0, cols):
 
         r, re = best(d_right, plus)
         l, le = best(d_left, minus)
-        same = (fp[-SURROGATE_STEPS:] == f0) & (fm[-SURROGATE_STEPS:] == f0)
+        # Locally constant: the smallest steps' values on both sides are one
+        # value to the last bit, and it is f(x) up to the round-off of another
+        # evaluation path (f(x) comes from the model's own call, the ladder
+        # from the differences' traced loop, which may sum in another order).
+        ref = fp[-1]
+        same = (
+            (fp[-SURROGATE_STEPS:] == ref) & (fm[-SURROGATE_STEPS:] == ref)
+            & (np.abs(ref - f0[None, :]) <= roundoff_ulps(dtype) * eps * np.abs(f0[None, :]))
+        )
         parts["right"].append(r)
         parts["right_err"].append(re)
         parts["left"].append(l)
@@ -810,6 +818,8 @@ def explain(model, pairs, fd, graph, tol, options) -> None:
     from gradcli.numerics import taylor
 
     for pair in pairs:
+        if pair.input not in model.point:
+            continue  # a joint pair (``check._JointCheck``): the layer table says where
         if pair.verdict in (DISCONNECTED, ZERO) and graph is not None:
             try:
                 sites = graph.cut_sites(pair.input, pair.output)
