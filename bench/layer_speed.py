@@ -6,8 +6,8 @@ downloaded: ``keras.applications`` with ``weights=None``):
 * ``targets``: ``gradcli check FILE --json`` as a user runs it (a fresh
   process, start-up included) on a ResNet-50 (32x32 input, batch 2, 10
   classes, categorical cross-entropy; 23.6M weights) and on a Transformer
-  encoder stack built from ``keras.layers.MultiHeadAttention`` (about 1M
-  weights, mean squared error), each unmodified and with one wrong layer: in the
+  encoder stack built from ``keras.layers.MultiHeadAttention`` (about 1M and
+  5M weights, mean squared error), each unmodified and with one wrong layer: in the
   ResNet-50 a custom activation (x sigmoid(x), replacing ``conv3_block2_out``)
   whose gradient is halved where x > 1; in the Transformer a custom layer norm
   whose gradient for gamma is wrong (it uses x instead of the normalized x)
@@ -15,8 +15,10 @@ downloaded: ``keras.applications`` with ``weights=None``):
 * ``sizes``: in one process per model (Transformer stacks of about 100k, 1M
   and 5M weights, the ResNet-50 for 25M): a training step (one forward and
   reverse pass of the float32 model and its loss, median of 5 after a warm-up),
-  the whole-model fast check (``check_model``, mode fast, no layer pass) and
-  the layer-by-layer pass (``check_layers``), each timed.
+  the layer-by-layer pass (``check_layers``), the whole-model fast check
+  along joint directions (what ``check`` runs beside the pass), and the
+  whole-model fast check input by input (``check_model``, mode fast, no layer
+  pass: what ran before; stopped after ``--limit`` seconds), each timed.
 
 Results: bench/results/layer_speed-<UTC time>.json.
 
@@ -208,6 +210,16 @@ for r in layers:
     out["layer_seconds_by_class"][r.class_name] = out["layer_seconds_by_class"].get(r.class_name, 0.0) + r.seconds
 out["notes"] = notes
 
+# The whole-model check along joint directions alone: the pass it runs beside
+# is replaced by nothing for this timing.
+from gradcli.analyses import by_layer
+real_pass, by_layer.check_layers = by_layer.check_layers, lambda model, options: ([], [])
+t = time.perf_counter()
+joint = check_model(model, CheckOptions(mode="fast", by_layer=True))
+out["joint_check"] = time.perf_counter() - t
+out["joint_check_ok"] = joint.ok
+by_layer.check_layers = real_pass
+
 def stop(signum, frame):
     raise TimeoutError()
 
@@ -291,6 +303,8 @@ def main() -> None:
             "resnet50": write(folder, "resnet50.py", RESNET.format(wrong=False)),
             "transformer_1M_wrong": write(folder, "transformer_wrong.py", transformer("1M", wrong_block=2)),
             "transformer_1M": write(folder, "transformer.py", transformer("1M")),
+            "transformer_5M_wrong": write(folder, "transformer_5M_wrong.py", transformer("5M", wrong_block=2)),
+            "transformer_5M": write(folder, "transformer_5M.py", transformer("5M")),
         }
         if args.part in ("targets", "both"):
             for name, path in files.items():

@@ -283,7 +283,7 @@ def test_joint_directions_move_every_input_at_once_and_match_the_closed_form():
     # derivative is [2 a.u_a + b.u_a + a.u_b, cos(b).u_b] (closed form).
     import tensorflow as tf
 
-    from gradcli.numerics.finite_diff import FiniteDifferences, joint_step_size, machine_eps
+    from gradcli.numerics.finite_diff import FiniteDifferences, dense_step_size, machine_eps
 
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal(5), rng.standard_normal((2, 3))
@@ -305,9 +305,15 @@ def test_joint_directions_move_every_input_at_once_and_match_the_closed_form():
     # dominates it), and that estimate is small.
     assert np.all(np.abs(d.values["y"] - expected) <= 2.0 * d.errors["y"] + 1e-12)
     assert np.all(d.errors["y"] < 1e-5)
-    # The float64 joint step is eps**(1/2), the smooth rule stays for float32.
-    assert joint_step_size(0.5, "float64") == pytest.approx(np.sqrt(machine_eps("float64")))
-    assert joint_step_size(0.5, "float32") == pytest.approx(machine_eps("float32") ** (1 / 3))
+    # Through non-smooth ops a dense direction steps eps**(1/2) in float64; the
+    # smooth rule stays for float32 (and for smooth functions, as above).
+    import gradcli.verdicts.excuses as excuses
+
+    relu = tf.function(lambda t: tf.nn.relu(t) * 2.0).get_concrete_function(tf.TensorSpec([3], tf.float64))
+    smooth = tf.function(lambda t: tf.sin(t) * 2.0).get_concrete_function(tf.TensorSpec([3], tf.float64))
+    assert excuses.has_nonsmooth_op(relu.graph) and not excuses.has_nonsmooth_op(smooth.graph)
+    assert dense_step_size(0.5, "float64") == pytest.approx(np.sqrt(machine_eps("float64")))
+    assert dense_step_size(0.5, "float32") == pytest.approx(machine_eps("float32") ** (1 / 3))
     # Inputs of two dtypes are not one group: the caller goes input by input.
     mixed = FiniteDifferences(f, {"a": a, "b": b.astype("float32")}, ["y"], wrt=["a", "b"], joint=True)
     assert mixed.along_joint(u) is None

@@ -690,10 +690,12 @@ def _quick_check(local, traced: "_Traced", options: CheckOptions):
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     fd = _BatchedDifferences(
         local.function, local.point, [PROJECTED], wrt=list(local.wrt), joint=True,
-        jit_compile=options.jit_compile, precision=dtype, chunk=options.probes, dense_steps=True,
+        jit_compile=options.jit_compile, precision=dtype, chunk=options.probes,
+        nonsmooth=traced.nonsmooth(local),
     )
+    probes = _probes_type()(local, [PROJECTED], fd, tol, options, None)
     try:
-        pairs = _probes_type()(local, [PROJECTED], fd, tol, options, None).run_traced(traced)
+        pairs = probes.run_traced(traced)
     except Exception as exc:  # noqa: BLE001 - not traceable, or unsettled: check_model runs it eagerly
         if debugging() and not isinstance(exc, _Unsettled):
             raise
@@ -701,7 +703,7 @@ def _quick_check(local, traced: "_Traced", options: CheckOptions):
     compare.apply_fail_on(pairs, options.fail_on)
     if any(p.failed or p.verdict not in (PASS, ZERO) for p in pairs):
         return None
-    proof = same_function.prove(local, options.rng_seed)
+    proof = same_function.prove(local, options.rng_seed, taken=probes.first_vjp)
     if proof is not None and proof.differs:
         return None
     notes = list(local.notes)
@@ -730,6 +732,8 @@ def _probes_type():
             them with the P VJPs and the P JVPs along the joint tangents, and the
             engine then forms its quotients from them."""
 
+            first_vjp = None
+
             def run_traced(self, traced: "_Traced") -> list:
                 model, probes, o = self.model, self.options.probes, PROJECTED
                 wrt = list(model.wrt)
@@ -747,6 +751,9 @@ def _probes_type():
                 )
                 numeric = self.fd.serve(wrt, tangents, values)
                 reverse = {o: [dict(zip(wrt, g)) for g in grads]}
+                # The first probe's VJP is the proof's (``same_function.prove``'s
+                # ``taken``): one backward pass through the trace fewer per unit.
+                self.first_vjp = ({o: cotangents[o][0]}, reverse[o][0])
                 pairs = [self.project(n, o, tangents[n], cotangents[o], reverse[o], numeric[n]) for n in wrt]
                 if any(p.failed for p in pairs) or self.options.autodiff != "both":
                     return pairs
@@ -882,6 +889,7 @@ class _Traced:
         self._probe = tf.function(probe, autograph=False, reduce_retracing=True)
         self.users = 0
         self.coarser: bool | None = None
+        self._nonsmooth: bool | None = None
 
     def probe(self, values, frozen, cotangents, tangents, plan, seeds):
         """(f at the planned points, JVPs [probes], per probe the gradient of
@@ -903,6 +911,18 @@ class _Traced:
 
         function.bound = (weights, frozen, cotangents)
         return function
+
+    def nonsmooth(self, local) -> bool:
+        """Whether the traced local function holds a non-smooth op (the step
+        rule of its probes, ``finite_diff.dense_step_size``); read once per
+        signature, from the trace already made."""
+        from gradcli.verdicts.excuses import has_nonsmooth_op
+
+        if self._nonsmooth is None:
+            weights, frozen, cotangents = local.function.bound
+            values = [_constant(local.point[n]) for n in weights]
+            self._nonsmooth = has_nonsmooth_op(self.value.get_concrete_function(values, frozen, cotangents).graph)
+        return self._nonsmooth
 
     def computes_below(self, local) -> bool:
         """Whether a floating tensor on the forward path from the

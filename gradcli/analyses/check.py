@@ -33,7 +33,7 @@ import numpy as np
 
 from gradcli import config
 from gradcli.numerics import autodiff
-from gradcli.verdicts import compare, diagnose, same_function
+from gradcli.verdicts import compare, diagnose, excuses, same_function
 from gradcli.verdicts.culprit import ModelGraph
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
 from gradcli.options import CheckOptions
@@ -197,7 +197,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         return FiniteDifferences(
             model.function, model.point, outputs, wrt=list(model.wrt),
             joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
-            dense_steps=mode == "fast",
+            nonsmooth=mode == "fast" and excuses.has_nonsmooth_op(graph),
             precision=dtype,
             center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
         )

@@ -145,19 +145,21 @@ def step_size(scale, dtype) -> np.ndarray:
     return machine_eps(dtype) ** (1.0 / 3.0) * np.maximum(1.0, np.abs(scale))
 
 
-def joint_step_size(scale, dtype) -> np.ndarray:
-    """The step along a dense random direction, one that moves every element at
-    once (fast mode's probes: ``FiniteDifferences.along`` with ``dense_steps``,
-    ``along_joint``):
+def dense_step_size(scale, dtype) -> np.ndarray:
+    """The step along a dense direction (one that moves every element at once:
+    fast mode's random probes) through a function with non-smooth ops:
     eps**(1/2) * max(1, |scale|) in float64, ``step_size`` otherwise. Rule:
     such a direction moves every pre-activation behind the inputs, and the
     relus among them (about 1e5 in a ResNet-50, 3e4 in one of its activation
     layers) cross their kinks at a rate proportional to the step: at
     eps**(1/3) a few of them fall inside the stencil and bend the central
-    difference beyond the tolerance. eps**(1/2) crosses about 400 times fewer, and in float64 its
-    round-off, about eps**(1/2) |f| / |f'|, stays far inside the float64
-    tolerance (the truncation error, O(h**2), vanishes). In float32 that
-    round-off would be about 3e-4 relative: the smooth rule stays."""
+    difference beyond the tolerance. eps**(1/2) crosses about 400 times
+    fewer, and in float64 its round-off, about eps**(1/2) |f| / |f'|, stays
+    inside the float64 tolerance where |f'| is not far below |f| (the
+    truncation error, O(h**2), vanishes). A smooth function keeps the smooth
+    rule: its round-off would only weaken the check (an attention layer's
+    projections, whose scale is far below |f|, turn inconclusive). In float32
+    the round-off would be about 3e-4 relative: the smooth rule stays."""
     if np.dtype(str(dtype)) == np.float64:
         return np.sqrt(machine_eps(dtype)) * np.maximum(1.0, np.abs(scale))
     return step_size(scale, dtype)
@@ -224,9 +226,9 @@ class FiniteDifferences:
     outputs: list[str]
     wrt: list[str] = field(default_factory=list)
     joint: bool = False
-    #: ``along`` takes ``joint_step_size``: fast mode's random probes, dense
-    #: directions through many kinks (a direction the user gave keeps ``step_size``).
-    dense_steps: bool = False
+    #: The function has non-smooth ops (``verdicts.excuses.has_nonsmooth_op``):
+    #: dense directions (``along``, ``along_joint``) step ``dense_step_size``.
+    nonsmooth: bool = False
     chunk: int | None = None  # directions per chunk; None: ``chunk_size`` of the group
     #: XLA: True always, False never, None where it pays (``numerics.in_place``;
     #: batched chunks compile only with True).
@@ -298,7 +300,7 @@ class FiniteDifferences:
         directions = np.asarray(directions, dtype=x.dtype).reshape(-1, x.size)
         longest = np.abs(directions).max(axis=1)
         longest = np.where(longest > 0, longest, 1.0)
-        rule = joint_step_size if self.dense_steps else step_size
+        rule = dense_step_size if self.nonsmooth else step_size
         h = rule(np.abs(x).max(initial=0.0), self.rule_dtype(x.dtype)) / longest
         group = self.group(name)
         embedded = np.zeros((len(directions), sum(self.point[n].size for n in group)), x.dtype)
@@ -317,9 +319,8 @@ class FiniteDifferences:
         whole model instead of one per input. None when the inputs are not one
         group (``group``: ``joint`` and one dtype); the caller goes input by input.
 
-        Step rule: ``joint_step_size`` of the largest |x| over the inputs,
-        divided by the direction's largest element, as ``along`` takes it for
-        one input."""
+        Step rule: as ``along`` takes it for one input, from the largest |x|
+        over the inputs."""
         names = list(directions)
         if not self.joint_group(names):
             return None
@@ -333,7 +334,8 @@ class FiniteDifferences:
         longest = np.abs(embedded).max(axis=1)
         longest = np.where(longest > 0, longest, 1.0)
         largest = max(float(np.abs(self.point[n]).max(initial=0.0)) for n in group)
-        h = joint_step_size(np.asarray(largest, dtype), self.rule_dtype(dtype)) / longest
+        rule = dense_step_size if self.nonsmooth else step_size
+        h = rule(np.asarray(largest, dtype), self.rule_dtype(dtype)) / longest
         return self._richardson(group, "directions", embedded, h)
 
     def one_batch_per_group(self, names) -> bool:

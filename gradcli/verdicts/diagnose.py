@@ -724,7 +724,7 @@ def _ladder(fd, name, output, f0, cols):
         xs = flat[chunk][None, :]
         plus = (xs + h0[None, :] * scales[:, None]) - xs
         minus = xs - (xs - h0[None, :] * scales[:, None])
-        fp, fm = _one_sided_points(fd, name, output, chunk, plus, minus)  # [level, column, out]
+        fp, fm = _one_sided_points(fd, name, output, chunk, h0[None, :] * scales[:, None])  # [level, column, out]
         values = np.stack([fp, fm])
         d_right = (fp - f0) / plus[:, :, None]
         d_left = (f0 - fm) / minus[:, :, None]
@@ -776,19 +776,15 @@ def _ladder(fd, name, output, f0, cols):
                  ("left", "right", "left_err", "right_err", "constant"))
 
 
-def _one_sided_points(fd, name, output, chunk, plus, minus):
-    """f(x + plus[l, j] e_c) and f(x - minus[l, j] e_c) for c = chunk[j], each
+def _one_sided_points(fd, name, output, chunk, steps):
+    """f(x + s e_c) and f(x - s e_c) for c = chunk[j], s = steps[l, j], each
     ``[level, column, output size]``: the finite-difference engine's own
     evaluation of unit steps (in place, no copy of x per point;
-    ``FiniteDifferences.axis_pairs``), one call for both sides when they are
-    the same steps, else one per side."""
-    levels, k = plus.shape
-    part = np.tile(np.asarray(chunk), levels)
-    if np.array_equal(plus, minus):
-        up, down = fd.axis_pairs(name, part, plus.reshape(-1))
-    else:
-        up, _ = fd.axis_pairs(name, part, plus.reshape(-1))
-        _, down = fd.axis_pairs(name, part, minus.reshape(-1))
+    ``FiniteDifferences.axis_pairs``). The points are fl(x + s) and fl(x - s),
+    so the steps taken are the ladder's exactly representable ``plus`` and
+    ``minus``."""
+    levels, k = steps.shape
+    up, down = fd.axis_pairs(name, np.tile(np.asarray(chunk), levels), steps.reshape(-1))
     shape = (levels, k, -1)
     return np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
 

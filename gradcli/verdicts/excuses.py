@@ -224,6 +224,25 @@ def _source(t):
     return t
 
 
+def has_nonsmooth_op(graph) -> bool:
+    """Whether any op of a traced graph (a ``tf.Graph``, or a ``ModelGraph``
+    that can be traced) is in ``NONSMOOTH_OPS``: the step rule of dense
+    directions (``finite_diff.dense_step_size``). Not an excuse: a kink still
+    needs ``nonsmooth`` on the path and the slopes' gap."""
+    if graph is not None and hasattr(graph, "_trace"):
+        graph = graph.graph if graph._trace() else None
+    if graph is None:
+        return False
+    ops = list(graph.get_operations())
+    library = getattr(graph, "_functions", {}) or {}
+    for function in library.values():
+        definition = getattr(function, "cached_definition", None) or getattr(function, "definition", None)
+        ops_in = getattr(definition, "node_def", []) if definition is not None else []
+        if any(node.op in NONSMOOTH_OPS for node in ops_in):
+            return True
+    return any(op.type in NONSMOOTH_OPS for op in ops)
+
+
 def nonsmooth(graph, name: str, output: str) -> list[GraphSite] | None:
     """Ops on the path from ``name`` to ``output`` that can make a kink (module
     docstring), at most 5; ``None`` when the graph cannot be traced."""

@@ -62,10 +62,12 @@ def proof_rtol(dtype) -> float:
     return float(np.sqrt(machine_eps(dtype)))
 
 
-def prove(model, seed: int = 0) -> CallProof | None:
+def prove(model, seed: int = 0, taken=None) -> CallProof | None:
     """Compare one VJP through ``model.function`` with the same VJP through
     ``model.own_call`` (see the module docstring). None when the model has no
-    own call to compare with."""
+    own call to compare with. ``taken``: (cotangents, VJP through
+    ``model.function`` at the point) when the caller has one already (the layer
+    pass's probes): the user's call is then compared at those cotangents."""
     own = model.own_call
     if own is None or not model.wrt:
         return None
@@ -77,6 +79,8 @@ def prove(model, seed: int = 0) -> CallProof | None:
         return None
     rng = np.random.default_rng(seed)
     cotangents = {o: rng.standard_normal(np.shape(v)) for o, v in outputs.items()}
+    if taken is not None:
+        cotangents = taken[0]
     errors = []
     for point in _points(model):
         try:
@@ -84,7 +88,10 @@ def prove(model, seed: int = 0) -> CallProof | None:
         except Exception as exc:  # noqa: BLE001 - the user's call at this dtype: try the next point
             errors.append(exc)
             continue
-        ours = autodiff.vjp(model.function, point, model.wrt, cotangents)
+        if taken is not None and point is model.point:
+            ours = taken[1]
+        else:
+            ours = autodiff.vjp(model.function, point, model.wrt, cotangents)
         dtypes.add(np.dtype(model.dtype) if point is model.point else _coarsest(
             [np.asarray(point[n]).dtype for n in model.wrt]))
         return _compare(model.wrt, ours, theirs, _coarsest(dtypes), own.description)
