@@ -169,3 +169,14 @@ def test_whole_model_is_checked_along_joint_directions_when_the_layer_pass_runs(
         assert pair["failed"] == wrong and pair["power"]["probes"] == 3
         assert any("along joint directions (4 inputs moved at once)" in n for n in model["notes"])
         assert [r["failed"] for r in model["layers"] if r["path"] == "net/swish"] == [wrong]
+
+
+def test_memory_guard_refuses_the_joint_check_before_any_work():
+    # (2 probes' worth + 2 points) x 83 elements x 8 bytes x 4 copies with 50
+    # probes is about 270 kB; the layer pass of this model needs about 20 kB.
+    path = fixture("by_layer_functional.py")
+    run = gradcli("check", path, "--mode", "fast", "--by-layer", "--probes", "50", "--max-memory", "100000")
+    assert run.exit_code == 2, run
+    line = error_line(run)
+    assert "the whole-model check along joint directions (50 probes x 83 elements)" in line
+    assert "Use fewer probes, or check the whole model input by input" in line

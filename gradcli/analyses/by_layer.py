@@ -203,18 +203,33 @@ def wants_layers(model, options: CheckOptions, mode: str) -> bool:
     return options.mode == "auto" and mode == "fast"
 
 
-def check_layers(model, options: CheckOptions) -> tuple[list[LayerResult], list[str]]:
-    """The layer-by-layer pass of ``model`` (a Keras ``Model``): one result per
-    checked unit call, failures first, and notes for the model's report."""
-    from gradcli.progress import report
+@dataclass
+class LayerPlan:
+    """What ``plan_layers`` decided before any layer is checked: the root, the
+    calls selected (from the shape pass), the estimate; or why the pass does
+    not run (``skipped``)."""
 
+    root: object = None
+    calls: list = field(default_factory=list)
+    estimate: float = 0.0
+    seconds: float = 0.0  # the shape pass's
+    skipped: str | None = None
+
+
+def plan_layers(model, options: CheckOptions) -> LayerPlan:
+    """The pass's first steps, each a refusal before any work (``check_model``
+    runs this before the whole-model check): find the Keras model, the shape
+    pass, ``layers``' selection (a usage error when it matches nothing), the
+    memory guard and the estimate."""
     root = _keras_root(model)
     if root is None:
-        return [], ["layer-by-layer pass not run: the Keras model object could not be found"]
+        return LayerPlan(skipped="layer-by-layer pass not run: the Keras model object could not be found")
     import keras
 
     if not isinstance(root, keras.Model):
-        return [], ["layer-by-layer pass not run: the model is a single layer (the whole-model check is its check)"]
+        return LayerPlan(
+            skipped="layer-by-layer pass not run: the model is a single layer (the whole-model check is its check)"
+        )
     started = time.perf_counter()
     shapes, forward_seconds = _shape_pass(model)
     calls = [c for c in shapes if _selected(c, options.layers)]
@@ -223,8 +238,22 @@ def check_layers(model, options: CheckOptions) -> tuple[list[LayerResult], list[
         raise UsageError(f"match no layer (layers: {known[:400]})", param="layers", bad_value=True)
     _require_memory(shapes, calls, options)
     estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1))
+    return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started)
+
+
+def check_layers(model, options: CheckOptions, plan: LayerPlan | None = None) -> tuple[list[LayerResult], list[str]]:
+    """The layer-by-layer pass of ``model`` (a Keras ``Model``): one result per
+    checked unit call, failures first, and notes for the model's report.
+    ``plan``: ``plan_layers``' result when the caller took it already."""
+    from gradcli.progress import report
+
+    plan = plan_layers(model, options) if plan is None else plan
+    if plan.skipped:
+        return [], [plan.skipped]
+    started = time.perf_counter() - plan.seconds
+    calls, estimate = plan.calls, plan.estimate
     report("layers", 0, len(calls), f"estimated {estimate:.0f} s")
-    captured = _capture(model, root)
+    captured = _capture(model, plan.root)
     wanted = {(c.path, c.index) for c in calls}
     results, traces = [], {}
     for done, call in enumerate((c for c in captured if (c.path, c.index) in wanted), start=1):

@@ -224,10 +224,13 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         _require_full_memory(model, outputs, size, options.order, options.max_memory)
     checker = _FullCheck if mode == "full" else _FastCheck
     layered = by_layer.wants_layers(model, options, mode)
+    # The pass's refusals (no such layer, its memory) come before any work.
+    plan = by_layer.plan_layers(model, options) if layered else None
     if layered and mode == "fast" and len(model.wrt) > 1 and fd.joint_group(model.wrt):
         # Where in the model is the layer pass's to say: one joint projection
         # settles the whole model at a cost that does not grow with its inputs.
         checker = _JointCheck
+        _require_joint_memory(model, size, options)
         result.notes.append(
             f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
             "the layer table says where"
@@ -255,7 +258,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         result.evaluations += evaluations
         result.notes += notes
     if layered:  # where in the model: analyses.by_layer
-        result.layers, layer_notes = by_layer.check_layers(model, options)
+        result.layers, layer_notes = by_layer.check_layers(model, options, plan)
         result.notes += layer_notes
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
@@ -372,6 +375,22 @@ def _require_full_memory(model: Model, outputs, size: int, order: int, max_memor
         dense_bytes(rows * size + second, itemsize),
         what,
         "The fast mode ({@mode} fast) checks random projections and builds no Jacobian", max_memory,
+    )
+
+
+def _require_joint_memory(model: Model, size: int, options: CheckOptions) -> None:
+    """``_JointCheck`` holds its probes' directions over every element, the
+    batch of them its second level differences, and one point per evaluation
+    in the traced loop: 2 probes' worth plus 2 points, each counted
+    ``memory.COPIES`` times (``dense_bytes``)."""
+    from gradcli.memory import dense_bytes, require_memory
+
+    itemsize = max(np.asarray(model.point[n]).dtype.itemsize for n in model.wrt)
+    require_memory(
+        dense_bytes((2 * options.probes + 2) * size, itemsize),
+        f"the whole-model check along joint directions ({options.probes} probes x {size} elements)",
+        "Use fewer {@probes}, or check the whole model input by input ({@by_layer} off)",
+        options.max_memory,
     )
 
 

@@ -8,7 +8,13 @@ same code differences a gradient function for Hessian checks.
 
 Step rule (``step_size``): h = eps**(1/3) * max(1, |x|), scipy's rule for
 central differences, which balances the O(h**2) truncation error against the
-O(eps/h) round-off of the difference quotient.
+O(eps/h) round-off of the difference quotient. Dense random directions through
+a function with non-smooth ops (``nonsmooth``: fast mode's probes of a network
+with relus) step ``dense_step_size``, eps**(1/2) * max(1, |x|) in float64: a
+direction that moves every element crosses kinks at a rate proportional to
+the step, and the smaller step crosses about 400 times fewer (its docstring
+gives the reason in full). Along every input of a model at once
+(``along_joint``), the step is taken from the largest |x| over the inputs.
 
 Two passes, each a central difference D(s) = (f(x + s d) - f(x - s d)) / 2s:
 
