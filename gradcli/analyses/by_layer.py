@@ -93,7 +93,8 @@ once. ``diagnose.refine``'s kink test bounds the analytic value by the
 one-sided slopes along one element, which is a subgradient's bound only when
 that element is non-smooth on its own: at a tie of several, a valid subgradient
 (the gradient of one active piece: the first maximum of each window) can lie
-outside it. A unit whose only failures are such kinks is checked again with its
+outside it. A unit whose only failures are such kinks, each at an input
+element whose value another element of that input holds exactly, is checked again with its
 floating inputs x moved off the ties by ``TIE_BREAK`` max(1, |x|) times a
 standard normal draw (weights unchanged), where it is
 differentiable. It passes there: the kink is earned (a gap between the slopes,
@@ -639,15 +640,20 @@ def _only_kinks(checked) -> bool:
 
 
 def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
-    """The tie rule (module docstring): check the unit again with its floating
-    inputs moved off the ties, x + TIE_BREAK max(1, |x|) r (r standard
-    normal). (result, note): the
-    kink at the captured activations is earned, not a failure, when the unit
-    passes there; else the unit fails with that check's pairs."""
+    """The tie rule (module docstring): when every failing kink element is an
+    input element whose value another element of that input shares exactly (a
+    tie), check the unit again with its floating inputs moved off the ties,
+    x + TIE_BREAK max(1, |x|) r (r standard normal). (result, note): the kink
+    at the captured activations is earned, not a failure, when the unit passes
+    there; else the unit fails with that check's pairs. Kinks that are not
+    ties leave the result as it is."""
     from gradcli.analyses.check import check_model
     from gradcli.results import EXPLANATIONS
 
     structure, leaves, inputs, _ = _call_parts(call)
+    values = {name: np.asarray(leaves[i]) for i, name in inputs.items()}
+    if not _on_ties(checked, values):
+        return checked, None
     rng = np.random.default_rng([options.rng_seed, call.order, 2])
     moved = list(leaves)
     for i in inputs:
@@ -689,6 +695,24 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
 
 
 _MOVED = "x + 2**-7 max(1, |x|) r, r standard normal"
+
+
+def _on_ties(checked, values: dict) -> bool:
+    """Every listed kink outside its slopes is an element of a floating input
+    whose value another element of that input holds exactly."""
+    from gradcli.results import KINK
+
+    bad = [(p.input, k) for p in checked.pairs if p.verdict == KINK and p.failed
+           for k in p.kinks if not k.subgradient]
+    if not bad:
+        return False
+    for name, kink in bad:
+        x = values.get(name)
+        if x is None:
+            return False  # a weight: the rule moves inputs only
+        if np.count_nonzero(x == x[tuple(kink.input_index)]) < 2:
+            return False
+    return True
 
 
 def _kink_sites(pair) -> list[str]:
