@@ -180,3 +180,24 @@ def test_memory_guard_refuses_the_joint_check_before_any_work():
     line = error_line(run)
     assert "the whole-model check along joint directions (50 probes x 83 elements)" in line
     assert "Use fewer probes, or check the whole model input by input" in line
+
+
+def test_a_dead_unit_on_the_relu_kink_is_a_kink_along_the_joint_probes():
+    # Independent truth: unit 0's pre-activation x W[:, 0] + b[0] is exactly 0
+    # at every sample (its weights are 0), so moving every weight at once moves
+    # it by t (u_b + x u_W): the one-sided slopes along the probes differ.
+    path = fixture("by_layer_dead_unit.py")
+    run = gradcli("check", path, "--mode", "fast", "--by-layer", "--json")
+    assert run.exit_code == 0, run
+    (model,) = run.result["models"]
+    (pair,) = model["pairs"]
+    assert pair["input"] == "all 4 inputs jointly"
+    assert pair["verdict"] == "kink" and not pair["failed"]
+    assert "the analytic value lies between them" in pair["explanation"]
+    rows = {r["path"]: r for r in model["layers"]}
+    relu = rows["dead/relu"]
+    assert relu["verdict"] == "kink" and not relu["failed"]
+    for pair in relu["pairs"]:
+        for kink in pair["kinks"]:
+            assert kink["input_index"][-1] == 0  # the dead unit only
+    assert not rows["dead/d1"]["failed"] and not rows["dead/d2"]["failed"]

@@ -41,7 +41,7 @@ from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, differentiable, load_model
 from gradcli.analyses.reach import require_gradient
 from gradcli.analyses import by_layer
-from gradcli.results import MISMATCH, PASS, ZERO, BlockWindow, CheckResult, ModelResult, PairResult
+from gradcli.results import EXPLANATIONS, INCONCLUSIVE, MISMATCH, PASS, ZERO, BlockWindow, CheckResult, ModelResult, PairResult
 
 #: ``keep_blocks``: a failing pair keeps at most this many rows and columns of
 #: its blocks, around its worst element: enough to see a pattern in a heat map,
@@ -821,12 +821,73 @@ class _JointCheck(_FastCheck):
                 scale, self.tol, roundoff, np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
                 element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
             )
+            if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
+                self.settle_on_kinks(pair, tangents, v, o, np.sum(u * jtv, axis=1))
             if pair.verdict in FORWARD_CHECKED and self.options.autodiff == "both":
                 worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, np.sum(u * jtv, axis=1))
                 if worst is not None:
                     compare.mark_forward_failure(pair, *worst)
             pairs.append(pair)
         return pairs
+
+    def settle_on_kinks(self, pair, tangents, v, o, analytic) -> None:
+        """A failing joint probe through non-smooth ops (``fd.nonsmooth``): the
+        one-sided slopes along it by the ladder rule
+        (``diagnose.directional_slopes``). Every failing probe's slopes settle,
+        agree with each other and with the analytic value: a pass (kinks
+        crossed inside the step). Every one's slopes differ beyond their
+        errors, the analytic value between them: ``kink``, not a failure (the
+        point is not differentiable along the probes: a relu input exactly at
+        0, a dead channel's zero moved by its bias), and the layer table
+        judges the layers. Slopes that do not settle (kinks at every scale of
+        the step, as in a network whose activations shrink toward its relus'
+        kinks): ``inconclusive``, still a failure. Anything else stands."""
+        from gradcli.results import KINK
+
+        probes = sorted({int(e.input_index[0]) for e in pair.failing})
+        if not probes:
+            return
+        _, _, h = self.fd.joint_steps(tangents)
+        left, right, left_err, right_err = diagnose.directional_slopes(
+            self.fd, {n: t[probes] for n, t in tangents.items()}, h[probes], self.model.outputs[o], o,
+        )
+        w = v[probes]  # [probes, out]: the cotangents project the slopes
+        L, R = np.sum(w * left.T, axis=1), np.sum(w * right.T, axis=1)
+        eL, eR = np.sum(np.abs(w) * left_err.T, axis=1), np.sum(np.abs(w) * right_err.T, axis=1)
+        a, tol = analytic[probes], self.tol
+        with np.errstate(invalid="ignore"):
+            gap = np.abs(L - R) > compare.allowed_error(L, R, eL + eR, tol)
+            settled = compare.FD_SAFETY * np.maximum(eL, eR) <= tol.atol + compare.RESOLVE_FRACTION * np.maximum(np.abs(L), np.abs(R))
+            agrees = (np.abs(a - L) <= compare.allowed_error(a, L, eL, tol)) & (np.abs(a - R) <= compare.allowed_error(a, R, eR, tol))
+            margin = compare.allowed_error(a, np.maximum(np.abs(L), np.abs(R)), np.maximum(eL, eR), tol)
+            between = (a >= np.minimum(L, R) - margin) & (a <= np.maximum(L, R) + margin)
+        slopes = "; ".join(f"probe {p}: left {l:.6g}, right {r:.6g}, analytic {x:.6g}" for p, l, r, x in zip(probes, L, R, a))
+        if np.all(~gap & settled & agrees):
+            pair.verdict, pair.failed, pair.reverse_failed = PASS, False, False
+            pair.failing, pair.n_failing = [], 0
+            pair.explanation = EXPLANATIONS[PASS]
+            pair.warnings.append(
+                f"kinks inside the step along {len(probes)} joint probes: at smaller steps both one-sided "
+                f"slopes agree with the analytic value ({slopes})"
+            )
+        elif np.all(gap & between):
+            pair.verdict, pair.failed, pair.reverse_failed = KINK, False, False
+            pair.explanation = (
+                f"{EXPLANATIONS[KINK]} along {len(probes)} joint probes, and the analytic value lies between "
+                f"them ({slopes}): the point is not differentiable along them, not a failure; the layer "
+                "table judges each layer"
+            )
+            pair.warnings.append(
+                "the whole model is not differentiable at the point along the joint probes (one-sided "
+                "slopes differ, non-smooth ops on the path): its projection cannot judge the gradient there"
+            )
+        elif not np.all(settled):
+            pair.verdict = INCONCLUSIVE
+            pair.explanation = (
+                f"{EXPLANATIONS[INCONCLUSIVE]} (along {int(np.sum(~settled))} of the failing joint probes the "
+                f"one-sided slopes do not settle as the step shrinks: the network crosses kinks at every "
+                f"scale of the step along them; {slopes}): the layer table judges each layer"
+            )
 
     def checked_joint_forward(self, pair, tangents, cotangents, o, numeric, reverse):
         """Forward mode along the first ``JOINT_FORWARD_PROBES`` joint tangents

@@ -332,6 +332,15 @@ class FiniteDifferences:
 
         Step rule: as ``along`` takes it for one input, from the largest |x|
         over the inputs."""
+        planned = self.joint_steps(directions)
+        if planned is None:
+            return None
+        group, embedded, h = planned
+        return self._richardson(group, "directions", embedded, h)
+
+    def joint_steps(self, directions: dict) -> tuple:
+        """(group, embedded directions ``[k, group size]``, steps ``[k]``) of
+        ``along_joint``'s rule, or None when the inputs are not one group."""
         names = list(directions)
         if not self.joint_group(names):
             return None
@@ -347,7 +356,17 @@ class FiniteDifferences:
         largest = max(float(np.abs(self.point[n]).max(initial=0.0)) for n in group)
         rule = dense_step_size if self.nonsmooth else step_size
         h = rule(np.asarray(largest, dtype), self.rule_dtype(dtype)) / longest
-        return self._richardson(group, "directions", embedded, h)
+        return group, embedded, h
+
+    def joint_pairs(self, directions: dict, steps) -> tuple[dict, dict]:
+        """f(x + s_i d_i) and f(x - s_i d_i) per output for joint directions
+        (one row each, ``steps`` one each): the evaluation ``along_joint`` uses,
+        for callers that form their own quotients (``diagnose.directional_slopes``)."""
+        group, embedded, _ = self.joint_steps(directions)
+        steps = np.asarray(steps, dtype=embedded.dtype)
+        up, down = self._evaluate_pairs(group, "directions", embedded, steps)
+        self.evaluations += 2 * len(steps)
+        return up, down
 
     def one_batch_per_group(self, names) -> bool:
         """Whether the first pass along every axis of ``names`` is one chunk per group."""

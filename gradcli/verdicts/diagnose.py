@@ -83,6 +83,9 @@ from gradcli.results import (
 
 #: Levels below h0: the smallest step is h0 / 2**LADDER (about 6e-9 in float64).
 LADDER = 10
+#: The deeper ladder (``_deepen``): h0 / 2**DEEP_LADDER, about 6e-12 in float64
+#: (1e4 ulps of max(1, |x|)).
+DEEP_LADDER = 20
 #: The function must be exactly constant at this many of the smallest steps
 #: (h0/2**7 .. h0/2**10) on both sides to count as piecewise constant.
 SURROGATE_STEPS = 4
@@ -469,6 +472,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             left_err[:, seen], right_err[:, seen], tol,
         ):
             break
+    _deepen(fd, pair, f0, cols, ran, left, right, left_err, right_err, constant, tol, evidence)
     sub_a = a[:, cols]
     sub_bad = bad[:, cols]
     examined = sub_bad | suspects[:, cols]
@@ -704,7 +708,29 @@ def _unexplained_exists(a, bad, left, right, left_err, right_err, tol) -> bool:
     return bool(np.any(bad & settled & ~gap & ~agrees))
 
 
-def _ladder(fd, name, output, f0, cols):
+def _deepen(fd, pair, f0, cols, ran, left, right, left_err, right_err, constant, tol, evidence) -> None:
+    """Deeper ladders (``DEEP_LADDER``) for the float64 columns whose slopes did
+    not settle, where a non-smooth op is on the path: a kink at distance d from
+    x is resolved only by levels below d, and one that falls between the two
+    smallest levels leaves slopes that do not settle. A network whose
+    activations shrink near the default step (MobileNetV2 at random init: 900
+    relu6 inputs of one layer within 6e-6 of 0) puts a few elements in that
+    band. Smooth functions keep the ladder: their unsettled slopes (aliasing,
+    ill-conditioning) are what the inconclusive verdict reports. Updates the
+    columns in place."""
+    if str(fd.rule_dtype(fd.point[pair.input].dtype)) != "float64":
+        return
+    with np.errstate(invalid="ignore"):
+        unsettled = ran & (~_settled(left, right, left_err, right_err, tol) & ~constant).any(axis=0)
+    where = np.flatnonzero(unsettled)
+    if not len(where) or not evidence.nonsmooth:
+        return
+    found = _ladder(fd, pair.input, pair.output, f0, cols[where], levels=DEEP_LADDER)
+    for target, value in zip((left, right, left_err, right_err, constant), found):
+        target[:, where] = value
+
+
+def _ladder(fd, name, output, f0, cols, levels: int = LADDER):
     """One-sided slopes of ``output`` along unit vectors e_c (c in ``cols``).
 
     Returns left, right, their error estimates (``[output size, len(cols)]``) and
@@ -715,7 +741,7 @@ def _ladder(fd, name, output, f0, cols):
     dtype = fd.rule_dtype(x.dtype)
     eps = machine_eps(dtype)
     f0 = np.asarray(f0, dtype=dtype).reshape(-1)
-    scales = 2.0 ** -np.arange(LADDER + 1)
+    scales = 2.0 ** -np.arange(levels + 1)
     parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant")}
     for start in range(0, len(cols), COLUMNS_PER_BATCH):
         chunk = cols[start : start + COLUMNS_PER_BATCH]
@@ -734,30 +760,8 @@ def _ladder(fd, name, output, f0, cols):
         # the step taken is known only to eps |x|: the slope to |d| eps |x| / h.
         x_round = eps * np.abs(flat[chunk])[None, :, None] if dtype != x.dtype else 0.0
 
-        def best(d, steps):
-            rich = 2.0 * d[1:] - d[:-1]
-            # A level counts only when its neighbour confirms it: at steps far
-            # too large for the function, two quotients can agree by chance.
-            confirm = np.abs(np.diff(rich, axis=0))
-            confirm = np.concatenate([confirm, confirm[-1:]], axis=0)
-            err = np.abs(d[1:] - d[:-1]) + confirm + (
-                2 * roundoff_ulps(dtype) * eps * fmax[None] + x_round * np.abs(d[1:])
-            ) / steps[1:, :, None]
-            # ... and so must every smaller step, within both error estimates:
-            # quotients sampled near multiples of a period agree with each other
-            # (aliasing) and are only exposed by the steps below them.
-            own = err.copy()
-            with np.errstate(invalid="ignore"):
-                for k in range(len(rich) - 1):
-                    excess = np.abs(rich[k + 1:] - rich[k]) - own[k + 1:]
-                    excess = np.where(np.isnan(excess), -np.inf, excess).max(axis=0)
-                    err[k] = np.fmax(err[k], excess)
-            pick = np.argmin(err, axis=0)
-            take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
-            return take(rich).T, take(err).T  # -> [out, column]
-
-        r, re = best(d_right, plus)
-        l, le = best(d_left, minus)
+        r, re = _best_slopes(d_right, plus, fmax, dtype, x_round)
+        l, le = _best_slopes(d_left, minus, fmax, dtype, x_round)
         # Locally constant: the smallest steps' values on both sides are one
         # value to the last bit, and it is f(x) up to the round-off of another
         # evaluation path (f(x) comes from the model's own call, the ladder
@@ -774,6 +778,53 @@ def _ladder(fd, name, output, f0, cols):
         parts["constant"].append(same.all(axis=0).T)
     return tuple(np.concatenate(parts[k], axis=1) for k in
                  ("left", "right", "left_err", "right_err", "constant"))
+
+
+def _best_slopes(d, steps, fmax, dtype, x_round=0.0):
+    """The ladder's slope and error estimate from one-sided quotients ``d``
+    ``[level, column, out]`` at ``steps`` ``[level, column]`` (module
+    docstring's ladder rule), each ``[out, column]``; ``fmax`` ``[column, out]``."""
+    eps = machine_eps(dtype)
+    rich = 2.0 * d[1:] - d[:-1]
+    # A level counts only when its neighbour confirms it: at steps far
+    # too large for the function, two quotients can agree by chance.
+    confirm = np.abs(np.diff(rich, axis=0))
+    confirm = np.concatenate([confirm, confirm[-1:]], axis=0)
+    err = np.abs(d[1:] - d[:-1]) + confirm + (
+        2 * roundoff_ulps(dtype) * eps * fmax[None] + x_round * np.abs(d[1:])
+    ) / steps[1:, :, None]
+    # ... and so must every smaller step, within both error estimates:
+    # quotients sampled near multiples of a period agree with each other
+    # (aliasing) and are only exposed by the steps below them.
+    own = err.copy()
+    with np.errstate(invalid="ignore"):
+        for k in range(len(rich) - 1):
+            excess = np.abs(rich[k + 1:] - rich[k]) - own[k + 1:]
+            excess = np.where(np.isnan(excess), -np.inf, excess).max(axis=0)
+            err[k] = np.fmax(err[k], excess)
+    pick = np.argmin(err, axis=0)
+    take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
+    return take(rich).T, take(err).T  # -> [out, column]
+
+
+def directional_slopes(fd, directions: dict, h: np.ndarray, f0, output, levels: int = LADDER):
+    """One-sided slopes of ``output`` along joint directions (``directions``:
+    input -> ``[k, *shape]``, the steps ``h`` ``[k]`` of ``along_joint``), by
+    the ladder rule: (left, right, left error, right error), each ``[out, k]``.
+    The joint check's evidence for a kink along its probes (``check._JointCheck``)."""
+    dtype = fd.rule_dtype(fd.point[next(iter(directions))].dtype)
+    scales = 2.0 ** -np.arange(levels + 1)
+    steps = h[None, :] * scales[:, None]  # [level, k]
+    k = len(h)
+    repeated = {n: np.concatenate([u] * (levels + 1)) for n, u in directions.items()}  # level-major
+    up, down = fd.joint_pairs(repeated, steps.reshape(-1))
+    shape = (levels + 1, k, -1)
+    fp, fm = np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
+    f0 = np.asarray(f0, dtype=fp.dtype).reshape(-1)
+    fmax = np.maximum(np.abs(np.stack([fp, fm])).max(axis=(0, 1)), np.abs(f0))
+    r, re = _best_slopes((fp - f0) / steps[:, :, None], steps, fmax, dtype)
+    l, le = _best_slopes((f0 - fm) / steps[:, :, None], steps, fmax, dtype)
+    return l, r, le, re
 
 
 def _one_sided_points(fd, name, output, chunk, steps):
