@@ -47,7 +47,11 @@ period, quotients agree with each other by aliasing and only smaller steps
 expose them. The level with the smallest estimate gives the slope. Going down to
 h0 / 2**LADDER also resolves a kink that lies inside the default stencil but
 not at the point: there both one-sided slopes agree with the analytic value at
-the smaller steps, and the element passes.
+the smaller steps, and the element passes. A kink between the two smallest
+levels leaves slopes that do not settle; where a non-smooth op is on the path,
+float64 columns whose slopes do not settle go down to h0 / 2**DEEP_LADDER
+(``_deepen``); a smooth function keeps the ladder (its unsettled slopes are
+what ``inconclusive`` reports).
 
 NaN rule at the point (``nonfinite_analytic``): an analytic NaN/Inf where the
 ladder's slopes are finite, settled and equal is a wrong gradient (mismatch);
