@@ -341,3 +341,12 @@ def test_dense_directions_of_a_large_group_run_in_a_traced_loop(monkeypatch):
     for d in results.values():
         assert np.all(np.abs(d.values["y"] - expected) <= 2.0 * d.errors["y"] + 1e-12)
     np.testing.assert_allclose(results["looped"].values["y"], results["eager"].values["y"], rtol=1e-12)
+
+
+def test_fast_check_retries_a_round_off_dominated_projection_at_a_larger_step():
+    run, doc = check_json(fixture("fast_roundoff_tiny_gradient.py"), "--mode", "fast")
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("w", "output")]
+    assert pair["verdict"] == "pass"
+    assert any("at 16 times the step they agree" in w and "round-off left the projections inconclusive" in w
+               for w in pair["warnings"])

@@ -305,14 +305,16 @@ class FiniteDifferences:
         h = (flat[indices] + h) - flat[indices]
         return self._richardson(self.group(name), "axes", indices + self.offset(name), h, settled)
 
-    def along(self, name: str, directions: np.ndarray) -> Derivatives:
-        """Derivatives along ``directions`` (shape ``[k, *input_shape]``)."""
+    def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0) -> Derivatives:
+        """Derivatives along ``directions`` (shape ``[k, *input_shape]``);
+        ``step_scale`` times the step rule's step (``check._FastCheck``'s
+        round-off retry, ``ROUNDOFF_RETRY``)."""
         x = self.point[name]
         directions = np.asarray(directions, dtype=x.dtype).reshape(-1, x.size)
         longest = np.abs(directions).max(axis=1)
         longest = np.where(longest > 0, longest, 1.0)
         rule = dense_step_size if self.nonsmooth else step_size
-        h = rule(np.abs(x).max(initial=0.0), self.rule_dtype(x.dtype)) / longest
+        h = step_scale * rule(np.abs(x).max(initial=0.0), self.rule_dtype(x.dtype)) / longest
         group = self.group(name)
         embedded = np.zeros((len(directions), sum(self.point[n].size for n in group)), x.dtype)
         start = self.offset(name)
