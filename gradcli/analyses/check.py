@@ -243,8 +243,13 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
             "the layer table says where"
         )
+    if layered:  # where in the model: analyses.by_layer (first: a failing layer explains a failing joint row)
+        result.layers, layer_notes = by_layer.check_layers(model, options, plan)
+        result.notes += layer_notes
     try:
-        result.pairs = checker(model, outputs, fd, tol, options, graph).run()
+        check = checker(model, outputs, fd, tol, options, graph)
+        check.layer_failed = any(r.failed for r in result.layers)
+        result.pairs = check.run()
         diagnose.explain(model, result.pairs, fd, graph, tol, options)
     except GradcliError:
         raise
@@ -265,9 +270,6 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         result.pairs += pairs
         result.evaluations += evaluations
         result.notes += notes
-    if layered:  # where in the model: analyses.by_layer
-        result.layers, layer_notes = by_layer.check_layers(model, options, plan)
-        result.notes += layer_notes
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
@@ -439,6 +441,8 @@ def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: floa
 
 class _FullCheck:
     """Every element of every (input, output) Jacobian block."""
+
+    layer_failed = False  # the layer pass (run first) failed a layer: ``_JointCheck`` reads it
 
     def __init__(self, model, outputs, fd, tol, options, graph=None):
         self.model, self.outputs, self.fd, self.tol, self.options = model, outputs, fd, tol, options
@@ -847,7 +851,13 @@ class _JointCheck(_FastCheck):
                 element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
             )
             if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
-                self.settle_on_kinks(pair, tangents, v, o, np.sum(u * jtv, axis=1))
+                if self.layer_failed:
+                    pair.warnings.append(
+                        "not examined for kinks along the probes: a failing layer in the layer table "
+                        "explains a failing joint row"
+                    )
+                else:
+                    self.settle_on_kinks(pair, tangents, v, o, np.sum(u * jtv, axis=1))
             if pair.verdict in FORWARD_CHECKED and self.options.autodiff == "both":
                 worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, np.sum(u * jtv, axis=1))
                 if worst is not None:

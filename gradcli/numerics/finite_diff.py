@@ -361,14 +361,21 @@ class FiniteDifferences:
         return group, embedded, h
 
     def joint_pairs(self, directions: dict, steps) -> tuple[dict, dict]:
-        """f(x + s_i d_i) and f(x - s_i d_i) per output for joint directions
-        (one row each, ``steps`` one each): the evaluation ``along_joint`` uses,
-        for callers that form their own quotients (``diagnose.directional_slopes``)."""
+        """f(x + s d_j) and f(x - s d_j) per output for the joint directions d_j
+        and each row of ``steps`` (``[levels, k]``: a step per level and
+        direction), each ``[levels * k, *output_shape]``, level-major: the
+        evaluation ``along_joint`` uses, for callers that form their own
+        quotients (``diagnose.directional_slopes``). The directions are
+        embedded once and evaluated level by level: never a copy per level."""
         group, embedded, _ = self.joint_steps(directions)
-        steps = np.asarray(steps, dtype=embedded.dtype)
-        up, down = self._evaluate_pairs(group, "directions", embedded, steps)
-        self.evaluations += 2 * len(steps)
-        return up, down
+        ups, downs = [], []
+        for row in np.asarray(steps, dtype=embedded.dtype):
+            up, down = self._evaluate_pairs(group, "directions", embedded, row)
+            ups.append(up)
+            downs.append(down)
+            self.evaluations += 2 * len(row)
+        join = lambda parts: {o: np.concatenate([np.asarray(p[o]) for p in parts]) for o in parts[0]}  # noqa: E731
+        return join(ups), join(downs)
 
     def one_batch_per_group(self, names) -> bool:
         """Whether the first pass along every axis of ``names`` is one chunk per group."""

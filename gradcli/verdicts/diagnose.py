@@ -820,8 +820,7 @@ def directional_slopes(fd, directions: dict, h: np.ndarray, f0, output, levels: 
     scales = 2.0 ** -np.arange(levels + 1)
     steps = h[None, :] * scales[:, None]  # [level, k]
     k = len(h)
-    repeated = {n: np.concatenate([u] * (levels + 1)) for n, u in directions.items()}  # level-major
-    up, down = fd.joint_pairs(repeated, steps.reshape(-1))
+    up, down = fd.joint_pairs(directions, steps)  # level-major
     shape = (levels + 1, k, -1)
     fp, fm = np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
     f0 = np.asarray(f0, dtype=fp.dtype).reshape(-1)
