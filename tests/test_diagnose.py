@@ -312,6 +312,13 @@ def test_joint_directions_move_every_input_at_once_and_match_the_closed_form():
     relu = tf.function(lambda t: tf.nn.relu(t) * 2.0).get_concrete_function(tf.TensorSpec([3], tf.float64))
     smooth = tf.function(lambda t: tf.sin(t) * 2.0).get_concrete_function(tf.TensorSpec([3], tf.float64))
     assert excuses.has_nonsmooth_op(relu.graph) and not excuses.has_nonsmooth_op(smooth.graph)
+    looped = tf.function(  # a relu inside a while loop's body: a function the graph calls
+        lambda t: tf.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, tf.nn.relu(x) * 2.0), (0, t))[1]
+    ).get_concrete_function(tf.TensorSpec([3], tf.float64))
+    smooth_loop = tf.function(
+        lambda t: tf.while_loop(lambda i, x: i < 2, lambda i, x: (i + 1, tf.sin(x)), (0, t))[1]
+    ).get_concrete_function(tf.TensorSpec([3], tf.float64))
+    assert excuses.has_nonsmooth_op(looped.graph) and not excuses.has_nonsmooth_op(smooth_loop.graph)
     assert dense_step_size(0.5, "float64") == pytest.approx(np.sqrt(machine_eps("float64")))
     assert dense_step_size(0.5, "float32") == pytest.approx(machine_eps("float32") ** (1 / 3))
     # Inputs of two dtypes are not one group: the caller goes input by input.

@@ -631,8 +631,6 @@ def _only_kinks(checked) -> bool:
     """Whether every failing pair of a unit's check is a kink whose analytic
     value lies outside the one-sided slopes (``diagnose.refine``), and nothing
     else fails."""
-    from gradcli.results import KINK
-
     failing = [p for p in checked.pairs if p.failed]
     return bool(failing) and not checked.not_the_users_function and all(
         p.verdict == KINK for p in failing
@@ -694,14 +692,12 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
     )
 
 
-_MOVED = "x + 2**-7 max(1, |x|) r, r standard normal"
+_MOVED = f"x + 2**{int(np.log2(TIE_BREAK))} max(1, |x|) r, r standard normal"
 
 
 def _on_ties(checked, values: dict) -> bool:
     """Every listed kink outside its slopes is an element of a floating input
     whose value another element of that input holds exactly."""
-    from gradcli.results import KINK
-
     bad = [(p.input, k) for p in checked.pairs if p.verdict == KINK and p.failed
            for k in p.kinks if not k.subgradient]
     if not bad:

@@ -753,15 +753,23 @@ class _FastCheck(_FullCheck):
         if wrong is not None:  # compare's shape rule: never broadcast it into the probe
             return compare.wrong_shape(name, o, "fast", wrong.expected, wrong.got)
         disconnected = any(g is None for g in grads)
-        jtv = np.zeros_like(u) if disconnected else flat(grads)
-        ju_numeric = flat(numeric.values[o])
-        scale, roundoff = compare.projection_scale(u, v, ju_numeric, jtv, u.dtype)
+        return self.compare_projection(
+            name, o, u, v, None if disconnected else flat(grads), flat(numeric.values[o]), flat(numeric.errors[o]),
+        )
+
+    def compare_projection(self, label, o, u, v, jtv, ju_numeric, errors) -> PairResult:
+        """Reverse mode's <u, J^T v> (``jtv`` ``[probes, inputs]``, None when
+        disconnected) against finite differences' v^T J u (``ju_numeric`` and its
+        ``errors``, ``[probes, outputs]``), by ``compare_projections``' rule."""
+        scale, roundoff = compare.projection_scale(
+            u, v, ju_numeric, np.zeros_like(u) if jtv is None else jtv, u.dtype
+        )
         return compare.compare_projections(
-            name, o,
-            None if disconnected else np.sum(u * jtv, axis=1),
+            label, o,
+            None if jtv is None else np.sum(u * jtv, axis=1),
             None,
             np.sum(v * ju_numeric, axis=1),
-            np.sum(np.abs(v) * flat(numeric.errors[o]), axis=1),
+            np.sum(np.abs(v) * errors, axis=1),
             scale,
             self.tol,
             roundoff,
@@ -827,29 +835,23 @@ class _JointCheck(_FastCheck):
         }
         numeric = self.fd.along_joint(tangents)
         label = joint_input(len(model.wrt))
+        flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
+        u = np.concatenate([flat(tangents[n]) for n in model.wrt], axis=1)
+        shapes = {n: np.shape(model.point[n]) for n in model.wrt}
         pairs = []
         for o in self.outputs:
-            shapes = {n: np.shape(model.point[n]) for n in model.wrt}
             grads = {n: [autodiff.checked_gradient(r[n], shapes[n]) for r in reverse[o]] for n in model.wrt}
             wrong = next(((n, g) for n in model.wrt for g in grads[n] if isinstance(g, autodiff.WrongShape)), None)
             if wrong is not None:  # compare's shape rule, naming the input
                 pairs.append(compare.wrong_shape(wrong[0], o, "fast", wrong[1].expected, wrong[1].got))
                 continue
-            flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
-            u = np.concatenate([flat(tangents[n]) for n in model.wrt], axis=1)
-            jtv = np.concatenate([
+            jtv = np.concatenate([  # a disconnected input contributes 0 to the joint projection
                 np.zeros_like(flat(tangents[n])) if any(g is None for g in grads[n]) else flat(grads[n])
                 for n in model.wrt
             ], axis=1)
             v = flat(cotangents[o])
-            ju_numeric = flat(numeric.values[o])
-            scale, roundoff = compare.projection_scale(u, v, ju_numeric, jtv, u.dtype)
-            pair = compare.compare_projections(
-                label, o, np.sum(u * jtv, axis=1), None,
-                np.sum(v * ju_numeric, axis=1), np.sum(np.abs(v) * flat(numeric.errors[o]), axis=1),
-                scale, self.tol, roundoff, np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
-                element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
-            )
+            pair = self.compare_projection(label, o, u, v, jtv, flat(numeric.values[o]), flat(numeric.errors[o]))
+            analytic = np.sum(u * jtv, axis=1)
             if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
                 if self.layer_failed:
                     pair.warnings.append(
@@ -857,9 +859,9 @@ class _JointCheck(_FastCheck):
                         "explains a failing joint row"
                     )
                 else:
-                    self.settle_on_kinks(pair, tangents, v, o, np.sum(u * jtv, axis=1))
+                    self.settle_on_kinks(pair, tangents, v, o, analytic)
             if pair.verdict in FORWARD_CHECKED and self.options.autodiff == "both":
-                worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, np.sum(u * jtv, axis=1))
+                worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
                 if worst is not None:
                     compare.mark_forward_failure(pair, *worst)
             pairs.append(pair)
@@ -889,13 +891,8 @@ class _JointCheck(_FastCheck):
         w = v[probes]  # [probes, out]: the cotangents project the slopes
         L, R = np.sum(w * left.T, axis=1), np.sum(w * right.T, axis=1)
         eL, eR = np.sum(np.abs(w) * left_err.T, axis=1), np.sum(np.abs(w) * right_err.T, axis=1)
-        a, tol = analytic[probes], self.tol
-        with np.errstate(invalid="ignore"):
-            gap = np.abs(L - R) > compare.allowed_error(L, R, eL + eR, tol)
-            settled = compare.FD_SAFETY * np.maximum(eL, eR) <= tol.atol + compare.RESOLVE_FRACTION * np.maximum(np.abs(L), np.abs(R))
-            agrees = (np.abs(a - L) <= compare.allowed_error(a, L, eL, tol)) & (np.abs(a - R) <= compare.allowed_error(a, R, eR, tol))
-            margin = compare.allowed_error(a, np.maximum(np.abs(L), np.abs(R)), np.maximum(eL, eR), tol)
-            between = (a >= np.minimum(L, R) - margin) & (a <= np.maximum(L, R) + margin)
+        a = analytic[probes]
+        gap, settled, between, agrees = diagnose.slope_tests(a, L, R, eL, eR, self.tol)
         slopes = "; ".join(f"probe {p}: left {l:.6g}, right {r:.6g}, analytic {x:.6g}" for p, l, r, x in zip(probes, L, R, a))
         if np.all(~gap & settled & agrees):
             pair.verdict, pair.failed, pair.reverse_failed = PASS, False, False

@@ -309,17 +309,29 @@ class FiniteDifferences:
         """Derivatives along ``directions`` (shape ``[k, *input_shape]``);
         ``step_scale`` times the step rule's step (``check._FastCheck``'s
         round-off retry, ``ROUNDOFF_RETRY``)."""
-        x = self.point[name]
-        directions = np.asarray(directions, dtype=x.dtype).reshape(-1, x.size)
-        longest = np.abs(directions).max(axis=1)
-        longest = np.where(longest > 0, longest, 1.0)
-        rule = dense_step_size if self.nonsmooth else step_size
-        h = step_scale * rule(np.abs(x).max(initial=0.0), self.rule_dtype(x.dtype)) / longest
-        group = self.group(name)
-        embedded = np.zeros((len(directions), sum(self.point[n].size for n in group)), x.dtype)
-        start = self.offset(name)
-        embedded[:, start : start + x.size] = directions
+        group, embedded, h = self._embedded({name: directions}, step_scale)
         return self._richardson(group, "directions", embedded, h)
+
+    def _embedded(self, directions: dict, step_scale: float = 1.0) -> tuple:
+        """(group, embedded directions ``[k, group size]``, steps ``[k]``) for
+        directions of some inputs of one group (zeros for the group's others).
+        Step rule: ``step_size`` (``dense_step_size`` through non-smooth ops)
+        of the largest |x| over those inputs, divided by each direction's
+        largest element, times ``step_scale``."""
+        names = list(directions)
+        group = self.group(names[0])
+        dtype = self.point[names[0]].dtype
+        rows = {n: np.asarray(directions[n], dtype=dtype).reshape(-1, self.point[n].size) for n in names}
+        embedded = np.zeros((len(rows[names[0]]), sum(self.point[n].size for n in group)), dtype)
+        for n, row in rows.items():
+            start = self.offset(n)
+            embedded[:, start : start + self.point[n].size] = row
+        longest = np.abs(embedded).max(axis=1)
+        longest = np.where(longest > 0, longest, 1.0)
+        largest = max(np.abs(self.point[n]).max(initial=0.0) for n in names)
+        rule = dense_step_size if self.nonsmooth else step_size
+        h = step_scale * rule(largest, self.rule_dtype(dtype)) / longest
+        return group, embedded, h
 
     def joint_group(self, names) -> bool:
         """Whether ``names`` are one group (``along_joint`` can move them at once)."""
@@ -340,25 +352,12 @@ class FiniteDifferences:
         group, embedded, h = planned
         return self._richardson(group, "directions", embedded, h)
 
-    def joint_steps(self, directions: dict) -> tuple:
-        """(group, embedded directions ``[k, group size]``, steps ``[k]``) of
-        ``along_joint``'s rule, or None when the inputs are not one group."""
-        names = list(directions)
-        if not self.joint_group(names):
+    def joint_steps(self, directions: dict) -> tuple | None:
+        """``_embedded`` for directions of every input of one group (``along_joint``'s
+        rule), or None when the inputs are not one group."""
+        if not self.joint_group(directions):
             return None
-        group = self.group(names[0])
-        k = len(next(iter(directions.values())))
-        dtype = self.point[group[0]].dtype
-        embedded = np.zeros((k, sum(self.point[n].size for n in group)), dtype)
-        for n in group:
-            start = self.offset(n)
-            embedded[:, start : start + self.point[n].size] = np.asarray(directions[n], dtype).reshape(k, -1)
-        longest = np.abs(embedded).max(axis=1)
-        longest = np.where(longest > 0, longest, 1.0)
-        largest = max(float(np.abs(self.point[n]).max(initial=0.0)) for n in group)
-        rule = dense_step_size if self.nonsmooth else step_size
-        h = rule(np.asarray(largest, dtype), self.rule_dtype(dtype)) / longest
-        return group, embedded, h
+        return self._embedded(directions)
 
     def joint_pairs(self, directions: dict, steps) -> tuple[dict, dict]:
         """f(x + s d_j) and f(x - s d_j) per output for the joint directions d_j

@@ -480,19 +480,11 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     sub_a = a[:, cols]
     sub_bad = bad[:, cols]
     examined = sub_bad | suspects[:, cols]
-    with np.errstate(invalid="ignore"):
-        slope_tol = compare.allowed_error(left, right, left_err + right_err, tol)
-        # One-sided slopes that disagree beyond their own error estimates.
-        gap = examined & ~constant & (np.abs(left - right) > slope_tol)
-        # f unchanged to the last bit at the smallest steps on both sides: both
-        # slopes are exactly 0 there, with no round-off to resolve.
-        settled = _settled(left, right, left_err, right_err, tol) | constant
-        lo, hi = np.minimum(left, right), np.maximum(left, right)
-        margin = compare.allowed_error(sub_a, hi, np.maximum(left_err, right_err), tol)
-        between = (sub_a >= lo - margin) & (sub_a <= hi + margin)
-        agrees = (
-            np.abs(sub_a - right) <= compare.allowed_error(sub_a, right, right_err, tol)
-        ) & (np.abs(sub_a - left) <= compare.allowed_error(sub_a, left, left_err, tol))
+    gap, settled, between, agrees = slope_tests(sub_a, left, right, left_err, right_err, tol)
+    gap &= examined & ~constant
+    # f unchanged to the last bit at the smallest steps on both sides: both
+    # slopes are exactly 0 there, with no round-off to resolve.
+    settled |= constant
     # Kink rule: a gap AND a non-smooth op on the path. A gap without one (an
     # ill-conditioned smooth function) is never a kink.
     nonsmooth = evidence.nonsmooth if gap.any() else None
@@ -666,6 +658,26 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     return pair
 
 
+def slope_tests(a, left, right, left_err, right_err, tol):
+    """The ladder's tests of analytic values ``a`` against one-sided slopes
+    and their error estimates (module docstring), each a boolean array:
+    ``gap`` (the slopes differ beyond their errors), ``settled``
+    (``_settled``), ``between`` (``a`` within [left, right], with the element
+    rule's margin) and ``agrees`` (``a`` agrees with both slopes). Shared by
+    ``refine``, by its early stop and by the joint check's probes
+    (``check._JointCheck.settle_on_kinks``)."""
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(left - right) > compare.allowed_error(left, right, left_err + right_err, tol)
+        settled = _settled(left, right, left_err, right_err, tol)
+        lo, hi = np.minimum(left, right), np.maximum(left, right)
+        margin = compare.allowed_error(a, hi, np.maximum(left_err, right_err), tol)
+        between = (a >= lo - margin) & (a <= hi + margin)
+        agrees = (np.abs(a - right) <= compare.allowed_error(a, right, right_err, tol)) & (
+            np.abs(a - left) <= compare.allowed_error(a, left, left_err, tol)
+        )
+    return gap, settled, between, agrees
+
+
 def _settled(left, right, left_err, right_err, tol):
     """Both one-sided slopes finite and resolved: each error estimate, with the
     element rule's safety factor, within atol + RESOLVE_FRACTION of the slope
@@ -703,12 +715,7 @@ def _sites(sites) -> str:
 def _unexplained_exists(a, bad, left, right, left_err, right_err, tol) -> bool:
     """Some failing element is surely a mismatch: its one-sided slopes settle,
     agree with each other, and not with the analytic value."""
-    with np.errstate(invalid="ignore"):
-        gap = np.abs(left - right) > compare.allowed_error(left, right, left_err + right_err, tol)
-        agrees = (np.abs(a - right) <= compare.allowed_error(a, right, right_err, tol)) & (
-            np.abs(a - left) <= compare.allowed_error(a, left, left_err, tol)
-        )
-    settled = _settled(left, right, left_err, right_err, tol)
+    gap, settled, _, agrees = slope_tests(a, left, right, left_err, right_err, tol)
     return bool(np.any(bad & settled & ~gap & ~agrees))
 
 

@@ -233,14 +233,11 @@ def has_nonsmooth_op(graph) -> bool:
         graph = graph.graph if graph._trace() else None
     if graph is None:
         return False
-    ops = list(graph.get_operations())
-    library = getattr(graph, "_functions", {}) or {}
-    for function in library.values():
-        definition = getattr(function, "cached_definition", None) or getattr(function, "definition", None)
-        ops_in = getattr(definition, "node_def", []) if definition is not None else []
-        if any(node.op in NONSMOOTH_OPS for node in ops_in):
-            return True
-    return any(op.type in NONSMOOTH_OPS for op in ops)
+    seen: set = set()
+    return any(
+        op.type in NONSMOOTH_OPS or _function_body_reason(graph, op.node_def, seen, opaque=False)
+        for op in graph.get_operations()
+    )
 
 
 def nonsmooth(graph, name: str, output: str) -> list[GraphSite] | None:
@@ -272,8 +269,10 @@ def _nonsmooth_reason(g, op, reached) -> str:
     return f"{op.type} calling {inner}" if inner else ""
 
 
-def _function_body_reason(g, node_def, seen) -> str:
-    """The first non-smooth or opaque op inside the functions ``node_def`` calls."""
+def _function_body_reason(g, node_def, seen, opaque: bool = True) -> str:
+    """The first non-smooth or opaque op inside the functions ``node_def`` calls
+    (``opaque=False``: non-smooth ops only; a function the graph cannot see
+    into then shows nothing)."""
     for key in FUNCTION_ATTRS:
         if key not in node_def.attr:
             continue
@@ -286,11 +285,13 @@ def _function_body_reason(g, node_def, seen) -> str:
             try:
                 definition = g._get_function(fname).cached_definition
             except Exception:  # not in the library: nothing can be seen inside
+                if not opaque:
+                    continue
                 return f"{fname} (a function the graph cannot see into)"
             for node in definition.node_def:
-                if node.op in NONSMOOTH_OPS or node.op in OPAQUE_OPS:
+                if node.op in NONSMOOTH_OPS or (opaque and node.op in OPAQUE_OPS):
                     return f"{node.op} in {fname}"
-                inner = _function_body_reason(g, node, seen)
+                inner = _function_body_reason(g, node, seen, opaque)
                 if inner:
                     return inner
     return ""
