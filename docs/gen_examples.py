@@ -50,7 +50,7 @@ COLUMNS = 110
 #: which prints what a worker would, without a TensorFlow import per model.
 IN_PROCESS = "GRADCLI_IN_PROCESS"
 #: Examples whose table needs more than COLUMNS (long weight names and indices).
-WIDTHS = {"check-keras-loss": 150, "check-by-layer": 150}
+WIDTHS = {"check-keras-loss": 150, "check-by-layer": 150, "check-by-layer-modules": 150}
 #: Examples whose models run in workers, as on the command line: a model that ends its process.
 WORKERS = {"check-ends-process"}
 #: How the scratch folder is shown: a project folder of the reader's, the same in every run.
@@ -78,6 +78,7 @@ EXAMPLES = {
     "check-nan": ["check tests/models/diag_nan_grad.py"],
     "check-keras-loss": ["check tests/models/keras_loss_custom_layer.py"],
     "check-by-layer": ["check tests/models/by_layer_functional.py --by-layer"],
+    "check-by-layer-modules": ["check tests/models/by_layer_modules.py --mode fast --layers 'blocks/1*'"],
     "check-github": ["check sample_models/buggy_custom_gradient.py --format github"],
     "check-github-warning": ["check tests/models/ciout_round_cut.py --format github"],
     "check-ends-process": ["check tests/models/exit_on_run.py sample_models/square.py"],

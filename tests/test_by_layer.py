@@ -201,3 +201,72 @@ def test_a_dead_unit_on_the_relu_kink_is_a_kink_along_the_joint_probes():
         for kink in pair["kinks"]:
             assert kink["input_index"][-1] == 0  # the dead unit only
     assert not rows["dead/d1"]["failed"] and not rows["dead/d2"]["failed"]
+
+
+def _module_activations(model):
+    """The input of each block's Swish in by_layer_modules.py, recomputed in
+    numpy float64 from the weights (an independent reference)."""
+    p = model.point
+
+    def dense(h, name):
+        return h @ p[f"net/{name}/w"] + p[f"net/{name}/b"]
+
+    def swish(z):
+        return z / (1.0 + np.exp(-z))
+
+    h = dense(p["x"], "stem")
+    z0 = dense(h, "blocks/0/inner")
+    h = h + dense(swish(z0), "blocks/0/outer")
+    return z0, dense(h, "blocks/1/inner")
+
+
+def test_a_network_of_tf_modules_names_the_wrong_module_and_its_container():
+    model, layers, notes, ordered = layers_of("by_layer_modules.py")
+    path = fixture("by_layer_modules.py")
+    assert set(layers) == {
+        "net/stem", "net/head", "net/blocks/0", "net/blocks/1",
+        "net/blocks/0/inner", "net/blocks/0/act (call 1 of 2)", "net/blocks/0/act (call 2 of 2)",
+        "net/blocks/0/outer", "net/blocks/1/inner", "net/blocks/1/act", "net/blocks/1/outer",
+    }
+    wrong, block = layers["net/blocks/1/act"], layers["net/blocks/1"]
+    assert ordered[0] is wrong and ordered[1] is block  # failures first, inner units first
+    assert wrong.failed and wrong.verdict == "mismatch" and wrong.class_name == "Swish"
+    assert wrong.call_site.endswith(f"by_layer_modules.py:{line_of(path, 'return self.function(x)') - 1}")
+    assert block.failed and block.class_name == "Block" and block.weights == 2 * (8 * 8 + 8)
+    passing = [r for r in layers.values() if r not in (wrong, block)]
+    assert all(r.verdict == "pass" and not r.failed and r.call_proof.proven for r in passing)
+    assert wrong.call_proof.proven and block.call_proof.proven
+    _, z1 = _module_activations(model)
+    above = z1 > 1.0
+    assert above.any() and not above.all()
+    (pair,) = failing_pairs(wrong)
+    assert pair.input == "x" and pair.n_failing == int(above.sum())  # wrong exactly where x > 1
+    for element in pair.failing:
+        assert above[tuple(element.input_index)]
+        assert element.analytic == pytest.approx(0.5 * element.numeric, rel=1e-6)
+    assert pair.culprit is not None and pair.culprit.definition.endswith(
+        f"by_layer_modules.py:{line_of(path, 'def swish(x):')}"
+    )
+    assert "Swish.__call__" in pair.culprit.site.description and "Keras" not in pair.culprit.site.description
+    assert {p.input for p in block.pairs} >= {"x", "net/blocks/1/inner/w", "net/blocks/1/outer/b"}
+
+
+def test_the_unmodified_network_of_tf_modules_passes_every_module():
+    model, layers, _, _ = layers_of("by_layer_modules_ok.py")
+    assert len(layers) == 11
+    for result in layers.values():
+        assert result.verdict == "pass" and not result.failed, result
+        assert result.call_proof.proven
+    z0, _ = _module_activations(model)
+    assert (z0 > 1.0).any()  # the first block's Swish sees the range the wrong one gets wrong
+
+
+def test_command_line_checks_chosen_tf_modules():
+    path = fixture("by_layer_modules.py")
+    run = gradcli("check", path, "--layers", "blocks/1/*", "--json")
+    assert run.exit_code == 1, run
+    (model,) = run.result["models"]
+    rows = {row["path"]: row for row in model["layers"]}
+    assert set(rows) == {"net/blocks/1/inner", "net/blocks/1/act", "net/blocks/1/outer"}
+    assert rows["net/blocks/1/act"]["failed"] and rows["net/blocks/1/act"]["class_name"] == "Swish"
+    assert not rows["net/blocks/1/inner"]["failed"] and not rows["net/blocks/1/outer"]["failed"]

@@ -1,4 +1,5 @@
-"""Check a Keras model layer by layer: where in a large network a gradient is wrong.
+"""Check a Keras model (or a network of tf.Modules) layer by layer: where in a
+large network a gradient is wrong.
 
 A full check costs one finite difference per weight and a fast check gives one
 verdict for the whole model. This pass runs the model once, captures what
@@ -15,7 +16,15 @@ layer that is not a model is one unit and is checked whole, its sublayers with
 it (``MultiHeadAttention`` with its projections, a user's residual block with
 its ops). Ops a model applies between its layers (a functional ``x + y``, a
 subclassed model's own arithmetic) belong to no unit: the whole-model check
-covers them. A layer called more than once (a shared layer) is checked at
+covers them. A network of ``tf.Module`` objects (a model function of the model file's
+module-level tf.Modules, or one of them as the model: ``_ModuleTree``) has no
+model/layer distinction, so every module under a module-level one is a unit,
+a container (a residual block) as well as the modules inside it, each checked
+whole: a wrong custom gradient fails its own module and every container
+holding it, the innermost listed first, and a container's own arithmetic
+between its modules is checked in the container's row. A module-level
+tf.Module that holds no other is a unit itself, unless it is the model. A
+layer called more than once (a shared layer) is checked at
 *every* call site, since each call sees other activations (a gradient wrong on
 part of the input range may be hit at one site only); the rows say which call.
 
@@ -25,6 +34,15 @@ clone the check runs) and, to pair each unit with the user's own layer, one of
 ``Model.own_call`` (the user's model in its own dtypes). The wrapper records
 the arguments of every unit's call (outermost only), the values its variables
 hold in that call, and its outputs.
+
+A tf.Module unit is recorded by wrapping its class's ``__call__`` (every call
+of a unit, containers' and the modules' inside them); its local function runs
+the Python body of that ``__call__`` (a ``tf.function`` one too) with the
+unit's weights substituted as the whole model's are (``model.variables``:
+the variables' attributes replaced by the checked tensors), its own call is
+the module object called as the user calls it, on its own variables, and it
+has no trace shared with other units (no stateless call): each goes to
+``check_model``.
 
 The local function and the proof that it is the layer's own: the unit's
 float64 clone is called with ``stateless_call(weights, frozen, *args,
@@ -191,13 +209,14 @@ class LayerCall:
     calls: int = 1
     order: int = 0  # position among the captured calls (seeds its cotangent)
     names: list = field(default_factory=list)  # weight names, in trainable_variables order
+    tree: object = None  # the ``_ModuleTree`` of a tf.Module unit
 
 
 def wants_layers(model, options: CheckOptions, mode: str) -> bool:
     """Whether ``check_model`` runs the pass: forced by ``by_layer`` or
     ``layers``, else in auto mode when auto chose the fast check (a full check
     does not fit the budget), for Keras models."""
-    if model.kind != "keras" or options.by_layer is False:
+    if options.by_layer is False or not (model.kind == "keras" or _module_roots(model)):
         return False
     if options.by_layer or options.layers:
         return True
@@ -223,16 +242,23 @@ def plan_layers(model, options: CheckOptions) -> LayerPlan:
     pass, ``layers``' selection (a usage error when it matches nothing), the
     memory guard and the estimate."""
     root = _keras_root(model)
-    if root is None:
+    if root is None and model.kind == "keras":
         return LayerPlan(skipped="layer-by-layer pass not run: the Keras model object could not be found")
+    if root is None:
+        root = _ModuleTree(model)
+        if not root.units:
+            return LayerPlan(skipped=(
+                "layer-by-layer pass not run: the model calls no Keras model or tf.Module other than "
+                "itself (the whole-model check is its check)"
+            ))
     import keras
 
-    if not isinstance(root, keras.Model):
+    if isinstance(root, keras.layers.Layer) and not isinstance(root, keras.Model):
         return LayerPlan(
             skipped="layer-by-layer pass not run: the model is a single layer (the whole-model check is its check)"
         )
     started = time.perf_counter()
-    shapes, forward_seconds = _shape_pass(model)
+    shapes, forward_seconds = _shape_pass(model, root)
     calls = [c for c in shapes if _selected(c, options.layers)]
     if options.layers and not calls:
         known = ", ".join(dict.fromkeys(c.path for c in shapes))
@@ -254,7 +280,7 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None = None) ->
     started = time.perf_counter() - plan.seconds
     calls, estimate = plan.calls, plan.estimate
     report("layers", 0, len(calls), f"estimated {estimate:.0f} s")
-    captured = _capture(model, plan.root)
+    captured = _capture(model, plan.root) if not isinstance(plan.root, _ModuleTree) else plan.root.capture()
     wanted = {(c.path, c.index) for c in calls}
     results, traces = [], {}
     for done, call in enumerate((c for c in captured if (c.path, c.index) in wanted), start=1):
@@ -409,13 +435,15 @@ def _tensors(model, values: dict):
     return {n: tf.convert_to_tensor(v) for n, v in values.items()}
 
 
-def _shape_pass(model) -> tuple[list[LayerCall], float]:
+def _shape_pass(model, root) -> tuple[list[LayerCall], float]:
     """The units' calls with shapes only (nothing held), and the seconds of one
     forward pass of the checked function."""
-    runner = _runner(model)
     sink: list = []
+    recording = root.recording(sink, keep=False) if isinstance(root, _ModuleTree) else _record(
+        layer_units(_runner(model)), sink, keep=False
+    )
     started = time.perf_counter()
-    with _record(layer_units(runner), sink, keep=False):
+    with recording:
         model.function(_tensors(model, model.point))
     seconds = time.perf_counter() - started
     _count_calls(sink)
@@ -453,6 +481,114 @@ def _capture(model, root) -> list[LayerCall]:
         call.own = own_calls[i].layer if pairs else None
         call.names = [names.get(id(v), _short(v.path)) for v in call.layer.trainable_variables]
     return clone_calls
+
+
+class _ModuleTree:
+    """The units of a model made of ``tf.Module`` objects (module docstring):
+    every module below the model file's module-level tf.Modules, and a
+    module-level one itself when it holds no other (a leaf the model function
+    calls) and is not the model itself."""
+
+    def __init__(self, model):
+        import tensorflow as tf
+
+        from gradcli.model.variables import find_weights, objects_by_path, variables_by_path
+
+        self.model, self.weights = model, find_weights(model.module)
+        names = {id(v): n for n, (_, _, v) in self.weights.slots.items()}
+        self.units: dict[int, str] = {}
+        self.modules: dict[int, object] = {}
+        self.names: dict[int, list] = {}
+        own = model.own_call
+        targets = {id(v) for v in _closure_values(own.call)} if own is not None else set()
+        for root in _module_roots(model):
+            below = objects_by_path(root, tf.Module).values()
+            found = [(f"{root.name}/{path}", m) for path, _, _, m in below]
+            if not below and id(root) not in targets:
+                found = [(root.name, root)]
+            for path, module in found:
+                if id(module) not in self.units and callable(module):
+                    self.units[id(module)], self.modules[id(module)] = path, module
+                    self.names[id(module)] = [
+                        names[id(v)] for _, _, _, v in variables_by_path(module).values() if id(v) in names
+                    ]
+
+    @contextmanager
+    def recording(self, sink: list, keep: bool):
+        """Each unit's class's ``__call__`` wrapped for the duration (every
+        call of a unit recorded, a container's and those of the units inside
+        it, inner ones first). A ``tf.function`` ``__call__`` runs its Python
+        body, which reads the substituted weights (``model.variables``)."""
+        classes = {type(m) for m in self.modules.values()}
+        saved = {cls: cls.__dict__.get("__call__") for cls in classes}
+        originals = {cls: next(k.__dict__["__call__"] for k in cls.__mro__ if "__call__" in k.__dict__)
+                     for cls in classes}
+        counts: dict[int, int] = {}
+        point = self.model.point
+
+        def wrapper(cls, original):
+            plain = getattr(original, "python_function", original)
+
+            def recording(module, *args, **kwargs):
+                outputs = plain(module, *args, **kwargs)
+                if id(module) in self.units and type(module) is cls:
+                    counts[id(module)] = counts.get(id(module), 0) + 1
+                    names = self.names[id(module)]
+                    values = [point[n] for n in names]
+                    call = LayerCall(module, module, self.units[id(module)], counts[id(module)], args, kwargs,
+                                     values, [], outputs, names=list(names), tree=self)
+                    if not keep:
+                        call.args, call.kwargs = _shapes(args), _shapes(kwargs)
+                        call.trainable = [_ShapeOnly(np.shape(v)) for v in values]
+                        call.outputs = _shapes(outputs)
+                    sink.append(call)
+                return outputs
+
+            return recording
+
+        try:
+            for cls in classes:
+                cls.__call__ = wrapper(cls, originals[cls])
+            yield
+        finally:
+            for cls, own in saved.items():
+                if own is None:
+                    del cls.__call__
+                else:
+                    cls.__call__ = own
+
+    def capture(self) -> list[LayerCall]:
+        """The units' calls with their tensors, through the checked function."""
+        calls: list = []
+        with self.recording(calls, keep=True):
+            self.model.function(_tensors(self.model, self.model.point))
+        _count_calls(calls)
+        for order, call in enumerate(calls):
+            call.order = order
+        return calls
+
+    def slots(self, names: list) -> object:
+        """``model.variables._Weights`` substituting only ``names``."""
+        from gradcli.model.variables import _Weights
+
+        own = _Weights()
+        own.slots = {n: self.weights.slots[n] for n in names}
+        own.classes = self.weights.classes
+        return own
+
+
+def _module_roots(model) -> list:
+    """The model file's module-level ``tf.Module`` objects, for a model that
+    is a function of them (not Keras): the roots of ``_ModuleTree``."""
+    import tensorflow as tf
+
+    if model.kind != "function" or model.module is None:
+        return []
+    roots: dict = {}
+    for name, obj in vars(model.module).items():
+        if not name.startswith("_") and isinstance(obj, tf.Module) and not isinstance(obj, type):
+            roots.setdefault(id(obj), obj)
+    return list(roots.values())
 
 
 def _count_calls(calls: list) -> None:
@@ -1013,7 +1149,7 @@ def _traced(call: LayerCall, traces: dict) -> _Traced | None:
     import tensorflow as tf
 
     structure, leaves, inputs, floating = _call_parts(call)
-    if not floating:
+    if not floating or call.tree is not None:  # a tf.Module has no stateless call to share
         return None
     key = _signature(call, structure, leaves, inputs)
     traced = traces.get(key)
@@ -1095,7 +1231,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
     from gradcli.model.calling import OwnCall
     from gradcli.model.loading import Model, host_array
 
-    layer, own = call.layer, call.own
+    layer, own, tree = call.layer, call.own, call.tree
     structure, leaves, inputs, floating = _call_parts(call)
     if not floating:
         raise GradcliError(f"layer {call.path} has no floating-point output to differentiate")
@@ -1125,6 +1261,15 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
     if traced is not None:
         function = traced.function(wrt, [tf.convert_to_tensor(f) for f in frozen],
                                    [tf.constant(c) for c in cotangents])
+    elif tree is not None:
+        # A tf.Module: its weights substituted as the whole model's are
+        # (``model.variables``), its ``__call__``'s Python body run.
+        substitute, body = tree.slots(weights), _call_method(layer)
+
+        def function(values: dict) -> dict:
+            args, kwargs = rebuild(values)
+            with substitute.substituted(values):
+                return project(body(layer, *args, **kwargs))
     else:
         def function(values: dict) -> dict:
             args, kwargs = rebuild(values)
@@ -1137,14 +1282,17 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
             args, kwargs = rebuild(data)
             return project(own(*args, **kwargs))
 
+        own_variables = (
+            [tree.weights.slots[n][2] for n in weights] if tree is not None else own.trainable_variables
+        )
         own_call = OwnCall(
             call=own_function,
-            variables=dict(zip(weights, own.trainable_variables)),
+            variables=dict(zip(weights, own_variables)),
             description=f"{own.name}({', '.join(inputs.values())})",
         )
     native = {n: np.dtype("float32") for n in point}
     if own is not None:
-        native.update({n: np.dtype(v.dtype) for n, v in zip(weights, own.trainable_variables)})
+        native.update({n: np.dtype(getattr(v.dtype, "as_numpy_dtype", v.dtype)) for n, v in zip(weights, own_variables)})
     local = Model(
         name=f"{parent.name} :: {call.path}", path=parent.path, function=function, point=point,
         wrt=wrt, native_dtypes=native, kind="keras",
@@ -1161,7 +1309,7 @@ def _accepted(layer, kwargs: dict) -> dict:
     drops ``training`` and ``mask`` for a ``call`` without them, and
     ``stateless_call`` passes its keywords to ``call`` as they are."""
     try:
-        parameters = inspect.signature(type(layer).call).parameters.values()
+        parameters = inspect.signature(_call_method(layer)).parameters.values()
     except (TypeError, ValueError):
         return dict(kwargs)
     if any(p.kind is p.VAR_KEYWORD for p in parameters):
@@ -1177,7 +1325,7 @@ def _argument_names(layer, args, kwargs) -> list[str]:
 
     try:
         parameters = [
-            p.name for p in inspect.signature(type(layer).call).parameters.values()
+            p.name for p in inspect.signature(_call_method(layer)).parameters.values()
             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
         ][1:]
     except (TypeError, ValueError):
@@ -1197,11 +1345,20 @@ def _argument_names(layer, args, kwargs) -> list[str]:
     return names
 
 
+def _call_method(layer):
+    """The Python function a unit's call runs: a Keras layer's ``call``, a
+    tf.Module's ``__call__`` (the body of a ``tf.function`` one)."""
+    import keras
+
+    method = getattr(type(layer), "call" if isinstance(layer, keras.layers.Layer) else "__call__", None)
+    return getattr(method, "python_function", method)
+
+
 def _call_site(layer) -> str:
     """``file:line`` of the ``def call`` of the layer's class."""
     from gradcli.model.paths import relative_path
 
-    function = getattr(type(layer), "call", None)
+    function = _call_method(layer)
     code = getattr(function, "__code__", None)
     if code is None or not os.path.isfile(code.co_filename):
         return ""

@@ -33,7 +33,7 @@ from gradcli.cli.options import (
 @click.option("--samples", type=click.IntRange(min=0), default=0, show_default=True, help="Also check at N seeded random points around the given one; the worst is shown as --set values.")
 @click.option("--radius", type=click.FloatRange(min=0, min_open=True), default=0.1, show_default=True, help="Sweep points move each element by up to R * max(1, |x|).")
 @click.option("--special", is_flag=True, help="Also check at special points: zeros, ties, repeated values, clipping boundaries found in the graph.")
-@click.option("--by-layer/--no-by-layer", default=None, help="Also check a Keras model layer by layer (each layer's output against its input and weights, at the activations that reach it) [default: in auto mode, when the full check does not fit --budget].")
+@click.option("--by-layer/--no-by-layer", default=None, help="Also check a Keras model or a network of tf.Modules layer by layer (each layer's output against its input and weights, at the activations that reach it) [default: in auto mode, when the full check does not fit --budget].")
 @click.option("--layers", multiple=True, metavar="NAME_OR_GLOB", help="Check only these layers (names or paths in the model, globs allowed; comma-separated or repeated); implies --by-layer.")
 @max_memory_option
 @json_option

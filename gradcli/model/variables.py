@@ -46,6 +46,13 @@ from gradcli.tf_import import import_tensorflow
 def variables_by_path(root) -> dict:
     """Every variable reachable from ``root`` (tracked attributes, breadth first):
     id -> (shortest attribute path, parent, key in parent, variable)."""
+    return objects_by_path(root, import_tensorflow().Variable)
+
+
+def objects_by_path(root, wanted) -> dict:
+    """Every object of type ``wanted`` reachable from ``root`` through tracked
+    attributes (breadth first, below variables no further): id -> (shortest
+    attribute path, parent, key in parent, object)."""
     tf = import_tensorflow()
 
     found, seen = {}, {id(root)}
@@ -61,9 +68,9 @@ def variables_by_path(root) -> dict:
                 continue
             seen.add(id(child))
             path = f"{prefix}/{name}" if prefix else str(name)
-            if isinstance(child, tf.Variable):
+            if isinstance(child, wanted):
                 found[id(child)] = (path, obj, name, child)
-            else:
+            if not isinstance(child, tf.Variable):
                 queue.append((child, path))
     return found
 
@@ -156,13 +163,14 @@ def find_weights(module: ModuleType) -> _Weights:
                     seen.add(id(v))
                     weights.add_keras(weight_name(v.path), v)
         elif isinstance(obj, tf.Module):
-            weights.classes += [c for c in type(obj).__mro__ if c.__module__ == module.__name__]
+            # Every module below it, containers too: a tf.function method of any
+            # of them would have captured the variables its trace read.
+            for sub in [obj] + [m for _, _, _, m in objects_by_path(obj, tf.Module).values()]:
+                weights.classes += [c for c in type(sub).__mro__ if c.__module__ == module.__name__]
             for path, parent, key, v in variables_by_path(obj).values():
                 if v.trainable and id(v) not in seen:
                     seen.add(id(v))
                     weights.slots.setdefault(f"{obj.name}/{path}", (parent, key, v))
-                    if isinstance(parent, tf.Module):
-                        weights.classes += [c for c in type(parent).__mro__ if c.__module__ == module.__name__]
         elif isinstance(obj, tf.Variable) and obj.trainable and id(obj) not in seen:
             seen.add(id(obj))
             weights.slots.setdefault(global_name, (module, global_name, obj))

@@ -515,7 +515,8 @@ class ModelGraph:
 
     def keras_layer(self, op) -> str:
         """``Keras layer 'NAME' (Class.call)`` when ``op`` was made in the ``call``
-        of a layer class written in the model file, else "". The class comes
+        of a layer class written in the model file, ``Class.method`` when in
+        another method of a class there (a tf.Module's ``__call__``), else "". The class comes
         from the model-file frame's enclosing ``class`` (its ``call``), the name
         from the op's outermost name scope matched against the model's layers
         (a graph may append ``_1`` to a scope already used)."""
@@ -527,6 +528,8 @@ class ModelGraph:
         )
         if owner is None:
             return ""
+        if not owner.endswith(".call"):  # a tf.Module's __call__, any class's method: no Keras layer
+            return owner
         scopes = [s for s in op.name.split("/")[:-1] if s]
         names = _layer_names(self.model)
         layer = next((s for s in scopes if s in names), None)
