@@ -277,8 +277,12 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
 
 def _forward_seconds(model: Model) -> float:
     """Seconds of one eager call of the checked function at the point (the
-    second of two: the first may build the model's state)."""
+    second of two: the first may build the model's state); timed at load
+    (``loading._forward``) when the model was loaded at this point."""
     import tensorflow as tf
+
+    if model.forward_seconds is not None:
+        return model.forward_seconds
 
     point = {n: tf.convert_to_tensor(v) for n, v in model.point.items()}
     model.function(point)
@@ -588,7 +592,19 @@ class _FullCheck:
     def vjp(self, cotangents: dict) -> dict:
         """J^T c at the point (``autodiff.vjp``). The layer-by-layer pass
         (``analyses.by_layer``) computes it with a trace shared between layers."""
-        return autodiff.vjp(self.model.function, self.model.point, self.model.wrt, cotangents)
+        return self.vjps([cotangents])[0]
+
+    def vjps(self, seeds: list[dict]) -> list[dict]:
+        """``vjp`` for several cotangents: one forward pass for them all
+        (``autodiff.vjps``), and the product the proof took at the point with the
+        same cotangents (``same_function.prove``: the probes' first draw is its
+        draw) not taken again."""
+        taken = same_function.taken_product(self.model)
+        reused = [taken[1] if taken is not None and _same_seed(taken[0], c) else None for c in seeds]
+        missing = [c for c, r in zip(seeds, reused) if r is None]
+        computed = iter(autodiff.vjps(self.model.function, self.model.point, self.model.wrt, missing)
+                        if missing else [])
+        return [r if r is not None else next(computed) for r in reused]
 
     def batched_jvp(self, tangents: dict, outputs) -> dict:
         """J t for a batch of tangents (``autodiff.batched_jvp``); see ``vjp``."""
@@ -679,13 +695,7 @@ class _FastCheck(_FullCheck):
             o: rng.standard_normal((probes,) + model.outputs[o].shape) for o in self.outputs
         }
         # Reverse mode: one VJP per (output, probe) gives J^T v for every input.
-        reverse = {
-            o: [
-                self.vjp({o: v[p]})
-                for p in range(probes)
-            ]
-            for o, v in cotangents.items()
-        }
+        reverse = {o: self.vjps([{o: v[p]} for p in range(probes)]) for o, v in cotangents.items()}
         tangents = {
             n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
             for n in model.wrt
@@ -828,7 +838,7 @@ class _JointCheck(_FastCheck):
         model, probes = self.model, self.options.probes
         rng = np.random.default_rng(self.options.rng_seed)  # the draws of _FastCheck.run
         cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape) for o in self.outputs}
-        reverse = {o: [self.vjp({o: v[p]}) for p in range(probes)] for o, v in cotangents.items()}
+        reverse = {o: self.vjps([{o: v[p]} for p in range(probes)]) for o, v in cotangents.items()}
         tangents = {
             n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
             for n in model.wrt
@@ -937,6 +947,10 @@ class _JointCheck(_FastCheck):
                 raise
             pair.warnings.append(f"forward mode could not be checked: {diagnose.raised(exc, self.model, True)}")
             return None
+
+
+def _same_seed(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(np.array_equal(a[o], b[o]) for o in a)
 
 
 def joint_input(count: int) -> str:

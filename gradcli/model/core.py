@@ -52,6 +52,10 @@ class Model:
     weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
     runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
     own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
+    #: (point, cotangents, VJP) that ``same_function.prove`` took through ``function``
+    taken_vjp: tuple | None = field(default=None, repr=False)
+    #: seconds of one eager call of ``function`` at the point, timed at load
+    forward_seconds: float | None = None
 
     @property
     def dtype(self) -> np.dtype:
@@ -88,6 +92,19 @@ def weight_name(path: str) -> str:
     """``sequential/dense/kernel`` -> ``dense/kernel``: drop the model's own name."""
     parts = path.split("/")
     return "/".join(parts[1:]) if len(parts) > 2 else path
+
+
+#: A note names at most this many inputs or layers, then counts the rest: a
+#: ResNet-50 promotes 214 weights, and a note listing them all buries the report.
+LISTED_NAMES = 8
+
+
+def name_list(names) -> str:
+    """``a, b, c`` for a few names; the first ``LISTED_NAMES`` and ``and N more`` past that."""
+    names = list(names)
+    if len(names) <= LISTED_NAMES:
+        return ", ".join(names)
+    return f"{', '.join(names[:LISTED_NAMES])} and {len(names) - LISTED_NAMES} more"
 
 
 def first_line(exc: BaseException) -> str:

@@ -42,7 +42,7 @@ import numpy as np
 
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import OwnCall
-from gradcli.model.core import Model, first_line, is_floating, normalize_outputs, weight_name, where_raised
+from gradcli.model.core import Model, first_line, is_floating, name_list, normalize_outputs, weight_name, where_raised
 from gradcli.model.keras_float64 import float64_clone
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown, fit_value
@@ -175,7 +175,7 @@ def training_notes(layer, training: bool) -> list[str]:
         return []
     if not inner:
         return []
-    names = ", ".join(sorted({sub.name for sub in inner}))
+    names = name_list(sorted({sub.name for sub in inner}))
     if training:
         return [f"layers {names} ran with training=True (training mode, set by `training` in the model file)"]
     return [

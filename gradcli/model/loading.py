@@ -33,6 +33,7 @@ import hashlib
 import importlib.util
 import os
 import sys
+import time
 from types import ModuleType
 from typing import Any, Callable
 
@@ -42,7 +43,7 @@ from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.model.calling import Calling, OwnCall, describe_call
 from gradcli.model.core import (  # re-exported: the names the rest of gradcli imports from here
     CHECK_DTYPE, Model, call_model, code_site, differentiable, first_line, host_array,
-    is_floating, is_keras, normalize_outputs, require_finite, run_model,
+    is_floating, is_keras, name_list, normalize_outputs, require_finite, run_model,
     weight_name, where_raised,
 )
 from gradcli.model.keras import keras_file_model, load_keras_file
@@ -548,7 +549,7 @@ def _settle_dtype(model: Model, float64: bool) -> None:
             if failure is None:
                 if changed:
                     model.notes.append(
-                        f"promoted {', '.join(changed)} from "
+                        f"promoted {name_list(changed)} from "
                         f"{native[changed[0]].dtype} to float64 for checking"
                     )
                 return _check_finite_outputs(model)
@@ -649,7 +650,9 @@ def _forward(model: Model, values: dict) -> dict[str, np.ndarray]:
     """Run the forward pass twice: differencing a random function (dropout,
     unseeded random ops) would report noise as gradient errors."""
     first = {n: host_array(t) for n, t in run_model(model, values).items()}
+    started = time.perf_counter()
     again = {n: host_array(t) for n, t in run_model(model, values).items()}
+    model.forward_seconds = time.perf_counter() - started  # the second call: state built by the first
     for name, a in first.items():
         b = again.get(name)
         if not is_floating(a) or b is None or a.shape != b.shape:

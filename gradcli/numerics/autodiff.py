@@ -64,19 +64,28 @@ def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> di
     the sum (a zero seed). Returns input name -> array (in the shape TensorFlow
     gave it: see ``checked_gradient``), or None where disconnected.
     """
+    return vjps(function, point, wrt, [cotangents])[0]
+
+
+def vjps(function: Callable, point: dict, wrt: list[str], seeds: list[dict]) -> list[dict]:
+    """``vjp`` for each of several cotangents, from one forward pass (a
+    persistent tape, one backward pass per seed)."""
     values = _tensors(point)
-    with tf.GradientTape() as tape:
+    with tf.GradientTape(persistent=len(seeds) > 1) as tape:
         for name in wrt:
             tape.watch(values[name])
         outputs = function(values)
-    names = list(cotangents)
-    grads = tape.gradient(
-        [outputs[o] for o in names],
-        [values[n] for n in wrt],
-        output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
-        unconnected_gradients=tf.UnconnectedGradients.NONE,
-    )
-    return {n: None if g is None else np.asarray(g) for n, g in zip(wrt, grads)}
+    products = []
+    for cotangents in seeds:
+        names = list(cotangents)
+        grads = tape.gradient(
+            [outputs[o] for o in names],
+            [values[n] for n in wrt],
+            output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
+            unconnected_gradients=tf.UnconnectedGradients.NONE,
+        )
+        products.append({n: None if g is None else np.asarray(g) for n, g in zip(wrt, grads)})
+    return products
 
 
 #: Batches of up to this many tangents run eagerly (see ``batched_jvp``).

@@ -92,6 +92,8 @@ def prove(model, seed: int = 0, taken=None) -> CallProof | None:
             ours = taken[1]
         else:
             ours = autodiff.vjp(model.function, point, model.wrt, cotangents)
+        if point is model.point:
+            model.taken_vjp = (model.point, cotangents, ours)
         dtypes.add(np.dtype(model.dtype) if point is model.point else _coarsest(
             [np.asarray(point[n]).dtype for n in model.wrt]))
         return _compare(model.wrt, ours, theirs, _coarsest(dtypes), own.description)
@@ -102,6 +104,16 @@ def prove(model, seed: int = 0, taken=None) -> CallProof | None:
         rtol=float("nan"), dtype="",
         detail=f"could not run the user's own call to compare ({type(exc).__name__}: {first})",
     )
+
+
+def taken_product(model):
+    """(cotangents, VJP through ``model.function``) that ``prove`` took at the
+    model's current point (``Model.taken_vjp``), or None: the checks' first
+    probe draws the same cotangents."""
+    taken = getattr(model, "taken_vjp", None)
+    if taken is None or taken[0] is not model.point:
+        return None
+    return taken[1], taken[2]
 
 
 def _points(model):
