@@ -352,3 +352,34 @@ def test_empty_folder_exits_2_with_one_line(tmp_path):
     run = gradcli("check", tmp_path)
     assert run.exit_code == 2, run
     assert error_line(run) == f"Error: no *.py model files in folder {tmp_path}"
+
+
+def test_vjps_from_one_forward_pass_match_the_closed_form():
+    """``autodiff.vjps`` (one tape, a backward pass per cotangent) against
+    J^T c in closed form: f(x, w) = (x * w, sum(sin x)); J_x^T c = c0 * w +
+    c1 cos x, J_w^T c = c0 * x."""
+    import tensorflow as tf
+
+    from gradcli.numerics import autodiff
+
+    x, w = np.array([0.3, -1.2, 2.0]), np.array([1.5, 0.5, -2.0])
+
+    def function(values):
+        return {"prod": values["x"] * values["w"], "sines": tf.reduce_sum(tf.sin(values["x"]))}
+
+    seeds = [{"prod": np.array([1.0, 2.0, -1.0]), "sines": np.array(0.5)}, {"prod": np.array([0.0, -3.0, 4.0])}]
+    first, second = autodiff.vjps(function, {"x": x, "w": w}, ["x", "w"], seeds)
+    np.testing.assert_allclose(first["x"], seeds[0]["prod"] * w + 0.5 * np.cos(x), rtol=1e-15)
+    np.testing.assert_allclose(first["w"], seeds[0]["prod"] * x, rtol=1e-15)
+    np.testing.assert_allclose(second["x"], seeds[1]["prod"] * w, rtol=1e-15)
+    np.testing.assert_allclose(second["w"], seeds[1]["prod"] * x, rtol=1e-15)
+    single = autodiff.vjp(function, {"x": x, "w": w}, ["x", "w"], seeds[1])
+    np.testing.assert_array_equal(single["x"], second["x"])
+
+
+def test_notes_name_a_few_inputs_and_count_the_rest():
+    from gradcli.model.core import LISTED_NAMES, name_list
+
+    assert name_list(["a", "b"]) == "a, b"
+    names = [f"w{i}" for i in range(LISTED_NAMES + 5)]
+    assert name_list(names) == ", ".join(names[:LISTED_NAMES]) + " and 5 more"
