@@ -78,6 +78,21 @@ def test_keras_model_that_falls_back_to_float32_is_checked_with_float32_rules():
     model = only_model(doc)
     assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
     assert any("could not rebuild the Keras model in float64" in n for n in model["notes"])
+    assert any("does not run in float64" in n for n in model["notes"])
+
+
+def test_subclassed_keras_model_that_cannot_be_rebuilt_runs_in_float64_by_its_policies():
+    """No float64 clone (a subclassed model has no layer graph): the model
+    itself computes in float64 with its layers' dtype policies switched, and
+    is checked with float64 rules. Float32 arithmetic differenced in float64
+    would leave errors of about 1e-4 relative; these are float64's."""
+    run, doc = check_json("prec_keras_subclassed.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float64" and model["tolerance"]["rtol"] == pytest.approx(1e-6)
+    assert any("switching their dtype policies" in n for n in model["notes"])
+    assert model["call_proof"]["proven"]
+    assert max(p["max_rel_error"] for p in model["pairs"]) < 1e-8
 
 
 def test_mixed_float16_native_dtype_uses_the_float16_compute_dtype_and_passes():

@@ -210,6 +210,7 @@ class LayerCall:
     order: int = 0  # position among the captured calls (seeds its cotangent)
     names: list = field(default_factory=list)  # weight names, in trainable_variables order
     tree: object = None  # the ``_ModuleTree`` of a tf.Module unit
+    policies: bool = False  # computed in float64 by switching dtype policies (``keras_float64``)
 
 
 def wants_layers(model, options: CheckOptions, mode: str) -> bool:
@@ -477,7 +478,9 @@ def _capture(model, root) -> list[LayerCall]:
         for a, b in zip(clone_calls, own_calls)
     )
     names = _weight_names(model, runner)
+    policies = model.float64_by_policies and str(model.dtype) == "float64"
     for i, call in enumerate(clone_calls):
+        call.policies = policies
         call.own = own_calls[i].layer if pairs else None
         call.names = [names.get(id(v), _short(v.path)) for v in call.layer.trainable_variables]
     return clone_calls
@@ -1030,7 +1033,7 @@ class _Traced:
             for i, v in zip(positions, values[:count]):
                 filled[i] = v
             args, kwargs = tf.nest.pack_sequence_as(structure, filled)
-            out, _ = layer.stateless_call(list(values[count:]), list(frozen), *args, **kwargs)
+            out, _ = _stateless(call, list(values[count:]), list(frozen), args, kwargs)
             outs = tf.nest.flatten(out)
             terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
             return tf.add_n(terms) if len(terms) > 1 else terms[0]
@@ -1273,7 +1276,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
     else:
         def function(values: dict) -> dict:
             args, kwargs = rebuild(values)
-            out, _ = layer.stateless_call([values[n] for n in weights], frozen, *args, **kwargs)
+            out, _ = _stateless(call, [values[n] for n in weights], frozen, args, kwargs)
             return project(out)
 
     own_call = None
@@ -1302,6 +1305,16 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
     if own_call is None:
         local.notes.append("the user's own layer could not be paired with the checked one")
     return local
+
+
+def _stateless(call: LayerCall, weights: list, frozen: list, args, kwargs):
+    """The unit's ``stateless_call``, in float64 by switched dtype policies
+    when the model runs that way (``LayerCall.policies``)."""
+    from gradcli.model.keras_float64 import stateless_float64_call
+
+    if call.policies:
+        return stateless_float64_call(call.layer, weights, frozen, *args, **kwargs)
+    return call.layer.stateless_call(weights, frozen, *args, **kwargs)
 
 
 def _accepted(layer, kwargs: dict) -> dict:

@@ -54,6 +54,9 @@ class Model:
     own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
     #: (point, cotangents, VJP) that ``same_function.prove`` took through ``function``
     taken_vjp: tuple | None = field(default=None, repr=False)
+    #: A Keras model run in float64 by switching its layers' dtype policies
+    #: (``keras_float64.stateless_float64_call``), not through a float64 clone
+    float64_by_policies: bool = False
     #: seconds of one eager call of ``function`` at the point, timed at load
     forward_seconds: float | None = None
 

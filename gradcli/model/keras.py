@@ -43,7 +43,7 @@ import numpy as np
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import OwnCall
 from gradcli.model.core import Model, first_line, is_floating, name_list, normalize_outputs, weight_name, where_raised
-from gradcli.model.keras_float64 import float64_clone
+from gradcli.model.keras_float64 import float64_clone, stateless_float64_call
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown, fit_value
 from gradcli.tf_import import import_tensorflow
@@ -215,15 +215,16 @@ def keras_model(
         weights = {v.path: v for v in layer.trainable_variables}
     frozen = list(layer.non_trainable_variables)
     notes = training_notes(layer, training)
-    runner = layer
+    runner, switched = layer, False
     if float64:
         try:
             runner = float64_clone(layer, data_args({n: np.asarray(v) for n, v in data.items()}))
         except Exception as exc:
-            runner = layer
+            switched = True
             notes.append(
                 f"could not rebuild the Keras model in float64 ({type(exc).__name__}: "
-                f"{first_line(exc)[:160]}); checking in float32"
+                f"{first_line(exc)[:160]}); its layers compute in float64 by switching their dtype "
+                "policies for the check"
             )
     weight_names = list(weights)
 
@@ -231,11 +232,21 @@ def keras_model(
         trainable = [values[n] for n in weight_names]
         dtype = trainable[0].dtype if trainable else None
         fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
-        # The float64 clone for float64 weights; the model itself for its own
-        # dtype (``_settle_dtype`` falls back to it when float64 does not run).
-        active = layer if getattr(dtype, "name", "float64") != "float64" else runner
-        out, _ = active.stateless_call(trainable, fixed, data_args(values), training=training)
+        # The float64 clone (or the model with float64 policies) for float64
+        # weights; the model itself for its own dtype (``_settle_dtype`` falls
+        # back to it when float64 does not run).
+        if getattr(dtype, "name", "float64") != "float64":
+            out, _ = layer.stateless_call(trainable, fixed, data_args(values), **mode)
+        elif switched:
+            out, _ = stateless_float64_call(layer, trainable, fixed, data_args(values), **mode)
+        else:
+            out, _ = runner.stateless_call(trainable, fixed, data_args(values), **mode)
         return normalize_outputs(out)
+
+    # ``Layer.__call__`` drops ``training`` for a ``call`` without it, but
+    # ``stateless_call`` passes it on as it is (a subclassed model whose
+    # ``call(self, x)`` takes none would raise).
+    mode = {"training": training} if getattr(layer, "_call_has_training_arg", True) else {}
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
     point.update(data)
@@ -254,8 +265,9 @@ def keras_model(
         kind="keras",
         notes=notes,
         weights=weight_names,
-        runs_in_float64=runner is not layer,
+        runs_in_float64=runner is not layer or switched,
         own_call=own_call,
+        float64_by_policies=switched,
     )
     return model
 

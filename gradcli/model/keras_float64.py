@@ -1,13 +1,25 @@
-"""A Keras model rebuilt to compute in float64 (``float64_clone``).
+"""A Keras model made to compute in float64 (``float64_clone``, else
+``stateless_float64_call``).
 
 Keras casts inputs to each layer's compute dtype, so float64 values passed to a
 float32 model would be computed in float32; a check in float64 needs a copy of
 the model whose every layer computes and keeps its variables in float64,
 sharing nothing with the original but the architecture (``keras.keras_model``
 passes the original's weights through ``stateless_call``).
+
+A model that cannot be rebuilt (a subclassed model without a ``get_config``
+for its arguments: most models written as classes) is run itself in float64
+instead: ``stateless_float64_call`` switches the dtype policy of every layer
+in its tree to float64 for the duration of the call (``float64_policies``),
+and maps its variables to the given float64 values without the cast to the
+variables' own dtype that ``stateless_call`` applies. The proof that the
+float64 function is the user's (``verdicts.same_function``) compares it with
+the model called as it is, in float32, either way.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 #: Dtype names a float64 rebuild replaces: every floating compute or variable
 #: dtype and mixed-precision policy; integer, bool and string dtypes (an
@@ -96,3 +108,37 @@ def _float64_layer(layer):
     an operation that is not a layer (``x + y`` in a functional model) has no
     dtype and is rebuilt as it is."""
     return layer.__class__.from_config(_float64_config(layer.get_config()))
+
+
+@contextmanager
+def float64_policies(layer):
+    """Every layer in ``layer``'s tree (itself included) with a floating dtype
+    policy computes in float64 for the duration; the policies are restored."""
+    saved = []
+    try:
+        for sub in layer._flatten_layers(include_self=True):
+            policy = getattr(sub, "dtype_policy", None)
+            if policy is not None and policy.name in FLOAT_POLICIES and policy.name != "float64":
+                saved.append((sub, policy))
+                sub.dtype_policy = "float64"
+        yield
+    finally:
+        for sub, policy in reversed(saved):
+            sub.dtype_policy = policy
+
+
+def stateless_float64_call(layer, trainable: list, frozen: list, *args, **kwargs):
+    """``layer.stateless_call(trainable, frozen, *args, **kwargs)`` computed in
+    float64 by the layer itself (module docstring): (outputs, the frozen
+    variables' values after the call)."""
+    import keras
+
+    mapping = list(zip(layer.trainable_variables, trainable)) + list(zip(layer.non_trainable_variables, frozen))
+    with float64_policies(layer):
+        scope = keras.StatelessScope(state_mapping=mapping)
+        # The scope casts each value to its variable's dtype (float32): the
+        # float64 values must reach the layers as they are.
+        scope.state_mapping.update({id(v): value for v, value in mapping})
+        with scope:
+            outputs = layer.call(*args, **kwargs)
+        return outputs, [scope.get_current_value(v) for v in layer.non_trainable_variables]

@@ -1,12 +1,12 @@
-"""A correct subclassed Keras model that cannot be rebuilt in float64.
-
-A subclassed model has no layer graph, so ``keras.models.clone_model`` cannot
-rebuild it with float64 layers: gradcli falls back to the model's float32 and
-must check it with float32 steps and tolerances.
+"""A correct subclassed Keras model that runs in float32 only: it cannot be
+rebuilt in float64 (no layer graph), and run with float64 dtype policies its
+float32 constant meets float64 activations and raises. gradcli falls back to
+the model's float32 and must check it with float32 steps and tolerances.
 """
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 
 class Net(keras.Model):
@@ -16,7 +16,7 @@ class Net(keras.Model):
         self.out = keras.layers.Dense(1)
 
     def call(self, x, training=False):
-        return self.out(self.hidden(x))
+        return self.out(self.hidden(x)) + tf.constant(0.5, tf.float32)
 
 
 keras.utils.set_random_seed(1)
