@@ -505,3 +505,24 @@ def test_saved_model_with_a_custom_gradient_is_refused_not_checked_wrongly(tmp_p
     run = gradcli("check", tmp_path / "custom", "--input", "x=[[1.0, 2.0]]")
     assert run.exit_code == 3, run
     assert "the SavedModel uses tf.custom_gradient" in run.stderr
+
+
+def test_a_subclassed_model_whose_call_takes_no_training_argument_is_checked():
+    """The gradient of y = tanh(x W + b) v against its closed form
+    dy/dW[i, j] = sum_rows x[r, i] (1 - tanh(z[r, j])^2) v[j], in float64."""
+    from gradcli.analyses.check import check_model
+    from gradcli.model.loading import load_model
+    from gradcli.numerics import autodiff
+    from gradcli.options import CheckOptions
+
+    model = load_model(fixture("keras_call_without_training.py"))
+    assert str(model.dtype) == "float64"
+    result = check_model(model, CheckOptions(mode="full"))
+    assert not result.failed and all(p.verdict == "pass" for p in result.pairs)
+    p = model.point
+    kernel, bias, head = model.weights  # the Dense layers' variables, in order
+    x, w, b, v = p["x"], p[kernel], p[bias], p[head]
+    z = np.tanh(x @ w + b)
+    (output,) = model.outputs
+    grads = autodiff.vjp(model.function, p, [kernel], {output: np.ones((2, 1))})
+    np.testing.assert_allclose(grads[kernel], x.T @ ((1 - z**2) * v[:, 0]), rtol=1e-12)
