@@ -272,3 +272,38 @@ def test_command_line_checks_chosen_tf_modules():
     assert set(rows) == {"net/blocks/1/inner", "net/blocks/1/act", "net/blocks/1/outer"}
     assert rows["net/blocks/1/act"]["failed"] and rows["net/blocks/1/act"]["class_name"] == "Swish"
     assert not rows["net/blocks/1/inner"]["failed"] and not rows["net/blocks/1/outer"]["failed"]
+
+
+def test_joint_row_at_exact_kinks_of_many_elements_is_judged_at_a_nearby_point():
+    """Zero (padding) rows of data meet a zero bias: those rows' relu inputs
+    are exactly 0, counted here in numpy, and a joint probe moves them all at
+    once, so the analytic value (TensorFlow's relu gradient is 0 at 0) need not
+    lie between the one-sided slopes of their sum. Every layer passes or is a
+    kink; at a nearby point the whole model passes: the row is a kink, not a
+    failure (before the rule, a mismatch)."""
+    from gradcli.model.loading import load_model
+
+    model = load_model(fixture("by_layer_kinks_at_point.py"))
+    x = model.point["x"]
+    on_kinks = x[4:] @ model.point["hidden/kernel"] + model.point["hidden/bias"]
+    assert np.count_nonzero(on_kinks == 0.0) == on_kinks.size == 4 * 32
+    run = gradcli("check", fixture("by_layer_kinks_at_point.py"), "--mode", "fast", "--by-layer", "--json")
+    assert run.exit_code == 0, run
+    (result,) = run.result["models"]
+    (pair,) = result["pairs"]
+    assert pair["input"] == "all 6 inputs jointly" and pair["verdict"] == "kink" and not pair["failed"]
+    assert "at a nearby point" in pair["explanation"] and "passes" in pair["explanation"]
+    assert all(not row["failed"] for row in result["layers"])
+
+
+def test_a_wrong_loss_at_exact_kinks_fails_at_the_nearby_point_too():
+    """The same network trained with a custom loss whose gradient is 3/4 of
+    the true one: no layer holds the bug, the joint row fails, and the nearby
+    point confirms it."""
+    run = gradcli("check", fixture("by_layer_kinks_bad_loss.py"), "--mode", "fast", "--by-layer", "--json")
+    assert run.exit_code == 1, run
+    (result,) = run.result["models"]
+    (pair,) = result["pairs"]
+    assert pair["failed"] and pair["verdict"] == "mismatch"
+    assert any("at a nearby point" in w and "fails too" in w for w in pair["warnings"])
+    assert all(not row["failed"] for row in result["layers"])

@@ -794,8 +794,7 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
     rng = np.random.default_rng([options.rng_seed, call.order, 2])
     moved = list(leaves)
     for i in inputs:
-        x = np.asarray(leaves[i])
-        moved[i] = x + (TIE_BREAK * np.maximum(1.0, np.abs(x)) * rng.standard_normal(x.shape)).astype(x.dtype)
+        moved[i] = moved_off(np.asarray(leaves[i]), rng)
     args, kwargs = _constant_structure(structure, moved)
     nearby = dataclasses.replace(call, args=tuple(args), kwargs=kwargs)
     again = check_model(layer_model(parent, nearby, options.rng_seed), options)
@@ -807,7 +806,7 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
         again.notes.append(
             f"at the captured activations {kinks} elements sit on kinks ({sites}) where the analytic "
             f"value lies outside the one-sided slopes; with the inputs moved off them "
-            f"({_MOVED}) the layer fails too: the rows show that check"
+            f"({MOVED}) the layer fails too: the rows show that check"
         )
         return again, None
     for p in checked.pairs:
@@ -822,16 +821,22 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
             p.warnings.append(
                 "the analytic value lies outside the one-sided slopes of single elements, which "
                 "bound a subgradient only where one element is non-smooth on its own; with the "
-                f"inputs moved off the ties ({_MOVED}) the layer passes"
+                f"inputs moved off the ties ({MOVED}) the layer passes"
             )
     return checked, (
         f"kink at ties: {kinks} elements sit on kinks shared by several elements ({sites}) at the "
-        f"captured activations; moved off them ({_MOVED}), the layer passes its {again.mode} "
+        f"captured activations; moved off them ({MOVED}), the layer passes its {again.mode} "
         "check: not a failure"
     )
 
 
-_MOVED = f"x + 2**{int(np.log2(TIE_BREAK))} max(1, |x|) r, r standard normal"
+def moved_off(x: np.ndarray, rng) -> np.ndarray:
+    """``x + TIE_BREAK max(1, |x|) r`` (r standard normal): off the ties and
+    exact kinks of the point, in the same region of its range (``TIE_BREAK``)."""
+    return x + (TIE_BREAK * np.maximum(1.0, np.abs(x)) * rng.standard_normal(x.shape)).astype(x.dtype)
+
+
+MOVED = f"x + 2**{int(np.log2(TIE_BREAK))} max(1, |x|) r, r standard normal"
 
 
 def _on_ties(checked, values: dict) -> bool:

@@ -38,7 +38,7 @@ from gradcli.verdicts.culprit import ModelGraph
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
-from gradcli.model.loading import Model, differentiable, load_model
+from gradcli.model.loading import Model, differentiable, host_array, load_model, run_model
 from gradcli.analyses.reach import require_gradient
 from gradcli.analyses import by_layer
 from gradcli.results import EXPLANATIONS, INCONCLUSIVE, MISMATCH, PASS, ZERO, BlockWindow, CheckResult, ModelResult, PairResult
@@ -877,6 +877,8 @@ class _JointCheck(_FastCheck):
             pairs.append(pair)
         return pairs
 
+    nearby = False  # this check runs at the nearby point (``judge_nearby``)
+
     def settle_on_kinks(self, pair, tangents, v, o, analytic) -> None:
         """A failing joint probe through non-smooth ops (``fd.nonsmooth``): the
         one-sided slopes along it by the ladder rule
@@ -923,13 +925,66 @@ class _JointCheck(_FastCheck):
                 "the whole model is not differentiable at the point along the joint probes (one-sided "
                 "slopes differ, non-smooth ops on the path): its projection cannot judge the gradient there"
             )
-        elif not np.all(settled):
-            pair.verdict = INCONCLUSIVE
-            pair.explanation = (
-                f"{EXPLANATIONS[INCONCLUSIVE]} (along {int(np.sum(~settled))} of the failing joint probes the "
-                f"one-sided slopes do not settle as the step shrinks: the network crosses kinks at every "
-                f"scale of the step along them; {slopes}): the layer table judges each layer"
-            )
+        else:
+            if not np.all(settled):
+                pair.verdict = INCONCLUSIVE
+                pair.explanation = (
+                    f"{EXPLANATIONS[INCONCLUSIVE]} (along {int(np.sum(~settled))} of the failing joint probes the "
+                    f"one-sided slopes do not settle as the step shrinks: the network crosses kinks at every "
+                    f"scale of the step along them; {slopes}): the layer table judges each layer"
+                )
+            if not self.nearby and (np.any(~settled) or np.any(gap)):  # kinks' evidence, not a clean mismatch
+                self.judge_nearby(pair, o, slopes)
+
+    def judge_nearby(self, pair, o, slopes) -> None:
+        """The nearby-point rule for a joint row the one-sided slopes cannot
+        settle: slopes that do not settle, or an analytic value outside them
+        (``settle_on_kinks``), are what kinks of many elements at once give: a
+        network whose activations sit exactly on its kinks (a zero-padded
+        window's pre-activation is its bias, exactly 0 at initialization) moves
+        them all along a joint probe, and a valid subgradient of several kinks
+        need not lie between the slopes of their sum. The joint check runs
+        again at a nearby point, every input moved off the kinks
+        (``by_layer.moved_off``, as the tie rule moves a layer's inputs), where
+        the network is differentiable along the probes: it passes there, and
+        the row is ``kink``, not a failure, with a warning (the evidence: slopes
+        that do not settle or do not bound the analytic value at the point, a
+        non-smooth op on the path, a right gradient nearby); it fails there,
+        and the row stands, with a warning giving that check's verdict."""
+        from gradcli.results import KINK
+
+        nearby = self.at_nearby_point(o)
+        where = f"at a nearby point (every input moved: {by_layer.MOVED})"
+        if nearby.failed:
+            pair.warnings.append(f"{where} the whole model's joint check fails too ({nearby.verdict}: "
+                                 f"{nearby.explanation})")
+            return
+        pair.verdict, pair.failed, pair.reverse_failed = KINK, False, False
+        pair.explanation = (
+            f"{EXPLANATIONS[KINK]} along the failing joint probes ({slopes}): at the point their one-sided "
+            "slopes do not settle or do not bound the analytic value, as kinks of many elements at once "
+            f"give; {where} the whole model passes its joint check ({nearby.verdict}): not a failure; "
+            "the layer table judges each layer"
+        )
+        pair.warnings.append(
+            "the whole model is not differentiable at the point along the joint probes (kinks of many "
+            f"elements at once); {where} it passes"
+        )
+
+    def at_nearby_point(self, o):
+        """The joint pair of output ``o`` at the point moved off its kinks
+        (``judge_nearby``): the same function, the same draws and step rule."""
+        model = self.model
+        rng = np.random.default_rng([self.options.rng_seed, 3])
+        point = {n: by_layer.moved_off(v, rng) if n in model.wrt else v for n, v in model.point.items()}
+        nearby = dataclasses.replace(model, point=point, taken_vjp=None, notes=[])
+        nearby.outputs = {k: host_array(v) for k, v in run_model(nearby, point).items()}
+        fd = dataclasses.replace(self.fd, point=point, center=nearby.outputs, evaluations=0, _compiled={})
+        check = _JointCheck(nearby, [o], fd, self.tol, self.options, self.graph)
+        check.nearby = True
+        (pair,) = check.run()
+        self.fd.evaluations += fd.evaluations
+        return pair
 
     def checked_joint_forward(self, pair, tangents, cotangents, o, numeric, reverse):
         """Forward mode along the first ``JOINT_FORWARD_PROBES`` joint tangents
