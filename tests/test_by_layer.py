@@ -81,6 +81,32 @@ def test_sequential_states_the_power_of_projections():
     assert power.relative == pytest.approx(power.absolute / power.element_size)
     assert 0 < power.relative < 1  # a single element off by less than its RMS size is seen
     assert layers["seq/head"].mode == "full" and layers["seq/head"].power is None
+    pairs = [p.power for p in wide.pairs]
+    assert power.absolute == max(p.absolute for p in pairs)  # the weakest pair's
+    assert min(p.element_size for p in pairs) <= power.element_size <= max(p.element_size for p in pairs)
+
+
+def test_a_layers_power_is_relative_to_the_rms_element_of_its_whole_gradient():
+    """Two pairs: a kernel of 300 elements (RMS 0.2, detectable 1e-3) and a
+    bias of 4 elements whose gradient is zero by symmetry (RMS 1e-12,
+    detectable 1e-14). The layer's power is the weakest pair's 1e-3 against
+    the pooled RMS sqrt((300 * 0.04 + 4 * 1e-24) / 304), not the bias's
+    1e-14 / 1e-12 = 1% nor a ratio against its round-off."""
+    from gradcli.analyses.by_layer import layer_power
+    from gradcli.results import PairResult, Power
+
+    def pair(name, absolute, size):
+        result = PairResult(input=name, output="o", verdict="pass", failed=False, mode="fast",
+                            max_abs_error=0.0, max_rel_error=0.0, fd_error=0.0, compared=3)
+        result.power = Power(absolute=absolute, relative=absolute / size, element_size=size,
+                             probability=0.95, probes=3)
+        return result
+
+    power = layer_power([pair("kernel", 1e-3, 0.2), pair("bias", 1e-14, 1e-12)], {"kernel": 300, "bias": 4})
+    rms = np.sqrt((300 * 0.2**2 + 4 * 1e-24) / 304)
+    assert power.absolute == 1e-3 and power.element_size == pytest.approx(rms, rel=1e-12)
+    assert power.relative == pytest.approx(1e-3 / rms, rel=1e-12)
+    assert layer_power([], {}) is None
 
 
 def test_subclassed_model_with_a_nested_model():

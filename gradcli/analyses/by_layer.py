@@ -760,10 +760,32 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict) ->
             raise
         result.verdict, result.error = LAYER_ERROR, internal_error_message(exc)
     else:
-        powers = [p.power for p in result.pairs if p.power is not None]
-        result.power = max(powers, key=lambda p: p.relative, default=None)
+        result.power = layer_power(result.pairs, {n: int(np.size(v)) for n, v in local.point.items()})
     result.seconds = time.perf_counter() - started
     return result
+
+
+def layer_power(pairs: list, sizes: dict):
+    """The power of a unit's projections as a whole: the weakest of its
+    pairs' (the largest single-element error some pair's projections could
+    miss), relative to the RMS element of the whole unit's gradient (pooled
+    over those pairs, each weighted by its number of elements). Relative to
+    each pair's own RMS element instead, a pair whose gradient is zero by
+    symmetry (an attention key's bias: softmax ignores it) has an RMS element
+    of round-off and a meaningless relative power (1e5 %) that would stand
+    for the whole layer."""
+    from gradcli.results import Power
+
+    powered = [p for p in pairs if p.power is not None]
+    if not powered:
+        return None
+    weakest = max(powered, key=lambda p: p.power.absolute)
+    count = sum(sizes.get(p.input, 1) for p in powered)
+    rms = float(np.sqrt(sum(sizes.get(p.input, 1) * p.power.element_size**2 for p in powered) / count))
+    return Power(
+        absolute=weakest.power.absolute, relative=weakest.power.absolute / rms if rms > 0 else float("inf"),
+        element_size=rms, probability=weakest.power.probability, probes=weakest.power.probes,
+    )
 
 
 def _only_kinks(checked) -> bool:

@@ -31,7 +31,7 @@ class LayerResult:
     verdict: str  # "pass", the failing verdicts joined by ", ", or "error"
     failed: bool
     seconds: float = 0.0
-    power: Power | None = None  # fast mode: the weakest power among its pairs
+    power: Power | None = None  # fast mode: its pairs' weakest, relative to the unit's RMS element (``by_layer.layer_power``)
     pairs: list[PairResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     call_proof: CallProof | None = None  # is the local function the layer's own call?
