@@ -165,6 +165,8 @@ def test_memory_guard_refuses_the_pass_with_the_cheaper_route():
     assert run.exit_code == 2, run
     line = error_line(run)
     assert "the layer-by-layer pass" in line and "Check the whole model only" in line
+    # Raised inside the model's check, it names the flags the user types.
+    assert line.count("--max-memory") == 2 and "--layers NAME" in line and "max_memory" not in line
 
 
 def test_ties_of_a_max_pool_are_a_kink_earned_at_nearby_points():
@@ -207,7 +209,8 @@ def test_memory_guard_refuses_the_joint_check_before_any_work():
     assert run.exit_code == 2, run
     line = error_line(run)
     assert "the whole-model check along joint directions (50 probes x 83 elements)" in line
-    assert "Use fewer probes, or check the whole model input by input" in line
+    # Raised inside the model's check, it names the flags the user types.
+    assert "Use fewer --probes, or check the whole model input by input (--by-layer off)" in line
 
 
 def test_a_dead_unit_on_the_relu_kink_is_a_kink_along_the_joint_probes():

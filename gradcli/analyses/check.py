@@ -35,7 +35,7 @@ from gradcli import config
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare, diagnose, excuses, same_function
 from gradcli.verdicts.culprit import ModelGraph
-from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
+from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, UsageError, debugging, internal_error_message
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.loading import Model, differentiable, host_array, load_model, run_model
@@ -127,6 +127,8 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     except GradcliError as exc:
         name = _display(spec)
         result = ModelResult(name=name, path=name, error=str(exc), error_code=exc.exit_code)
+        if isinstance(exc, UsageError) and exc.param is not None:
+            result.usage = (exc.problem, exc.param, exc.bad_value)
     except SystemExit as exc:  # sys.exit() while run: the run goes on, the model is an error
         from gradcli.analyses.batch import death_message
 

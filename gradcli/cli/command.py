@@ -116,6 +116,7 @@ class GradcliCommand(click.Command):
         model error, or the one line of a report that could not be written."""
         from gradcli.render.files import ON_INTERRUPT, WRITERS
 
+        _spell_model_errors(ctx, result)
         params = ctx.params
         if params.get("as_json"):
             from gradcli.render.json import document, dumps
@@ -219,6 +220,17 @@ def _function(spec: str):
     from gradcli.analyses.batch import resolve
 
     return resolve(spec)
+
+
+def _spell_model_errors(ctx: click.Context, result) -> None:
+    """A model's usage error (a memory guard inside its check) names the flags
+    the user types, as the command's own usage errors do (``_about_flag``)."""
+    for model in getattr(result, "models", ()):
+        if getattr(model, "usage", None):
+            problem, param, bad_value = model.usage
+            model.error = UsageError(problem, param=param, bad_value=bad_value).message(
+                lambda name: flag_of(ctx, name)
+            )
 
 
 def _about_flag(ctx: click.Context, error: UsageError):

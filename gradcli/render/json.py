@@ -117,7 +117,8 @@ PAYLOADS = {"check": _check, "hessian": _hessian}
 def _plain(obj):
     """Dataclasses, numpy scalars and arrays -> JSON-ready Python values."""
     if dataclasses.is_dataclass(obj):
-        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: _plain(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if not f.metadata.get("internal")}
     if isinstance(obj, dict):
         return {str(k): _plain(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
