@@ -374,10 +374,11 @@ def test_a_full_check_beyond_the_limit_is_an_error_row_with_exit_2(run):
     result = run("check", MEM_20K, "--mode", "full", "--max-memory", "1GB", "--json")
     assert result.exit_code == 2, result
     [model] = result.json()["result"]["models"]
+    # Raised inside the model's check, it names the flags, as the command's own errors do.
     assert model["error"] == (
-        f"max_memory is 1 GB (the limit set); a full check's Jacobian blocks (20000 x 20000 "
-        f"float64) would need about {PREDICTED_20K}. The fast mode (mode fast) checks random "
-        "projections and builds no Jacobian, or raise max_memory"
+        f"--max-memory is 1 GB (the limit set); a full check's Jacobian blocks (20000 x 20000 "
+        f"float64) would need about {PREDICTED_20K}. The fast mode (--mode fast) checks random "
+        "projections and builds no Jacobian, or raise --max-memory"
     )
 
 
