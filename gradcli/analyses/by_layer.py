@@ -216,7 +216,7 @@ class LayerCall:
 def wants_layers(model, options: CheckOptions, mode: str) -> bool:
     """Whether ``check_model`` runs the pass: forced by ``by_layer`` or
     ``layers``, else in auto mode when auto chose the fast check (a full check
-    does not fit the budget), for Keras models."""
+    does not fit the budget), for Keras models and networks of tf.Modules."""
     if options.by_layer is False or not (model.kind == "keras" or _module_roots(model)):
         return False
     if options.by_layer or options.layers:
@@ -458,9 +458,7 @@ def _capture(model, root) -> list[LayerCall]:
     clone_calls: list = []
     with _record(layer_units(runner), clone_calls, keep=True):
         model.function(_tensors(model, model.point))
-    _count_calls(clone_calls)
-    for order, call in enumerate(clone_calls):
-        call.order = order
+    _numbered(clone_calls)
     own_calls: list = []
     own = model.own_call
     if own is not None:
@@ -565,19 +563,7 @@ class _ModuleTree:
         calls: list = []
         with self.recording(calls, keep=True):
             self.model.function(_tensors(self.model, self.model.point))
-        _count_calls(calls)
-        for order, call in enumerate(calls):
-            call.order = order
-        return calls
-
-    def slots(self, names: list) -> object:
-        """``model.variables._Weights`` substituting only ``names``."""
-        from gradcli.model.variables import _Weights
-
-        own = _Weights()
-        own.slots = {n: self.weights.slots[n] for n in names}
-        own.classes = self.weights.classes
-        return own
+        return _numbered(calls)
 
 
 def _module_roots(model) -> list:
@@ -589,9 +575,18 @@ def _module_roots(model) -> list:
         return []
     roots: dict = {}
     for name, obj in vars(model.module).items():
-        if not name.startswith("_") and isinstance(obj, tf.Module) and not isinstance(obj, type):
+        if not name.startswith("_") and isinstance(obj, tf.Module):
             roots.setdefault(id(obj), obj)
     return list(roots.values())
+
+
+def _numbered(calls: list) -> list:
+    """``calls`` with each call's count of its unit and its position (the
+    cotangent's seed) set."""
+    _count_calls(calls)
+    for order, call in enumerate(calls):
+        call.order = order
+    return calls
 
 
 def _count_calls(calls: list) -> None:
@@ -1294,7 +1289,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
     elif tree is not None:
         # A tf.Module: its weights substituted as the whole model's are
         # (``model.variables``), its ``__call__``'s Python body run.
-        substitute, body = tree.slots(weights), _call_method(layer)
+        substitute, body = tree.weights.only(weights), _call_method(layer)
 
         def function(values: dict) -> dict:
             args, kwargs = rebuild(values)

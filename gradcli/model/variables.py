@@ -88,6 +88,14 @@ class _Weights:
     def names(self) -> list[str]:
         return list(self.keras) + list(self.slots)
 
+    def only(self, names) -> "_Weights":
+        """The same substitution for the ``tf.Module`` and ``tf.Variable``
+        weights ``names`` alone (the layer pass's local function of one module)."""
+        subset = _Weights()
+        subset.slots = {n: self.slots[n] for n in names}
+        subset.classes = self.classes
+        return subset
+
     def add_keras(self, name, variable):
         self.keras.setdefault(name, variable)
 
