@@ -190,7 +190,9 @@ class CheckOptions(Options):
     fail_on: list[str] = field(default_factory=list)  # verdicts that fail (results.FAIL_ON_WORDS)
     keep_blocks: bool = False  # failing pairs keep a window of their Jacobian blocks (--plot)
     max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
-    budget: float = DEFAULT_BUDGET  # auto: seconds a full check may take (predicted)
+    #: auto: seconds a full check may take (predicted); fast: seconds the
+    #: element-wise re-check of a failing pair may take (else a sample of its elements)
+    budget: float = DEFAULT_BUDGET
     #: Seconds a model file may run in its worker before it is stopped and
     #: reported as an error row (``analyses.batch.supervise``); None: no limit.
     timeout: float | None = None

@@ -383,3 +383,30 @@ def test_notes_name_a_few_inputs_and_count_the_rest():
     assert name_list(["a", "b"]) == "a, b"
     names = [f"w{i}" for i in range(LISTED_NAMES + 5)]
     assert name_list(names) == ", ".join(names[:LISTED_NAMES]) + " and 5 more"
+
+
+def test_a_failing_pair_too_large_to_recheck_in_the_budget_is_shown_on_a_sample():
+    """W's kernel gradient is 0.9 times the true one in column 0 (closed form:
+    dy/dW = x^T (1 - tanh(x W)^2)); re-checking all 4,096 elements would not
+    fit a 0.05 s budget, so a random sample is: every element it finds wrong
+    is in column 0, off by exactly the factor 0.9."""
+    run = gradcli("check", fixture("fast_wrong_kernel_column.py"), "--mode", "fast", "--budget", "0.05", "--json")
+    assert run.exit_code == 1, run
+    (model,) = run.result["models"]
+    pairs = {p["input"]: p for p in model["pairs"]}
+    w = pairs["w"]
+    assert w["failed"] and w["verdict"] == "mismatch" and pairs["x"]["verdict"] == "pass"
+    (note,) = [n for n in w["warnings"] if "drawn at random" in n]
+    sampled = int(note.split("comparison of ")[1].split(" of its 4096")[0])
+    assert 256 <= sampled < 4096 and w["compared"] == sampled
+    assert w["n_failing"] > 0 and w["failing"]
+    from gradcli.model.loading import load_model
+
+    point = load_model(fixture("fast_wrong_kernel_column.py")).point
+    x, weights = point["x"], point["w"]
+    true = x.T @ (1.0 - np.tanh(x @ weights) ** 2)
+    for element in w["failing"]:
+        i, j = element["input_index"]
+        assert j == 0
+        assert element["numeric"] == pytest.approx(true[i, j], rel=1e-6)
+        assert element["analytic"] == pytest.approx(0.9 * true[i, j], rel=1e-9)
