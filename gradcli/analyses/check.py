@@ -821,10 +821,11 @@ class _FastCheck(_FullCheck):
             full = {p.output: p for p in self.pairs_for(name, outputs, analytic)}
             shown = "fast check failed; element-wise comparison shown"
         else:
-            full = {p.output: p for p in self.sampled_pairs(name, outputs, sample)}
+            checked, count = self.sampled_pairs(name, outputs, sample)
+            full = {p.output: p for p in checked}
             shown = (
-                f"fast check failed; element-wise comparison of {len(sample)} of its {elements} elements, "
-                f"drawn at random (all of them would take about {predicted:.2g} s, over the "
+                f"fast check failed; element-wise comparison of {count} of its {elements} elements, drawn "
+                f"at random (all of them would take about {predicted:.2g} s, over the "
                 f"{self.options.budget:g} s budget): the counts are the sample's"
             )
         power = {p.output: p.power for p in pairs if p.input == name}
@@ -854,26 +855,41 @@ class _FastCheck(_FullCheck):
             return None, None
         count = min(elements, max(MIN_SAMPLED, int(elements * self.options.budget / predicted)))
         rng = np.random.default_rng([self.options.rng_seed, 4])
-        return np.sort(rng.choice(elements, count, replace=False)), predicted
+        return rng.choice(elements, count, replace=False), predicted
 
-    def sampled_pairs(self, name, outputs, sample) -> list[PairResult]:
-        """``pairs_for`` on the elements ``sample`` of input ``name`` alone: the
-        model as a function of those elements (the others fixed at the point,
-        ``_sampled_model``), checked by the same rules (steps, ladders, kinks,
-        culprit), its element indices mapped back to the input's."""
+    def sampled_pairs(self, name, outputs, drawn) -> tuple[list[PairResult], int]:
+        """``pairs_for`` on the elements ``drawn`` (in the order drawn) of input
+        ``name`` alone: the model as a function of those elements (the others
+        fixed at the point, ``_sampled_model``), checked by the same rules
+        (steps, ladders, kinks, culprit), its element indices mapped back to
+        the input's, and the sample's size. A direction of that function
+        costs more than one of the whole input (a scatter of the sample, and
+        no XLA for fewer directions): its own first pass is timed, and the
+        sample cut to the budget's share when it would not fit."""
         shape = np.shape(self.model.point[name])
-        sub = _sampled_model(self.model, name, sample)
-        fd = dataclasses.replace(self.fd, function=sub.function, point=sub.point, wrt=[name],
-                                 evaluations=0, _compiled={})
-        check = _FullCheck(sub, outputs, fd, self.tol, self.options, self.graph)
+
+        def checker(sample):
+            sub = _sampled_model(self.model, name, sample)
+            fd = dataclasses.replace(self.fd, function=sub.function, point=sub.point, wrt=[name],
+                                     evaluations=0, _compiled={}, jit_compile=self.fd.jit_compile or False)
+            return _FullCheck(sub, outputs, fd, self.tol, self.options, self.graph)
+
+        sample = np.sort(drawn)
+        check = checker(sample)
+        predicted = check.fd.predict_axes_seconds([name])
+        if predicted is not None and predicted > self.options.budget and len(sample) > MIN_SAMPLED:
+            self.fd.evaluations += check.fd.evaluations
+            keep = max(MIN_SAMPLED, int(len(sample) * self.options.budget / predicted))
+            sample = np.sort(drawn[:keep])
+            check = checker(sample)
         pairs = check.pairs_for(name, outputs, check.reverse_jacobians([name], outputs))
-        self.fd.evaluations += fd.evaluations
+        self.fd.evaluations += check.fd.evaluations
         for pair in pairs:
             for element in [*pair.failing, *pair.kinks, *([pair.worst] if pair.worst else [])]:
                 if element.input_index:
                     flat = int(sample[int(element.input_index[0])])
                     element.input_index = [int(i) for i in np.unravel_index(flat, shape)]
-        return pairs
+        return pairs, len(sample)
 
 
 class _JointCheck(_FastCheck):
