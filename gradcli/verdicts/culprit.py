@@ -528,14 +528,16 @@ class ModelGraph:
         )
         if owner is None:
             return ""
-        if not owner.endswith(".call"):  # a tf.Module's __call__, any class's method: no Keras layer
-            return owner
         scopes = [s for s in op.name.split("/")[:-1] if s]
         names = _layer_names(self.model)
         layer = next((s for s in scopes if s in names), None)
         if layer is None:
             stripped = [re.sub(r"_\d+$", "", s) for s in scopes]
-            layer = next((s for s in stripped if s in names), stripped[0] if stripped else None)
+            layer = next((s for s in stripped if s in names), None)
+        if layer is None and not owner.endswith(".call"):  # a tf.Module's __call__: no Keras layer
+            return owner
+        if layer is None:
+            layer = re.sub(r"_\d+$", "", scopes[0]) if scopes else None
         return f"Keras layer '{layer}' ({owner})" if layer else f"Keras layer {owner}"
 
     def _seen_values(self, ops):
