@@ -159,6 +159,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gradcli.errors import GradcliError, UsageError, debugging, internal_error_message
+from gradcli.model.keras_float64 import stateless
 from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.options import CheckOptions
 from gradcli.results import KINK, PASS
@@ -1055,7 +1056,7 @@ class _Traced:
             for i, v in zip(positions, values[:count]):
                 filled[i] = v
             args, kwargs = tf.nest.pack_sequence_as(structure, filled)
-            out, _ = _stateless(call, list(values[count:]), list(frozen), args, kwargs)
+            out, _ = stateless(layer, call.policies, list(values[count:]), list(frozen), *args, **kwargs)
             outs = tf.nest.flatten(out)
             terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
             return tf.add_n(terms) if len(terms) > 1 else terms[0]
@@ -1298,7 +1299,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
     else:
         def function(values: dict) -> dict:
             args, kwargs = rebuild(values)
-            out, _ = _stateless(call, [values[n] for n in weights], frozen, args, kwargs)
+            out, _ = stateless(layer, call.policies, [values[n] for n in weights], frozen, *args, **kwargs)
             return project(out)
 
     own_call = None
@@ -1327,16 +1328,6 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: _Traced | None =
     if own_call is None:
         local.notes.append("the user's own layer could not be paired with the checked one")
     return local
-
-
-def _stateless(call: LayerCall, weights: list, frozen: list, args, kwargs):
-    """The unit's ``stateless_call``, in float64 by switched dtype policies
-    when the model runs that way (``LayerCall.policies``)."""
-    from gradcli.model.keras_float64 import stateless_float64_call
-
-    if call.policies:
-        return stateless_float64_call(call.layer, weights, frozen, *args, **kwargs)
-    return call.layer.stateless_call(weights, frozen, *args, **kwargs)
 
 
 def _accepted(layer, kwargs: dict) -> dict:

@@ -870,8 +870,8 @@ class _FastCheck(_FullCheck):
 
         def checker(sample):
             sub = _sampled_model(self.model, name, sample)
-            fd = dataclasses.replace(self.fd, function=sub.function, point=sub.point, wrt=[name],
-                                     evaluations=0, _compiled={}, jit_compile=self.fd.jit_compile or False)
+            fd = self.fd.anew(function=sub.function, point=sub.point, wrt=[name],
+                              jit_compile=self.fd.jit_compile or False)
             return _FullCheck(sub, outputs, fd, self.tol, self.options, self.graph)
 
         sample = np.sort(drawn)
@@ -905,6 +905,8 @@ class _JointCheck(_FastCheck):
     cancel with probability zero); the stated power is the joint projection's,
     weaker than one input's alone, and where the error is is the layer table's
     to say: a failing joint pair is not re-checked element by element."""
+
+    nearby = False  # this check runs at the nearby point (``judge_nearby``)
 
     def run(self) -> list[PairResult]:
         model, probes = self.model, self.options.probes
@@ -949,8 +951,6 @@ class _JointCheck(_FastCheck):
             pairs.append(pair)
         return pairs
 
-    nearby = False  # this check runs at the nearby point (``judge_nearby``)
-
     def settle_on_kinks(self, pair, tangents, v, o, analytic) -> None:
         """A failing joint probe through non-smooth ops (``fd.nonsmooth``): the
         one-sided slopes along it by the ladder rule
@@ -960,9 +960,10 @@ class _JointCheck(_FastCheck):
         errors, the analytic value between them: ``kink``, not a failure (the
         point is not differentiable along the probes: a relu input exactly at
         0, a dead channel's zero moved by its bias), and the layer table
-        judges the layers. Slopes that do not settle (kinks at every scale of
-        the step, as in a network whose activations shrink toward its relus'
-        kinks): ``inconclusive``, still a failure. Anything else stands."""
+        judges the layers. Slopes that do not settle: ``inconclusive``, still a
+        failure. Those, and slopes with a gap that do not bound the analytic
+        value, go to the nearby-point rule (``judge_nearby``); a clean
+        mismatch (settled slopes, no gap) stands."""
         from gradcli.results import KINK
 
         probes = sorted({int(e.input_index[0]) for e in pair.failing})
@@ -1051,7 +1052,7 @@ class _JointCheck(_FastCheck):
         point = {n: by_layer.moved_off(v, rng) if n in model.wrt else v for n, v in model.point.items()}
         nearby = dataclasses.replace(model, point=point, taken_vjp=None, notes=[])
         nearby.outputs = {k: host_array(v) for k, v in run_model(nearby, point).items()}
-        fd = dataclasses.replace(self.fd, point=point, center=nearby.outputs, evaluations=0, _compiled={})
+        fd = self.fd.anew(point=point, center=nearby.outputs)
         check = _JointCheck(nearby, [o], fd, self.tol, self.options, self.graph)
         check.nearby = True
         (pair,) = check.run()

@@ -43,7 +43,7 @@ import numpy as np
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import OwnCall
 from gradcli.model.core import Model, first_line, is_floating, name_list, normalize_outputs, weight_name, where_raised
-from gradcli.model.keras_float64 import float64_clone, stateless_float64_call
+from gradcli.model.keras_float64 import float64_clone, stateless
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown, fit_value
 from gradcli.tf_import import import_tensorflow
@@ -235,12 +235,9 @@ def keras_model(
         # The float64 clone (or the model with float64 policies) for float64
         # weights; the model itself for its own dtype (``_settle_dtype`` falls
         # back to it when float64 does not run).
-        if getattr(dtype, "name", "float64") != "float64":
-            out, _ = layer.stateless_call(trainable, fixed, data_args(values), **mode)
-        elif switched:
-            out, _ = stateless_float64_call(layer, trainable, fixed, data_args(values), **mode)
-        else:
-            out, _ = runner.stateless_call(trainable, fixed, data_args(values), **mode)
+        native = getattr(dtype, "name", "float64") != "float64"
+        active, by_policies = (layer, False) if native else (runner, switched)
+        out, _ = stateless(active, by_policies, trainable, fixed, data_args(values), **mode)
         return normalize_outputs(out)
 
     # ``Layer.__call__`` drops ``training`` for a ``call`` without it, but

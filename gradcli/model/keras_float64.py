@@ -127,6 +127,15 @@ def float64_policies(layer):
             sub.dtype_policy = policy
 
 
+def stateless(layer, by_policies: bool, trainable: list, frozen: list, *args, **kwargs):
+    """``layer.stateless_call(trainable, frozen, *args, **kwargs)``, or
+    ``stateless_float64_call`` for a layer run in float64 by its switched
+    dtype policies (``by_policies``): (outputs, frozen values after)."""
+    if by_policies:
+        return stateless_float64_call(layer, trainable, frozen, *args, **kwargs)
+    return layer.stateless_call(trainable, frozen, *args, **kwargs)
+
+
 def stateless_float64_call(layer, trainable: list, frozen: list, *args, **kwargs):
     """``layer.stateless_call(trainable, frozen, *args, **kwargs)`` computed in
     float64 by the layer itself (module docstring): (outputs, the frozen

@@ -81,6 +81,7 @@ says so), never silently skipped.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -332,6 +333,13 @@ class FiniteDifferences:
         rule = dense_step_size if self.nonsmooth else step_size
         h = step_scale * rule(largest, self.rule_dtype(dtype)) / longest
         return group, embedded, h
+
+    def anew(self, **changes) -> "FiniteDifferences":
+        """The same rules (step, precision, non-smooth flag, XLA policy) for
+        another point or function (``changes``: the fields that differ), with
+        nothing of this one's carried over: no traces, no timings, no
+        evaluations counted (the caller adds them to its own count)."""
+        return dataclasses.replace(self, evaluations=0, _compiled={}, _seconds_per_direction=None, **changes)
 
     def joint_group(self, names) -> bool:
         """Whether ``names`` are one group (``along_joint`` can move them at once)."""

@@ -110,7 +110,7 @@ def taken_product(model):
     """(cotangents, VJP through ``model.function``) that ``prove`` took at the
     model's current point (``Model.taken_vjp``), or None: the checks' first
     probe draws the same cotangents."""
-    taken = getattr(model, "taken_vjp", None)
+    taken = model.taken_vjp
     if taken is None or taken[0] is not model.point:
         return None
     return taken[1], taken[2]
