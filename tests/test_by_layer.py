@@ -336,3 +336,75 @@ def test_a_wrong_loss_at_exact_kinks_fails_at_the_nearby_point_too():
     assert pair["failed"] and pair["verdict"] == "mismatch"
     assert any("at a nearby point" in w and "fails too" in w for w in pair["warnings"])
     assert all(not row["failed"] for row in result["layers"])
+
+
+def _joint_threads(monkeypatch):
+    """Record the thread each whole-model joint check runs on."""
+    import threading
+
+    from gradcli.analyses import check
+
+    threads, run = [], check._JointCheck.run
+
+    def recording(self):
+        threads.append(threading.current_thread().name)
+        return run(self)
+
+    monkeypatch.setattr(check._JointCheck, "run", recording)
+    return threads
+
+
+def test_the_joint_check_runs_beside_the_layer_pass_with_the_same_numbers(monkeypatch):
+    import dataclasses
+    import threading
+
+    from gradcli.analyses.check import check_model
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    threads = _joint_threads(monkeypatch)
+    options = CheckOptions(mode="fast", by_layer=True)
+    model = load_model(fixture("by_layer_functional.py"))
+    assert model.pure_call  # a functional model's float64 clone, inference mode
+    beside = check_model(model, options)
+    alone = check_model(dataclasses.replace(model, pure_call=False), options)
+    assert threads == ["gradcli-joint-check", threading.current_thread().name]
+    assert not any(t.name == "gradcli-joint-check" for t in threading.enumerate())
+    # The same draws, the same steps, the same verdicts: running beside changes
+    # when the numbers are computed, not what they are.
+    for a, b in zip(beside.pairs, alone.pairs, strict=True):
+        assert (a.input, a.verdict, a.failed) == (b.input, b.verdict, b.failed) == ("all 4 inputs jointly", "mismatch", True)
+        assert a.power.absolute == b.power.absolute
+    assert [(r.path, r.verdict) for r in beside.layers] == [(r.path, r.verdict) for r in alone.layers]
+    assert [r.path for r in beside.layers if r.failed] == ["net/swish"]
+
+
+@pytest.mark.parametrize("name", ["by_layer_subclassed.py", "by_layer_modules.py", "keras_training_mode.py"])
+def test_a_model_whose_checks_share_state_is_checked_one_step_after_the_other(name):
+    # Dtype policies switched for float64 (a subclassed model), weights set as
+    # attributes (tf.Modules), statistics updated by the user's own layers in
+    # training mode: the two checks would see each other's state.
+    from gradcli.model.loading import load_model
+
+    assert not load_model(fixture(name)).pure_call
+
+
+def test_a_failing_layer_pass_leaves_no_joint_check_running(monkeypatch):
+    import threading
+
+    from gradcli.analyses import by_layer
+    from gradcli.analyses.check import check_model
+    from gradcli.errors import GradcliError
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    threads = _joint_threads(monkeypatch)
+
+    def failing(*args, **kwargs):
+        raise GradcliError("the layer pass could not run")
+
+    monkeypatch.setattr(by_layer, "check_layers", failing)
+    with pytest.raises(GradcliError, match="the layer pass could not run"):
+        check_model(load_model(fixture("by_layer_functional_ok.py")), CheckOptions(mode="fast", by_layer=True))
+    assert threads == ["gradcli-joint-check"]
+    assert not any(t.name == "gradcli-joint-check" for t in threading.enumerate())

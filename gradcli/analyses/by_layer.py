@@ -951,7 +951,7 @@ def _probes_type():
                 rng = np.random.default_rng(self.options.rng_seed)  # as _FastCheck.run draws
                 cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape)}
                 tangents = {
-                    n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
+                    n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
                     for n in wrt
                 }
                 plan = self.fd.plan_passes(wrt, tangents)
@@ -1023,6 +1023,16 @@ class _BatchedDifferences(FiniteDifferences):
             return {n: self.along(n, tangents[n]) for n in wrt}
         finally:
             self._served = None
+
+    def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0):
+        """``FiniteDifferences.along`` (its step rule) without embedding the
+        directions in the group's vector while planning or serving: the
+        points are formed inside the traced call (a conv kernel's embedding
+        is tens of megabytes, twice per unit)."""
+        if self._planning is None and self._served is None:
+            return super().along(name, directions, step_scale)
+        h = self.direction_steps({name: directions}, step_scale)
+        return self._richardson(self.group(name), "directions", np.empty((len(h), 0)), h)
 
     def _evaluate_pairs(self, group, kind, part, steps, remaining: int = 0):
         if self._planning is not None:

@@ -26,9 +26,12 @@ Modes:
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import os
 import time
+from concurrent.futures import Future
+
 import numpy as np
 
 from gradcli import config
@@ -249,13 +252,20 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
             "the layer table says where"
         )
-    if layered:  # where in the model: analyses.by_layer (first: a failing layer explains a failing joint row)
-        result.layers, layer_notes = by_layer.check_layers(model, options, plan)
-        result.notes += layer_notes
+    check = checker(model, outputs, fd, tol, options, graph)
+    layers_failed = Future()  # the layer pass's verdict, which the joint row reads
+    joint = _beside(check.run) if checker is _JointCheck and model.pure_call else None
+    check.layer_failed = layers_failed.result
     try:
-        check = checker(model, outputs, fd, tol, options, graph)
-        check.layer_failed = any(r.failed for r in result.layers)
-        result.pairs = check.run()
+        if layered:  # where in the model: analyses.by_layer (a failing layer explains a failing joint row)
+            result.layers, layer_notes = by_layer.check_layers(model, options, plan)
+            result.notes += layer_notes
+    finally:
+        layers_failed.set_result(any(r.failed for r in result.layers))
+        if joint is not None:
+            concurrent.futures.wait([joint])  # never leave it running past this model
+    try:
+        result.pairs = check.run() if joint is None else joint.result()
         diagnose.explain(model, result.pairs, fd, graph, tol, options)
     except GradcliError:
         raise
@@ -279,6 +289,33 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _beside(work) -> Future:
+    """``work()`` on a thread of its own, beside the caller (``check_model``:
+    the joint check beside the layer pass); its result or exception in the
+    Future. Daemon: an interrupted command does not wait for it.
+
+    Why it pays: the layer pass spends much of its time tracing (Python, one
+    core) and the joint check evaluating the whole network (TensorFlow's
+    kernels, which release the interpreter lock): on 2 cores a ResNet-50's
+    joint check (15 s) hides inside its layer pass (29 s). Only for a model
+    whose function is a pure function of its arguments (``Model.pure_call``):
+    nothing either check runs reads state the other writes."""
+    import threading
+
+    future: Future = Future()
+
+    def run():
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="gradcli-joint-check", daemon=True).start()
+    return future
 
 
 def _forward_seconds(model: Model) -> float:
@@ -452,7 +489,9 @@ def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: floa
 class _FullCheck:
     """Every element of every (input, output) Jacobian block."""
 
-    layer_failed = False  # the layer pass (run first) failed a layer: ``_JointCheck`` reads it
+    #: Whether the layer pass failed a layer (``_JointCheck`` reads it; it may
+    #: wait for the pass when the check runs beside it, ``check_model``)
+    layer_failed = staticmethod(lambda: False)
 
     def __init__(self, model, outputs, fd, tol, options, graph=None):
         self.model, self.outputs, self.fd, self.tol, self.options = model, outputs, fd, tol, options
@@ -479,7 +518,7 @@ class _FullCheck:
         model, rng = self.model, np.random.default_rng([self.options.rng_seed, 1])
         k = FORWARD_PROBES
         tangents = {
-            n: rng.standard_normal((k,) + model.point[n].shape).astype(model.point[n].dtype)
+            n: rng.standard_normal((k,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
             for n in model.wrt
         }
         cotangents = {o: rng.standard_normal((k,) + model.outputs[o].shape) for o in self.outputs}
@@ -703,7 +742,7 @@ class _FastCheck(_FullCheck):
         # Reverse mode: one VJP per (output, probe) gives J^T v for every input.
         reverse = {o: self.vjps([{o: v[p]} for p in range(probes)]) for o, v in cotangents.items()}
         tangents = {
-            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
+            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
             for n in model.wrt
         }
         pairs, numeric = [], {}
@@ -914,7 +953,7 @@ class _JointCheck(_FastCheck):
         cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape) for o in self.outputs}
         reverse = {o: self.vjps([{o: v[p]} for p in range(probes)]) for o, v in cotangents.items()}
         tangents = {
-            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype)
+            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
             for n in model.wrt
         }
         numeric = self.fd.along_joint(tangents)
@@ -937,7 +976,7 @@ class _JointCheck(_FastCheck):
             pair = self.compare_projection(label, o, u, v, jtv, flat(numeric.values[o]), flat(numeric.errors[o]))
             analytic = np.sum(u * jtv, axis=1)
             if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
-                if self.layer_failed:
+                if self.layer_failed():
                     pair.warnings.append(
                         "not examined for kinks along the probes: a failing layer in the layer table "
                         "explains a failing joint row"

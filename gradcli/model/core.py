@@ -57,6 +57,15 @@ class Model:
     #: A Keras model run in float64 by switching its layers' dtype policies
     #: (``keras_float64.stateless_float64_call``), not through a float64 clone
     float64_by_policies: bool = False
+    #: ``function`` is a pure function of its arguments: a Keras model (its
+    #: float64 clone, or itself) called by ``stateless_call`` in inference mode,
+    #: reading no state that checking it (or its layers) writes. Not so for a
+    #: model run by switching dtype policies (a switch is state), training mode
+    #: (the user's own layers, called for the proofs, update their statistics),
+    #: a model file's function (any Python) or a network of tf.Modules (its
+    #: weights are set as attributes). ``check_model`` runs the joint check
+    #: beside the layer pass only for a pure one.
+    pure_call: bool = False
     #: seconds of one eager call of ``function`` at the point, timed at load
     forward_seconds: float | None = None
 

@@ -265,6 +265,7 @@ def keras_model(
         runs_in_float64=runner is not layer or switched,
         own_call=own_call,
         float64_by_policies=switched,
+        pure_call=not switched and not training,
     )
     return model
 

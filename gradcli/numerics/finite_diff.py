@@ -315,10 +315,8 @@ class FiniteDifferences:
 
     def _embedded(self, directions: dict, step_scale: float = 1.0) -> tuple:
         """(group, embedded directions ``[k, group size]``, steps ``[k]``) for
-        directions of some inputs of one group (zeros for the group's others).
-        Step rule: ``step_size`` (``dense_step_size`` through non-smooth ops)
-        of the largest |x| over those inputs, divided by each direction's
-        largest element, times ``step_scale``."""
+        directions of some inputs of one group (zeros for the group's others),
+        the steps by ``direction_steps``."""
         names = list(directions)
         group = self.group(names[0])
         dtype = self.point[names[0]].dtype
@@ -327,12 +325,21 @@ class FiniteDifferences:
         for n, row in rows.items():
             start = self.offset(n)
             embedded[:, start : start + self.point[n].size] = row
-        longest = np.abs(embedded).max(axis=1)
+        return group, embedded, self.direction_steps(rows, step_scale)
+
+    def direction_steps(self, directions: dict, step_scale: float = 1.0) -> np.ndarray:
+        """Steps ``[k]`` along directions of some inputs of one group (each
+        ``[k, ...]``). Rule: ``step_size`` (``dense_step_size`` through
+        non-smooth ops) of the largest |x| over those inputs, divided by each
+        direction's largest element, times ``step_scale``."""
+        names = list(directions)
+        dtype = self.point[names[0]].dtype
+        rows = [np.asarray(directions[n]).reshape(len(directions[n]), -1) for n in names]
+        longest = np.max([np.abs(r).max(axis=1, initial=0.0) for r in rows], axis=0).astype(dtype)
         longest = np.where(longest > 0, longest, 1.0)
         largest = max(np.abs(self.point[n]).max(initial=0.0) for n in names)
         rule = dense_step_size if self.nonsmooth else step_size
-        h = step_scale * rule(largest, self.rule_dtype(dtype)) / longest
-        return group, embedded, h
+        return step_scale * rule(largest, self.rule_dtype(dtype)) / longest
 
     def anew(self, **changes) -> "FiniteDifferences":
         """The same rules (step, precision, non-smooth flag, XLA policy) for
