@@ -375,6 +375,7 @@ def test_the_joint_check_runs_beside_the_layer_pass_with_the_same_numbers(monkey
     for a, b in zip(beside.pairs, alone.pairs, strict=True):
         assert (a.input, a.verdict, a.failed) == (b.input, b.verdict, b.failed) == ("all 4 inputs jointly", "mismatch", True)
         assert a.power.absolute == b.power.absolute
+        assert (a.explanation, a.warnings) == (b.explanation, b.warnings)
     assert [(r.path, r.verdict) for r in beside.layers] == [(r.path, r.verdict) for r in alone.layers]
     assert [r.path for r in beside.layers if r.failed] == ["net/swish"]
 
@@ -408,3 +409,81 @@ def test_a_failing_layer_pass_leaves_no_joint_check_running(monkeypatch):
         check_model(load_model(fixture("by_layer_functional_ok.py")), CheckOptions(mode="fast", by_layer=True))
     assert threads == ["gradcli-joint-check"]
     assert not any(t.name == "gradcli-joint-check" for t in threading.enumerate())
+
+
+def test_an_interrupted_layer_pass_does_not_wait_for_the_joint_check(monkeypatch):
+    import threading
+
+    from gradcli.analyses import by_layer, check
+    from gradcli.analyses.check import check_model
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    release, started = threading.Event(), threading.Event()
+
+    def slow_joint(self):  # a joint check still running when the pass is interrupted
+        started.set()
+        release.wait(60)
+        return []
+
+    def interrupted(*args, **kwargs):
+        started.wait(60)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(check._JointCheck, "run", slow_joint)
+    monkeypatch.setattr(by_layer, "check_layers", interrupted)
+    model = load_model(fixture("by_layer_functional_ok.py"))
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            check_model(model, CheckOptions(mode="fast", by_layer=True))
+        assert any(t.name == "gradcli-joint-check" for t in threading.enumerate())  # not waited for
+    finally:
+        release.set()
+
+
+def test_a_joint_check_outlasting_the_layer_pass_shows_as_a_stage(monkeypatch):
+    import time
+
+    from gradcli import progress
+    from gradcli.analyses import by_layer, check
+    from gradcli.analyses.check import JOINT_STAGE, check_model
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    run = check._JointCheck.run
+
+    def slow_joint(self):
+        time.sleep(2.5)
+        return run(self)
+
+    monkeypatch.setattr(check._JointCheck, "run", slow_joint)
+    monkeypatch.setattr(by_layer, "check_layers", lambda model, options, plan=None: ([], []))
+    reports = []
+    with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total, detail))):
+        result = check_model(load_model(fixture("by_layer_functional_ok.py")), CheckOptions(mode="fast", by_layer=True))
+    waiting = [r for r in reports if r[0] == JOINT_STAGE]
+    assert waiting[0] == (JOINT_STAGE, 0, None, "all 4 inputs jointly")
+    assert waiting[-1] == (JOINT_STAGE, 1, 1, "all 4 inputs jointly") and len(waiting) >= 3
+    assert [p.verdict for p in result.pairs] == ["pass"]
+
+
+def test_activations_are_captured_from_the_capturing_thread_only():
+    # The joint check runs the same layers beside the pass: its calls must not
+    # be recorded as more calls of the units (a layer would read "call 1 of 2").
+    import threading
+
+    import keras
+    import numpy as np
+
+    from gradcli.analyses.by_layer import _record
+
+    dense = keras.layers.Dense(2, name="only")
+    x = np.ones((1, 3), "float32")
+    dense(x)
+    sink = []
+    with _record({id(dense): "only"}, sink, keep=False):
+        dense(x)
+        other = threading.Thread(target=lambda: dense(x))
+        other.start()
+        other.join()
+    assert [(c.path, c.index) for c in sink] == [("only", 1)]

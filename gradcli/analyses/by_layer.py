@@ -370,14 +370,17 @@ _recording = threading.local()
 @contextmanager
 def _record(units: dict[int, str], sink: list, keep: bool):
     """Wrap ``Layer.__call__`` so the outermost call of each unit is recorded
-    into ``sink`` (``keep``: with its tensors; else shapes only)."""
+    into ``sink`` (``keep``: with its tensors; else shapes only). Only calls
+    made on this thread are recorded: the whole-model check running beside the
+    pass (``check.check_model``) calls the same layers meanwhile."""
     import keras
 
     original = keras.layers.Layer.__call__
     counts: dict[int, int] = {}
+    owner = threading.get_ident()
 
     def recording(self, *args, **kwargs):
-        if id(self) not in units or getattr(_recording, "inside", False):
+        if id(self) not in units or getattr(_recording, "inside", False) or threading.get_ident() != owner:
             return original(self, *args, **kwargs)
         _recording.inside = True
         try:

@@ -34,7 +34,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
-from gradcli import config
+from gradcli import config, progress
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare, diagnose, excuses, same_function
 from gradcli.verdicts.culprit import ModelGraph
@@ -84,6 +84,9 @@ ROUNDOFF_RETRY = 16.0
 #: re-checked on a random sample of its elements, at least this many
 #: (``_FastCheck.sample_within_budget``).
 MIN_SAMPLED = 256
+#: The progress stage shown while the joint check (run beside the layer pass)
+#: still runs after the pass has ended.
+JOINT_STAGE = "whole model along joint directions"
 #: Reverse-mode verdicts whose pairs also check forward mode (``forward_failures``).
 FORWARD_CHECKED = (PASS, MISMATCH, ZERO)
 
@@ -253,17 +256,23 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             "the layer table says where"
         )
     check = checker(model, outputs, fd, tol, options, graph)
-    layers_failed = Future()  # the layer pass's verdict, which the joint row reads
+    layers_failed = check.layer_verdict = Future()  # the layer pass's verdict, which the joint row reads
     joint = _beside(check.run) if checker is _JointCheck and model.pure_call else None
-    check.layer_failed = layers_failed.result
     try:
         if layered:  # where in the model: analyses.by_layer (a failing layer explains a failing joint row)
             result.layers, layer_notes = by_layer.check_layers(model, options, plan)
             result.notes += layer_notes
-    finally:
-        layers_failed.set_result(any(r.failed for r in result.layers))
-        if joint is not None:
+    except BaseException as exc:
+        layers_failed.set_result(False)
+        if joint is not None and isinstance(exc, Exception):  # an interrupt does not wait for it
             concurrent.futures.wait([joint])  # never leave it running past this model
+        raise
+    layers_failed.set_result(any(r.failed for r in result.layers))
+    if joint is not None and not joint.done():  # the layer pass ended first: say what is left
+        progress.report(JOINT_STAGE, 0, None, joint_input(len(model.wrt)))
+        while not concurrent.futures.wait([joint], timeout=1.0).done:
+            progress.report(JOINT_STAGE, 1, None, joint_input(len(model.wrt)))  # still running
+        progress.report(JOINT_STAGE, 1, 1, joint_input(len(model.wrt)))
     try:
         result.pairs = check.run() if joint is None else joint.result()
         diagnose.explain(model, result.pairs, fd, graph, tol, options)
@@ -289,6 +298,13 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _settled(value) -> Future:
+    """A Future that already holds ``value``."""
+    future: Future = Future()
+    future.set_result(value)
+    return future
 
 
 def _beside(work) -> Future:
@@ -489,9 +505,9 @@ def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: floa
 class _FullCheck:
     """Every element of every (input, output) Jacobian block."""
 
-    #: Whether the layer pass failed a layer (``_JointCheck`` reads it; it may
-    #: wait for the pass when the check runs beside it, ``check_model``)
-    layer_failed = staticmethod(lambda: False)
+    #: Whether the layer pass failed a layer, a Future (``_JointCheck`` reads
+    #: it; it waits for the pass when the check runs beside it, ``check_model``)
+    layer_verdict: Future = _settled(False)
 
     def __init__(self, model, outputs, fd, tol, options, graph=None):
         self.model, self.outputs, self.fd, self.tol, self.options = model, outputs, fd, tol, options
@@ -975,16 +991,24 @@ class _JointCheck(_FastCheck):
             v = flat(cotangents[o])
             pair = self.compare_projection(label, o, u, v, jtv, flat(numeric.values[o]), flat(numeric.errors[o]))
             analytic = np.sum(u * jtv, axis=1)
+            forward = self.options.autodiff == "both"
+            worst, taken = None, False
             if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
-                if self.layer_failed():
+                if forward and not self.layer_verdict.done():
+                    # The layer pass still runs beside: the forward-mode product
+                    # is taken while it ends, not after (a failing layer keeps
+                    # the row as it is, and forward mode is then checked).
+                    worst, taken = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic), True
+                if self.layer_verdict.result():
                     pair.warnings.append(
                         "not examined for kinks along the probes: a failing layer in the layer table "
                         "explains a failing joint row"
                     )
                 else:
                     self.settle_on_kinks(pair, tangents, v, o, analytic)
-            if pair.verdict in FORWARD_CHECKED and self.options.autodiff == "both":
-                worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
+            if pair.verdict in FORWARD_CHECKED and forward:
+                if not taken:
+                    worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
                 if worst is not None:
                     compare.mark_forward_failure(pair, *worst)
             pairs.append(pair)
