@@ -251,3 +251,24 @@ def test_custom_gradient_inside_tf_function_numbers_match_the_closed_form():
         i = element["input_index"][0]
         assert element["numeric"] == pytest.approx(np.cos(x[i] ** 3) * 3 * x[i] ** 2, rel=1e-7)
         assert element["analytic"] == pytest.approx(np.cos(x[i] ** 3) * 3 * x[i], rel=1e-12)
+
+
+@pytest.mark.parametrize("name, switched", [("culprit_in_tf_function.py", True), ("by_layer_functional.py", False)])
+def test_the_model_graph_inlines_tf_functions_only_when_the_graph_calls_one(monkeypatch, name, switched):
+    # Inlining flips TensorFlow's process-wide run_functions_eagerly: another
+    # thread's tf.functions (the joint check beside the layer pass) would run
+    # eagerly meanwhile. A graph without a call is the same graph either way.
+    import tensorflow as tf
+
+    from gradcli.model.loading import load_model
+    from gradcli.verdicts.culprit import ModelGraph
+
+    model = load_model(fixture(name))
+    flips, flip = [], tf.config.run_functions_eagerly
+    monkeypatch.setattr(tf.config, "run_functions_eagerly", lambda on: (flips.append(on), flip(on))[1])
+    graph = ModelGraph(model)
+    assert graph._trace()
+    assert flips == ([True, False] if switched else [])
+    ops = {op.type for op in graph.graph.get_operations()}
+    assert not ops & {"PartitionedCall", "StatefulPartitionedCall"}  # inlined: the ops are the graph's own
+    assert not tf.config.functions_run_eagerly()

@@ -85,6 +85,11 @@ def _floating(t) -> bool:
     return t.dtype.is_floating
 
 
+def _holds_calls(graph) -> bool:
+    """Whether a graph calls a function (a ``tf.function`` traced as a call)."""
+    return any(op.type in ("PartitionedCall", "StatefulPartitionedCall") for op in graph.get_operations())
+
+
 class ModelGraph:
     """A lazily traced graph of ``model.function`` at ``model.point``."""
 
@@ -107,22 +112,31 @@ class ModelGraph:
         def traced(*args):
             return model.function(dict(zip(names, args)))
 
-        # First with tf.function bodies inlined (run_functions_eagerly), so their
-        # ops (and a custom gradient inside one) are ops of this graph rather
-        # than one opaque PartitionedCall; a body that needs autograph then
-        # fails, and is traced as a call.
+        # tf.function bodies are inlined (run_functions_eagerly), so their ops
+        # (and a custom gradient inside one) are ops of this graph rather than
+        # one opaque PartitionedCall; a body that needs autograph then fails,
+        # and stays traced as a call. The switch is process-wide (another
+        # thread's tf.functions would run eagerly meanwhile: the joint check
+        # beside the layer pass), so it is thrown only for a graph that holds
+        # a call: without one, both traces are the same graph.
         error = None
-        for inline in (True, False):
-            previous = tf.config.functions_run_eagerly()
-            tf.config.run_functions_eagerly(inline)
+        for inline in (False, True):
             try:
-                self._wrapped = tf.compat.v1.wrap_function(traced, specs)
-                break
+                if inline:
+                    previous = tf.config.functions_run_eagerly()
+                    tf.config.run_functions_eagerly(True)
+                try:
+                    wrapped = tf.compat.v1.wrap_function(traced, specs)
+                finally:
+                    if inline:
+                        tf.config.run_functions_eagerly(previous)
             except Exception as exc:  # not traceable in graph mode: no graph findings
                 error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            finally:
-                tf.config.run_functions_eagerly(previous)
-        else:
+                continue
+            self._wrapped = wrapped
+            if inline or not _holds_calls(wrapped.graph):
+                break
+        if self._wrapped is None:
             self.error = error
             return False
         self.graph = self._wrapped.graph
