@@ -650,16 +650,11 @@ class _FullCheck:
                 pair.warnings.append(f"forward mode could not be checked: {problem}")
             return {}
 
-    def vjp(self, cotangents: dict) -> dict:
-        """J^T c at the point (``autodiff.vjp``). The layer-by-layer pass
-        (``analyses.by_layer``) computes it with a trace shared between layers."""
-        return self.vjps([cotangents])[0]
-
     def vjps(self, seeds: list[dict]) -> list[dict]:
-        """``vjp`` for several cotangents: one forward pass for them all
-        (``autodiff.vjps``), and the product the proof took at the point with the
-        same cotangents (``same_function.prove``: the probes' first draw is its
-        draw) not taken again."""
+        """J^T c at the point for each cotangent c of ``seeds``: one forward
+        pass for them all (``autodiff.vjps``), and the product the proof took
+        at the point with the same cotangents (``same_function.prove``: the
+        probes' first draw is its draw) not taken again."""
         taken = same_function.taken_product(self.model)
         reused = [taken[1] if taken is not None and _same_seed(taken[0], c) else None for c in seeds]
         missing = [c for c, r in zip(seeds, reused) if r is None]
@@ -668,7 +663,7 @@ class _FullCheck:
         return [r if r is not None else next(computed) for r in reused]
 
     def batched_jvp(self, tangents: dict, outputs) -> dict:
-        """J t for a batch of tangents (``autodiff.batched_jvp``); see ``vjp``."""
+        """J t for a batch of tangents (``autodiff.batched_jvp``)."""
         return autodiff.batched_jvp(self.model.function, self.model.point, tangents, outputs)
 
     def reverse_jacobians(self, wrt, outputs) -> dict:

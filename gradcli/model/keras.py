@@ -227,6 +227,10 @@ def keras_model(
                 "policies for the check"
             )
     weight_names = list(weights)
+    # ``Layer.__call__`` drops ``training`` for a ``call`` without it, but
+    # ``stateless_call`` passes it on as it is (a subclassed model whose
+    # ``call(self, x)`` takes none would raise).
+    mode = {"training": training} if getattr(layer, "_call_has_training_arg", True) else {}
 
     def function(values: dict) -> dict:
         trainable = [values[n] for n in weight_names]
@@ -239,11 +243,6 @@ def keras_model(
         active, by_policies = (layer, False) if native else (runner, switched)
         out, _ = stateless(active, by_policies, trainable, fixed, data_args(values), **mode)
         return normalize_outputs(out)
-
-    # ``Layer.__call__`` drops ``training`` for a ``call`` without it, but
-    # ``stateless_call`` passes it on as it is (a subclassed model whose
-    # ``call(self, x)`` takes none would raise).
-    mode = {"training": training} if getattr(layer, "_call_has_training_arg", True) else {}
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
     point.update(data)

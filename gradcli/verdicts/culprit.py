@@ -34,6 +34,7 @@ stack that created it, so each finding names the model-file line.
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import re
 import sys
@@ -85,6 +86,18 @@ def _floating(t) -> bool:
     return t.dtype.is_floating
 
 
+@contextlib.contextmanager
+def _functions_inlined():
+    """``tf.function`` calls run their Python bodies (``run_functions_eagerly``):
+    traced into the graph being built, their ops inlined; the setting is restored."""
+    previous = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(previous)
+
+
 def _holds_calls(graph) -> bool:
     """Whether a graph calls a function (a ``tf.function`` traced as a call)."""
     return any(op.type in ("PartitionedCall", "StatefulPartitionedCall") for op in graph.get_operations())
@@ -122,14 +135,8 @@ class ModelGraph:
         error = None
         for inline in (False, True):
             try:
-                if inline:
-                    previous = tf.config.functions_run_eagerly()
-                    tf.config.run_functions_eagerly(True)
-                try:
+                with _functions_inlined() if inline else contextlib.nullcontext():
                     wrapped = tf.compat.v1.wrap_function(traced, specs)
-                finally:
-                    if inline:
-                        tf.config.run_functions_eagerly(previous)
             except Exception as exc:  # not traceable in graph mode: no graph findings
                 error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
                 continue
