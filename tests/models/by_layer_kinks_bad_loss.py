@@ -1,17 +1,10 @@
-"""by_layer_kinks_at_point.py trained with a custom loss whose gradient is wrong (1.5 d where d**2 needs 2 d): a bug outside every layer, at a point whose activations sit exactly on relu kinks: zero rows of data
-(padding) meet a zero bias, so those rows' pre-activations are exactly 0 and
-a joint probe moves all of them at once."""
+"""The network of by_layer_kinks_at_point.py (activations exactly on its relu
+kinks: padding rows meet a zero bias), trained with a custom loss whose
+gradient is wrong (1.5 d where d**2 needs 2 d): a bug outside every layer."""
 
-import keras
-import numpy as np
-
-SEED = 0
-keras.utils.set_random_seed(SEED)
-features = keras.Input((6,))
-hidden = keras.layers.Dense(32, activation="relu", name="hidden")(features)
-hidden2 = keras.layers.Dense(32, activation="relu", name="hidden2")(hidden)
-model = keras.Model(features, keras.layers.Dense(3, name="head")(hidden2), name="net")
 import tensorflow as tf
+
+from by_layer_kinks_at_point import inputs, model  # noqa: F401 - the model file's names
 
 
 @tf.custom_gradient
@@ -21,9 +14,3 @@ def _squared(d):
 
 def loss(y_true, y_pred):
     return tf.reduce_mean(_squared(y_pred - y_true), -1)
-
-
-def inputs(rng):
-    x = rng.standard_normal((8, 6)).astype("float32")
-    x[4:] = 0.0  # padding rows
-    return {"x": x, "y": rng.standard_normal((8, 3)).astype("float32")}
