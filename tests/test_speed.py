@@ -95,6 +95,59 @@ def test_in_place_differences_equal_batched_copies_bit_for_bit(joint):
         np.testing.assert_array_equal(point[n], original[n])
 
 
+def test_points_run_one_by_one_call_the_functions_own_trace_and_not_its_python():
+    """With ``traced`` (the precision rule's graph, ``ModelGraph.callable``), the
+    handful of points of fast-mode probes are calls of that graph: the model's
+    Python does not run again, the joint directional derivatives meet their
+    closed forms, and they agree with the eager points within their error estimates."""
+    from types import SimpleNamespace
+
+    import tensorflow as tf
+
+    from gradcli.verdicts.culprit import ModelGraph
+
+    model, point = _two_input_model()
+    calls = []
+
+    def counted(v):
+        calls.append(1)
+        return model(v)
+
+    outputs = {o: np.asarray(t) for o, t in model({n: tf.constant(v) for n, v in point.items()}).items()}
+    traced = ModelGraph(SimpleNamespace(point=point, function=counted, outputs=outputs, wrt=["A", "B"])).callable()
+    rng = np.random.default_rng(5)
+    u = {n: rng.standard_normal((3,) + point[n].shape) for n in ("A", "B")}
+    eager = FiniteDifferences(counted, point, ["y", "z"], wrt=["A", "B"], joint=True).along_joint(u)
+    before = len(calls)
+    fd = FiniteDifferences(counted, point, ["y", "z"], wrt=["A", "B"], joint=True, traced=traced)
+    through = fd.along_joint(u)
+    assert len(calls) == before and fd.evaluations == 2 * 2 * 3  # 2 signs x 2 levels x 3 probes, no Python
+    A, B = point["A"], point["B"]
+    t0, t1 = np.tanh(B.ravel()[:2])
+    uA, uB = u["A"].reshape(3, -1), u["B"].reshape(3, -1)
+    exact = {
+        "y": np.stack([
+            np.sum(np.cos(A).ravel() * B.ravel() * uA + np.sin(A).ravel() * uB, axis=1),
+            (1 - t0**2) * t1 * uB[:, 0] + t0 * (1 - t1**2) * uB[:, 1],
+        ], axis=1),
+        "z": np.sum(3 * A.ravel() ** 2 * uA, axis=1),
+    }
+    for o in ("y", "z"):
+        np.testing.assert_allclose(through.values[o], exact[o], rtol=1e-8, atol=1e-10)
+        # Round-off differs between the graph and eager ops (a sum's order),
+        # amplified by 1/h: within both error estimates, never more.
+        assert np.all(np.abs(through.values[o] - eager.values[o]) <= through.errors[o] + eager.errors[o])
+    # The graph is that function's at those shapes: kept for another point of
+    # the same shapes, dropped for another function or other shapes.
+    assert fd.anew(point={n: v + 1.0 for n, v in point.items()}).traced is traced
+    assert fd.anew(function=model).traced is None
+    assert fd.anew(point={**point, "A": np.zeros(3)}).traced is None
+    # No traced loop for a large group once the function is traced: each point is one call of its graph.
+    big = {"x": np.zeros(6_000_000)}
+    assert FiniteDifferences(lambda v: v, big, [], wrt=["x"])._loops(1, 6_000_000)
+    assert not FiniteDifferences(lambda v: v, big, [], wrt=["x"], traced=lambda v: v)._loops(1, 6_000_000)
+
+
 def test_in_place_differences_of_a_float32_input_keep_its_dtype():
     """A float32 input is set in place in a float32 variable: the model sees
     float32 (it would raise on float64 here), steps follow float32's eps."""

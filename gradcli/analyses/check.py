@@ -220,6 +220,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             nonsmooth=mode == "fast" and excuses.has_nonsmooth_op(graph),
             precision=dtype,
             center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
+            traced=graph.callable(),  # the precision rule's trace, for points run one by one
         )
 
     fd = differences("full" if options.mode == "auto" else options.mode)

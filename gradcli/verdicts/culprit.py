@@ -153,6 +153,19 @@ class ModelGraph:
         self.traced = True
         return True
 
+    def callable(self):
+        """The traced graph as the model's function (dict of the point's
+        tensors -> dict of outputs), or None when it cannot be traced: a call
+        runs no Python of the model (``FiniteDifferences.traced``)."""
+        if not self._trace():
+            return None
+        names, wrapped = list(self.model.point), self._wrapped
+
+        def function(values: dict) -> dict:
+            return wrapped(*[values[n] for n in names])
+
+        return function
+
     # -- reachability ---------------------------------------------------------
 
     def _forward_ops(self, name, stop_at_cuts=False) -> set:
