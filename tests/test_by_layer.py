@@ -189,6 +189,33 @@ def test_ties_of_a_max_pool_are_a_kink_earned_at_nearby_points():
     assert all(not r.failed for r in layers.values())
 
 
+def test_ties_of_a_max_pool_checked_by_projections_are_earned_through_its_trace(monkeypatch):
+    # The same pool checked by projections (as a real network's pools are):
+    # at the captured ties it fails as kinks (check_model, once), and the
+    # nearby points take the pool's signature trace instead of a second
+    # check_model; the verdict is the same kink, earned there.
+    from gradcli.analyses import by_layer, check
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    calls = []
+    real = check.check_model
+
+    def counted(model, options, proof=None):
+        calls.append(model.name)
+        return real(model, options, proof)
+
+    monkeypatch.setattr(by_layer, "FULL_ELEMENTS", 0)
+    monkeypatch.setattr(check, "check_model", counted)
+    results, _ = by_layer.check_layers(load_model(fixture("by_layer_ties.py")), CheckOptions(by_layer=True))
+    layers = {r.label: r for r in results}  # not layers_of's cached pass: this one runs by projections
+    pool = layers["ties/pool"]
+    assert pool.mode == "fast" and not pool.failed and pool.verdict == "kink", pool
+    assert any("kink at ties" in n and "the layer passes its fast check" in n for n in pool.notes)
+    assert sum("pool" in name for name in calls) == 1
+    assert all(not r.failed for r in layers.values())
+
+
 def test_whole_model_is_checked_along_joint_directions_when_the_layer_pass_runs():
     for name, wrong in (("by_layer_functional_ok.py", False), ("by_layer_functional.py", True)):
         run = gradcli("check", fixture(name), "--mode", "fast", "--by-layer", "--json")

@@ -115,7 +115,9 @@ outside it. A unit whose only failures are such kinks, each at an input
 element whose value another element of that input holds exactly, is checked again with its
 floating inputs x moved off the ties by ``TIE_BREAK`` max(1, |x|) times a
 standard normal draw (weights unchanged), where it is
-differentiable. It passes there: the kink is earned (a gap between the slopes,
+differentiable: through its signature's trace when it is checked by
+projections (``_quick_check``), by ``check_model`` when it is checked in full
+or the projections do not settle it. It passes there: the kink is earned (a gap between the slopes,
 a non-smooth op on the path, a right gradient at the nearby points where the
 layer is smooth) and the row is ``kink``, not a failure, with a note. It fails
 there: the row shows that check's failure.
@@ -741,7 +743,7 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict) ->
             checked = check_model(local, own)
             tie_note = None
             if _only_kinks(checked):  # the tie rule (module docstring)
-                checked, tie_note = _at_broken_ties(parent, call, own, checked)
+                checked, tie_note = _at_broken_ties(parent, call, own, checked, traced)
             result.mode, result.pairs, result.call_proof = checked.mode, checked.pairs, checked.call_proof
             result.notes = [n for n in checked.notes if not n.startswith("promoted ")]
             result.notes += [tie_note] if tie_note else []
@@ -797,14 +799,16 @@ def _only_kinks(checked) -> bool:
     )
 
 
-def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
+def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked, traced=None):
     """The tie rule (module docstring): when every failing kink element is an
     input element whose value another element of that input shares exactly (a
     tie), check the unit again with its floating inputs moved off the ties,
     x + TIE_BREAK max(1, |x|) r (r standard normal). (result, note): the kink
     at the captured activations is earned, not a failure, when the unit passes
     there; else the unit fails with that check's pairs. Kinks that are not
-    ties leave the result as it is."""
+    ties leave the result as it is. A unit checked by projections takes them
+    there through its signature's trace (``_quick_check``, a pass as strong
+    as ``check_model``'s); what that does not settle goes to ``check_model``."""
     from gradcli.analyses.check import check_model
     from gradcli.results import EXPLANATIONS
 
@@ -818,12 +822,15 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
         moved[i] = moved_off(np.asarray(leaves[i]), rng)
     args, kwargs = _constant_structure(structure, moved)
     nearby = dataclasses.replace(call, args=tuple(args), kwargs=kwargs)
-    again = check_model(layer_model(parent, nearby, options.rng_seed), options)
+    quick = None
+    if traced is not None and options.mode == "fast":
+        quick = _quick_check(layer_model(parent, nearby, options.rng_seed, traced), traced, options)
+    again = None if quick is not None else check_model(layer_model(parent, nearby, options.rng_seed), options)
     kinks = sum(p.n_kinks for p in checked.pairs if p.verdict == KINK)
     sites = "; ".join(dict.fromkeys(
         k for p in checked.pairs if p.verdict == KINK for k in _kink_sites(p)
     ))
-    if again.failed:
+    if again is not None and again.failed:
         again.notes.append(
             f"at the captured activations {kinks} elements sit on kinks ({sites}) where the analytic "
             f"value lies outside the one-sided slopes; with the inputs moved off them "
@@ -846,8 +853,8 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked):
             )
     return checked, (
         f"kink at ties: {kinks} elements sit on kinks shared by several elements ({sites}) at the "
-        f"captured activations; moved off them ({MOVED}), the layer passes its {again.mode} "
-        "check: not a failure"
+        f"captured activations; moved off them ({MOVED}), the layer passes its "
+        f"{'fast' if again is None else again.mode} check: not a failure"
     )
 
 
