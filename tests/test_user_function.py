@@ -233,6 +233,44 @@ def test_a_checked_function_that_is_not_the_users_call_fails_the_model():
     assert proof.call == "wrong_sin(x)" and proof.input == "x"
 
 
+def test_the_first_reverse_product_is_taken_once_and_reused_by_the_proof_and_the_path_rule(monkeypatch):
+    """Loading a Keras model promoted to float64 takes one reverse-mode product
+    at the point (its float64 gradient test) with the proof's cotangents; the
+    rebuild's proof and the gradient-path rule reuse it instead of a reverse
+    pass each, and a proof drawn from another seed takes its own."""
+    import tensorflow as tf
+
+    from conftest import fixture
+    from gradcli.analyses.reach import require_gradient
+    from gradcli.model.core import first_cotangents
+    from gradcli.model.loading import load_model
+    from gradcli.numerics import autodiff
+    from gradcli.verdicts import same_function
+
+    model = load_model(fixture("by_layer_functional_ok.py"), rng_seed=3)
+    point, cotangents, product = model.taken_vjp
+    assert point is model.point
+    drawn = first_cotangents(model.outputs, 3)
+    assert cotangents.keys() == drawn.keys() and all(np.array_equal(cotangents[o], drawn[o]) for o in drawn)
+    # The kept product is J^T c at the point: a fresh tape gives the same.
+    values = {n: tf.constant(v) for n, v in model.point.items()}
+    with tf.GradientTape() as tape:
+        tape.watch([values[n] for n in model.wrt])
+        out = model.function(values)
+    fresh = tape.gradient([out[o] for o in cotangents], [values[n] for n in model.wrt],
+                          output_gradients=[tf.constant(c) for c in cotangents.values()])
+    for n, g in zip(model.wrt, fresh):
+        np.testing.assert_allclose(product[n], g.numpy(), rtol=1e-12, atol=1e-15)
+
+    calls = []
+    vjp = autodiff.vjp
+    monkeypatch.setattr(autodiff, "vjp", lambda *a, **k: calls.append(1) or vjp(*a, **k))
+    proof = same_function.prove(model, 3)
+    require_gradient(model, list(model.outputs))
+    assert proof.proven and not proof.differs and calls == []
+    assert same_function.prove(model, 4).proven and calls == [1]  # other cotangents: its own product
+
+
 def test_a_keras_rebuild_that_is_not_the_users_function_is_dropped_for_the_model_itself(tmp_path):
     """A Keras model is checked through a float64 rebuild called statelessly;
     the proof calls the original model on its own variables. A custom layer

@@ -23,12 +23,18 @@ def require_gradient(
 ) -> None:
     """Raise ``ModelError`` if TensorFlow returns no gradient of ``outputs``
     for any input in ``wrt`` (default ``model.wrt``). One reverse pass seeded
-    with ones: whether a gradient is None depends on the graph, not on the seed.
+    with ones: whether a gradient is None depends on the graph, not on the seed,
+    so a product already taken at the point (``Model.taken_vjp``, every
+    floating output seeded with a random draw) that holds a gradient answers it.
     ``numeric_option``: the command has ``--numeric``, so say so."""
     from gradcli.numerics import autodiff
+    from gradcli.verdicts.same_function import taken_product
 
     wrt = list(model.wrt if wrt is None else wrt)
     if not outputs or not wrt:
+        return
+    taken = taken_product(model)
+    if taken is not None and set(outputs) <= set(taken[0]) and any(taken[1].get(n) is not None for n in wrt):
         return
     seeds = {o: np.ones(np.shape(model.outputs[o]), model.outputs[o].dtype) for o in outputs}
     try:

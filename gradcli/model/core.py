@@ -52,7 +52,10 @@ class Model:
     weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
     runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
     own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
-    #: (point, cotangents, VJP) that ``same_function.prove`` took through ``function``
+    #: (point, cotangents, VJP) taken through ``function`` at the point with
+    #: ``first_cotangents`` (loading's float64 gradient test, or
+    #: ``same_function.prove``), reused by the proof, the gradient-path rule and
+    #: the checks' first probe instead of a reverse pass each
     taken_vjp: tuple | None = field(default=None, repr=False)
     #: A Keras model run in float64 by switching its layers' dtype policies
     #: (``keras_float64.stateless_float64_call``), not through a float64 clone
@@ -82,6 +85,14 @@ class Model:
 
 def is_floating(array: np.ndarray) -> bool:
     return np.issubdtype(np.asarray(array).dtype, np.floating)
+
+
+def first_cotangents(outputs: dict, seed: int) -> dict:
+    """The cotangents of the first reverse-mode product at the point: a
+    standard normal draw per floating output, in order, from ``seed``'s
+    generator (the proof's, and the first probe's of a fast check)."""
+    rng = np.random.default_rng(seed)
+    return {o: rng.standard_normal(np.shape(v)) for o, v in outputs.items() if is_floating(np.asarray(v))}
 
 
 def differentiable(array: np.ndarray) -> bool:
