@@ -567,6 +567,8 @@ def _reverse_product(model: Model, values: dict, cotangents: dict) -> tuple[Base
     exception a gradient raised, None) or (None, the product)."""
     from gradcli.numerics import autodiff
 
+    if not cotangents or not model.wrt:
+        return None, None  # nothing to differentiate: no gradient to raise
     try:
         return None, autodiff.vjp(model.function, values, list(model.wrt), cotangents)
     except (GradcliError, KeyboardInterrupt):
@@ -587,7 +589,8 @@ def _float64_gradient_failure(model: Model, native: dict, rng_seed: int = 0) -> 
     cotangents = first_cotangents(model.outputs, rng_seed)
     failure, product = _reverse_product(model, model.point, cotangents)
     if failure is None:
-        model.taken_vjp = (model.point, cotangents, product)
+        if product is not None:
+            model.taken_vjp = (model.point, cotangents, product)
         return None
     if _reverse_product(model, native, cotangents)[0] is not None:
         return None
