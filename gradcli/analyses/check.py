@@ -657,7 +657,7 @@ class _FullCheck:
         at the point with the same cotangents (``same_function.prove``: the
         probes' first draw is its draw) not taken again."""
         taken = same_function.taken_product(self.model)
-        reused = [taken[1] if taken is not None and _same_seed(taken[0], c) else None for c in seeds]
+        reused = [taken[1] if taken is not None and same_function.same_cotangents(taken[0], c) else None for c in seeds]
         missing = [c for c, r in zip(seeds, reused) if r is None]
         computed = iter(autodiff.vjps(self.model.function, self.model.point, self.model.wrt, missing)
                         if missing else [])
@@ -1153,10 +1153,6 @@ def _sampled_model(model: Model, name: str, sample) -> Model:
                               wrt=[name], taken_vjp=None, notes=[])
     sub.outputs = model.outputs
     return sub
-
-
-def _same_seed(a: dict, b: dict) -> bool:
-    return a.keys() == b.keys() and all(np.array_equal(a[o], b[o]) for o in a)
 
 
 def joint_input(count: int) -> str:

@@ -80,7 +80,7 @@ def prove(model, seed: int = 0, taken=None) -> CallProof | None:
         return None
     cotangents = first_cotangents(outputs, seed)
     recorded = taken_product(model)  # loading's float64 gradient test took it already
-    if taken is None and recorded is not None and _same_cotangents(recorded[0], cotangents):
+    if taken is None and recorded is not None and same_cotangents(recorded[0], cotangents):
         taken = recorded
     if taken is not None:
         cotangents = taken[0]
@@ -119,7 +119,8 @@ def taken_product(model):
     return taken[1], taken[2]
 
 
-def _same_cotangents(a: dict, b: dict) -> bool:
+def same_cotangents(a: dict, b: dict) -> bool:
+    """Whether two cotangent dicts are the same draw (a taken product applies)."""
     return a.keys() == b.keys() and all(np.array_equal(a[o], b[o]) for o in a)
 
 
