@@ -189,6 +189,28 @@ def test_ties_of_a_max_pool_are_a_kink_earned_at_nearby_points():
     assert all(not r.failed for r in layers.values())
 
 
+def test_hand_written_pool_counting_every_tied_maximum_fails_at_the_ties():
+    # by_layer_ties.py's network with a pool whose gradient gives every maximum
+    # of a window the window's full gradient: right off the ties (so the pool
+    # passes at nearby points), wrong at the relu zeros' ties. Moved together,
+    # the zeros move each all-zero window's maximum by one step; the gradient
+    # says three (every window of 3 zeros counts each zero in full), so the
+    # closed form is analytic = 3 numeric, and the tie rule of the layer pass
+    # does not excuse it.
+    run = gradcli("check", fixture("by_layer_ties_wrong.py"), "--by-layer", "--json")
+    assert run.exit_code == 1, run
+    (model,) = run.result["models"]
+    pool = next(r for r in model["layers"] if r["path"] == "ties/pool")
+    assert pool["failed"] and pool["verdict"] == "kink"
+    assert not any("kink at ties" in n for n in pool["notes"])
+    (pair,) = [p for p in pool["pairs"] if p["verdict"] == "kink"]
+    assert pair["failed"] and pair["n_tie_refused"] == 1
+    (row,) = pair["tie_refused"]
+    assert abs(row["numeric"]) > 1e-3  # within the numeric slope's own error estimate, tripled with it
+    assert abs(row["analytic"] - 3.0 * row["numeric"]) <= 3.0 * row["fd_error"] < 1e-5 * abs(row["analytic"])
+    assert [r["path"] for r in model["layers"] if r["failed"]] == ["ties/pool"]
+
+
 def test_ties_of_a_max_pool_checked_by_projections_are_earned_through_its_trace(monkeypatch):
     # The same pool checked by projections (as a real network's pools are):
     # at the captured ties it fails as kinks (check_model, once), and the

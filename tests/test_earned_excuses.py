@@ -145,6 +145,41 @@ def test_relu_and_abs_kinks_with_their_subgradients():
         assert f"{op} (kink at 0)" in pair["explanation"]
 
 
+@pytest.mark.parametrize("mode", ["full", "fast"])
+def test_gradient_giving_every_tied_maximum_in_full_is_no_subgradient(mode):
+    # Windows (v, v, a, b), a and b below v: each element's one-sided slopes are
+    # 0 and 1, and this gradient's 1 lies between them, but moving both tied
+    # elements by t moves the max by t where the gradient says 2 t (the tie rule,
+    # diagnose.tie_direction): the closed form is analytic = 2 numeric per row.
+    run, doc = check_json(fixture("earn_tie_every_max.py"), "--mode", mode)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "y")]
+    assert pair["verdict"] == "kink" and pair["failed"]
+    assert pair["n_kinks"] == 32 and pair["n_tie_refused"] == 16
+    for kink in pair["kinks"]:
+        assert kink["input_index"][0] % 4 in (0, 1) and kink["input_index"][0] // 4 == kink["output_index"][0]
+        assert kink["left"] == pytest.approx(0.0, abs=1e-8) and kink["right"] == pytest.approx(1.0, rel=1e-8)
+        assert kink["analytic"] == 1.0 and kink["tie"] and not kink["subgradient"]
+    assert len(pair["tie_refused"]) == 3
+    for row in pair["tie_refused"]:
+        assert abs(row["numeric"]) > 1e-3
+        # within the numeric slope's own error estimate, doubled with it
+        assert abs(row["analytic"] - 2.0 * row["numeric"]) <= 2.0 * row["fd_error"] < 1e-5 * abs(row["analytic"])
+
+
+def test_gradient_of_the_first_tied_maximum_is_a_subgradient():
+    # The twin: the first maximum of each window takes the whole gradient
+    # (TensorFlow's max-pool rule), the gradient of one active piece.
+    run, doc = check_json(fixture("earn_tie_first_max.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("x", "y")]
+    assert pair["verdict"] == "kink" and not pair["failed"]
+    assert pair["n_kinks"] == 32 and pair["n_tie_refused"] == 0
+    for kink in pair["kinks"]:
+        assert kink["subgradient"] and not kink["tie"]
+        assert kink["analytic"] == (1.0 if kink["input_index"][0] % 4 == 0 else 0.0)
+
+
 def test_fast_wave_is_never_a_kink_and_passes_at_a_better_step():
     run, doc = check_json(fixture("earn_ill_wave.py"))
     assert run.exit_code == 0, run

@@ -270,7 +270,12 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         out.print(f"  kink {pair.input} -> {pair.output}: {plural(pair.n_kinks, 'element')} on a "
                   "non-differentiability (one-sided slopes):")
         for k in pair.kinks:
-            ok = "valid subgradient" if k.subgradient else "outside [left, right]: not a subgradient"
+            if k.subgradient:
+                ok = "valid subgradient"
+            elif k.tie:
+                ok = "between its slopes, but not a subgradient: at a tie, moved with the tied elements"
+            else:
+                ok = escape("outside [left, right]: not a subgradient")
             out.print(
                 f"    {label(pair.output, k.output_index)} / {label(pair.input, k.input_index)}: "
                 f"left {k.left:.7g}, right {k.right:.7g}, analytic {k.analytic:.7g} ({ok})"

@@ -55,6 +55,7 @@ class Kink:
     right: float  # slope from the right, lim (f(x + h) - f(x)) / h
     analytic: float
     subgradient: bool  # analytic lies between left and right: valid, not a failure
+    tie: bool = False  # refused by the tie rule (``diagnose.tie_direction``), though between its slopes
 
 
 @dataclass
@@ -170,6 +171,11 @@ class PairResult:
     window: BlockWindow | None = None  # failing pairs, when asked for (CheckOptions.keep_blocks)
     power: Power | None = None  # fast mode: the smallest single-element error it would see
     resolution: float | None = None  # zero verdict: the numeric resolution that confirms 0
+    # The tie rule (``diagnose.tie_direction``): output elements whose kinks it
+    # refused, and the first of them (input_index empty: the derivative along
+    # the direction that moves each group of tied values together).
+    n_tie_refused: int = 0
+    tie_refused: list[Element] = field(default_factory=list)
 
 
 @dataclass

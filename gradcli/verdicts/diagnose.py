@@ -13,7 +13,10 @@ differences alone never excuse a failure:
   failure); outside, it is a failure. Slopes that differ with no non-smooth op
   on the path are an ill-conditioned smooth function, never a kink:
   ``inconclusive`` (a failure), or ``mismatch`` when both slopes settle and the
-  analytic value lies outside them. Passing and zero pairs are scanned too:
+  analytic value lies outside them. At a tie (a kink element whose value other
+  elements of its input hold) between its slopes is not enough: the tied
+  values are moved together too (``tie_direction``), and a wrong derivative
+  there fails the kink. Passing and zero pairs are scanned too:
   ``kink_suspects`` flags every element whose one-sided slopes from the
   central-difference evaluations (``finite_diff.one_sided``) disagree, and the
   ladder confirms them (a tie of a max passes the central difference). Slopes
@@ -81,6 +84,7 @@ from gradcli.results import (
     SURROGATE,
     ZERO,
     Culprit,
+    Element,
     Kink,
     PairResult,
 )
@@ -491,6 +495,13 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     is_kink = gap if nonsmooth else np.zeros_like(gap)
     kink_ok = is_kink & between
     kink_bad = is_kink & ~between
+    # Tie rule: kinks at elements that share their value with others are
+    # tested along the direction that moves each group of tied values
+    # together (``tie_direction``); the rows it refuses are no subgradient.
+    tie_refused = tie_direction(fd, pair, f0, a, cols, is_kink, tol) if is_kink.any() else None
+    if tie_refused is not None:
+        kink_bad |= tie_refused
+        kink_ok &= ~tie_refused
     # Both settled slopes agree with the analytic value at smaller steps: a pass
     # at a better step (a kink inside the default stencil but not at the point,
     # or a function that varies too fast for the default step). A function
@@ -548,7 +559,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     kinks = kink_ok | kink_bad
     pair.n_kinks = int(kinks.sum())
     pair.n_surrogate = int(surrogate.sum())
-    pair.kinks = _kinks(kinks, kink_bad, left, right, sub_a, cols, y_shape, x_shape)
+    pair.kinks = _kinks(kinks, kink_bad, left, right, sub_a, cols, y_shape, x_shape, tie_refused)
     if not scanned_all:
         pair.warnings.append(
             f"kink scan: {len(suspect_cols)} columns have one-sided slopes that disagree at the "
@@ -598,9 +609,14 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
         pair.explanation = EXPLANATIONS[MISMATCH] + (f" ({'; '.join(extra)})" if extra else "")
     elif kink_bad.any():
         pair.verdict, pair.failed = KINK, True
+        outside = int((kink_bad & ~between).sum())
         pair.explanation = (
-            f"{EXPLANATIONS[KINK]}, and the analytic value lies outside [left, right] at "
-            f"{int(kink_bad.sum())} elements: not a valid subgradient ({_sites(nonsmooth)})"
+            f"{EXPLANATIONS[KINK]}, and the analytic value is not a valid subgradient at "
+            f"{int(kink_bad.sum())} elements"
+            + (f" ({outside} outside [left, right])" if outside else "")
+            + (f" (tied elements moved together: {pair.n_tie_refused} output elements' derivatives "
+               "disagree)" if pair.n_tie_refused else "")
+            + f" ({_sites(nonsmooth)})"
         )
     elif (unresolved | unshown).any():
         pair.verdict, pair.failed = INCONCLUSIVE, True
@@ -791,6 +807,88 @@ def _ladder(fd, name, output, f0, cols, levels: int = LADDER):
                  ("left", "right", "left_err", "right_err", "constant"))
 
 
+#: Seeds the weights of ``tie_direction``'s groups (a fixed draw: the same
+#: direction on every run).
+TIE_SEED = 20
+#: Most output rows ``tie_direction`` reports on in a warning.
+TIE_ROWS_SHOWN = 3
+
+
+def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol) -> np.ndarray | None:
+    """The tie rule of ``refine``: which kink elements ``kinks`` ``[out,
+    len(cols)]`` are no subgradient, as the same mask; None when no kink sits
+    on a tie or the test says nothing.
+
+    The one-sided slopes along a single element bound a subgradient only where
+    that element is non-smooth on its own. At a tie (a max over several equal
+    elements) a gradient can lie between every element's slopes and still be
+    none: one that sends the full upstream gradient to every tied element of a
+    max. Evidence that needs no structure of the op: let d move every element
+    of the input whose value is v by a_v (a_v standard normal, one per tied
+    value v held by a kink element; 0 elsewhere). Every tie is kept along d
+    and no new one is made (for steps below the gaps between values), so every
+    piece active at x stays active and they agree there: f is differentiable
+    along d, and every selection of a piece's gradient (what TensorFlow's max,
+    max pool and sort gradients take), or any convex combination of them, has
+    <g, d> equal to that derivative. So where both one-sided slopes along d
+    (``directional_slopes``, the ladder rule) settle and agree with each other,
+    an analytic <g, d> that disagrees with them (``slope_tests``) is no
+    subgradient: the kinks of that output row fail. Where the slopes along d
+    differ (a tie at a threshold of another non-smooth op, as equal relu
+    inputs at exactly 0), the test says nothing and the elements keep their
+    single-element verdicts."""
+    x = np.asarray(fd.point[pair.input])
+    flat = x.reshape(-1)
+    kink_cols = np.asarray(cols)[kinks.any(axis=0)]
+    values, counts = np.unique(flat, return_counts=True)
+    shared = values[counts > 1]
+    tied_values = np.unique(flat[kink_cols][np.isin(flat[kink_cols], shared)])
+    if not len(tied_values):
+        return None
+    weights = np.random.default_rng(TIE_SEED).standard_normal(len(tied_values))
+    d = np.zeros(flat.shape, dtype=x.dtype)
+    where = np.searchsorted(tied_values, flat)
+    hit = (where < len(tied_values)) & (tied_values[np.minimum(where, len(tied_values) - 1)] == flat)
+    d[hit] = weights[where[hit]]
+    # The engine evaluates whole input groups: the group's other inputs stay.
+    directions = {n: np.zeros((1,) + np.shape(fd.point[n]), dtype=np.asarray(fd.point[n]).dtype)
+                  for n in fd.group(pair.input)}
+    directions[pair.input] = d.reshape((1,) + x.shape)
+    h = fd.direction_steps(directions)
+    left, right, left_err, right_err = directional_slopes(fd, directions, h, f0, pair.output)
+    along = (np.asarray(a) @ d.astype(np.float64))[:, None]
+    gap, settled, _, agrees = slope_tests(along, left, right, left_err, right_err, tol)
+    wrong = (~gap & settled & ~agrees)[:, 0]
+    on_ties = kinks & np.isin(flat[np.asarray(cols)], tied_values)[None, :]
+    refused = on_ties & wrong[:, None]
+    if not refused.any():
+        return None
+    rows = np.flatnonzero(refused.any(axis=1))
+    numeric = 0.5 * (left[:, 0] + right[:, 0])
+    error = np.maximum(left_err[:, 0], right_err[:, 0])
+    pair.n_tie_refused = len(rows)
+    pair.tie_refused = [
+        Element(
+            output_index=compare._index(r, np.shape(f0)), input_index=[], analytic=float(along[r, 0]),
+            numeric=float(numeric[r]), abs_error=float(abs(along[r, 0] - numeric[r])),
+            rel_error=float(abs(along[r, 0] - numeric[r]) / max(abs(along[r, 0]), abs(numeric[r]))),
+            fd_error=float(error[r]),
+        )
+        for r in rows[:TIE_ROWS_SHOWN]
+    ]
+    shown = "; ".join(
+        f"{pair.output}{e.output_index}: analytic {e.analytic:.6g}, numeric {e.numeric:.6g}"
+        for e in pair.tie_refused
+    )
+    pair.warnings.append(
+        f"{len(tied_values)} values are shared by several elements of {pair.input} at kinks; moving each "
+        f"such group together (where the function is differentiable: its one-sided slopes agree), "
+        f"the analytic derivative of {_count(len(rows), 'output element')} disagrees with the numeric "
+        f"one ({shown}): no subgradient there, although each element lies between its own slopes"
+    )
+    return refused
+
+
 def _best_slopes(d, steps, fmax, dtype, x_round=0.0):
     """The ladder's slope and error estimate from one-sided quotients ``d``
     ``[level, column, out]`` at ``steps`` ``[level, column]`` (module
@@ -850,7 +948,7 @@ def _one_sided_points(fd, name, output, chunk, steps):
     return np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
 
 
-def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape) -> list[Kink]:
+def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape, tie_refused=None) -> list[Kink]:
     rows, idx = np.nonzero(kinks)
     # Failures first, then by the width of the slope gap.
     order = sorted(range(len(rows)), key=lambda i: (
@@ -864,6 +962,7 @@ def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape) -> list[Kink
             right=float(right[rows[i], idx[i]]),
             analytic=float(a[rows[i], idx[i]]),
             subgradient=not bool(kink_bad[rows[i], idx[i]]),
+            tie=tie_refused is not None and bool(tie_refused[rows[i], idx[i]]),
         )
         for i in order
     ]
