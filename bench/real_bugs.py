@@ -54,6 +54,10 @@ FROM_TESTS = {
     "tests/models/prec_rule_resize.py": ("pass", None, {}),
     "tests/models/earn_ste_stop_gradient.py": ("pass", None, {"allow_surrogate": True}),
     "tests/models/earn_ill_wave.py": ("pass", None, {}),
+    "tests/models/earn_tie_every_max.py": ("fail", None, {}),
+    "tests/models/earn_tie_first_max.py": ("pass", None, {}),
+    "tests/models/earn_tie_across_inputs.py": ("fail", None, {}),
+    "tests/models/earn_tie_across_inputs_tf.py": ("pass", None, {}),
 }
 
 

@@ -180,6 +180,28 @@ def test_gradient_of_the_first_tied_maximum_is_a_subgradient():
         assert kink["analytic"] == (1.0 if kink["input_index"][0] % 4 == 0 else 0.0)
 
 
+@pytest.mark.parametrize("mode", ["full", "fast"])
+def test_ties_across_inputs_are_moved_together(mode):
+    # max(x, y) at x = y: the tie is across two inputs, so both move. A gradient
+    # giving x and y the full upstream gradient says 2 t where the max moves by
+    # t (closed form analytic = 2 numeric); TensorFlow's tf.maximum (the twin)
+    # gives it to x alone, a subgradient.
+    run, doc = check_json(fixture("earn_tie_across_inputs.py"), "--mode", mode)
+    assert run.exit_code == 1, run
+    for name in ("x", "y"):
+        pair = pairs(doc)[(name, "m")]
+        assert pair["verdict"] == "kink" and pair["failed"]
+        assert pair["n_kinks"] == 8 and pair["n_tie_refused"] == 8
+        for row in pair["tie_refused"]:
+            assert abs(row["numeric"]) > 1e-3
+            assert abs(row["analytic"] - 2.0 * row["numeric"]) <= 2.0 * row["fd_error"] < 1e-5 * abs(row["analytic"])
+    run, doc = check_json(fixture("earn_tie_across_inputs_tf.py"), "--mode", mode)
+    assert run.exit_code == 0, run
+    for name in ("x", "y"):
+        pair = pairs(doc)[(name, "m")]
+        assert pair["verdict"] == "kink" and not pair["failed"] and pair["n_tie_refused"] == 0
+
+
 def test_fast_wave_is_never_a_kink_and_passes_at_a_better_step():
     run, doc = check_json(fixture("earn_ill_wave.py"))
     assert run.exit_code == 0, run

@@ -675,6 +675,18 @@ class _FullCheck:
             self.model.function, self.model.point, wrt, outputs, mode="reverse"
         ).blocks
 
+    def blocks_of(self, names, o, analytic) -> dict:
+        """The analytic blocks ``[output size, input size]`` of output ``o`` for
+        ``names`` (None: disconnected), from ``analytic`` or taken now (the
+        fast check's re-check holds only the failing input's): the tie rule's
+        ties across inputs (``diagnose.tie_direction``)."""
+        missing = [n for n in names if (o, n) not in analytic]
+        if missing:
+            analytic = {**analytic, **self.reverse_jacobians(missing, [o])}
+        size = int(np.size(self.model.outputs[o]))
+        return {n: None if analytic[(o, n)] is None else np.asarray(analytic[(o, n)]).reshape(size, -1)
+                for n in names}
+
     def pairs_for(self, name, outputs, analytic) -> list[PairResult]:
         numeric = self.fd.along_axes(name, settled=self.settled(name, outputs, analytic))
         if hasattr(self, "columns"):
@@ -711,6 +723,7 @@ class _FullCheck:
                     pair, block, columns, errors, self.fd, self.model.outputs[o], x_shape,
                     y_shape, self.tol, self.options.allow_surrogate, graph=self.graph,
                     suspects=diagnose.kink_suspects(numeric.one_sided, o, columns.shape, self.tol),
+                    others=lambda names, o=o: self.blocks_of(names, o, analytic),
                 )
             if self.options.keep_blocks and pair.failed:
                 pair.window = block_window(block, columns, errors, self.tol)

@@ -395,7 +395,11 @@ class FiniteDifferences:
         direction), each ``[levels * k, *output_shape]``, level-major: the
         evaluation ``along_joint`` uses, for callers that form their own
         quotients (``diagnose.directional_slopes``). The directions are
-        embedded once and evaluated level by level: never a copy per level."""
+        embedded once and evaluated level by level: never a copy per level.
+        Inputs of several groups (``diagnose.tie_direction``'s ties across
+        inputs) are evaluated point by point (``_point_pairs``)."""
+        if not self.joint_group(directions):
+            return self._point_pairs(directions, steps)
         group, embedded, _ = self.joint_steps(directions)
         ups, downs = [], []
         for row in np.asarray(steps, dtype=embedded.dtype):
@@ -405,6 +409,31 @@ class FiniteDifferences:
             self.evaluations += 2 * len(row)
         join = lambda parts: {o: np.concatenate([np.asarray(p[o]) for p in parts]) for o in parts[0]}  # noqa: E731
         return join(ups), join(downs)
+
+    def _point_pairs(self, directions: dict, steps) -> tuple[dict, dict]:
+        """``joint_pairs`` for directions of inputs of several groups: each
+        point x + s d_j (every moved input at once, the others as they are) is
+        one call, through ``traced`` when there is one; the outputs in the
+        first moved input's dtype."""
+        if "eager inputs" not in self._compiled:
+            self._compiled["eager inputs"] = {n: tf.constant(v) for n, v in self.point.items()}
+        fixed = self._compiled["eager inputs"]
+        evaluate = self.traced or self.function
+        dtype = self.point[next(iter(directions))].dtype
+        sides: tuple[dict, dict] = ({o: [] for o in self.outputs}, {o: [] for o in self.outputs})
+        for row in np.asarray(steps):
+            for j, step in enumerate(row):
+                for sign, values in zip(SIGNS, sides):
+                    moved = {
+                        n: tf.constant(self.point[n] + np.asarray(d[j], self.point[n].dtype)
+                                       * self.point[n].dtype.type(sign * step))
+                        for n, d in directions.items()
+                    }
+                    result = evaluate({**fixed, **moved})
+                    for o in self.outputs:
+                        values[o].append(np.asarray(tf.cast(result[o], dtype)))
+                self.evaluations += 2
+        return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)
 
     def one_batch_per_group(self, names) -> bool:
         """Whether the first pass along every axis of ``names`` is one chunk per group."""

@@ -425,7 +425,7 @@ class _Evidence:
 
 
 def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_shape, tol,
-           allow_surrogate=False, graph=None, suspects=None) -> PairResult:
+           allow_surrogate=False, graph=None, suspects=None, others=None) -> PairResult:
     """Reclassify the failing elements of a ``mismatch`` pair, and look at the
     kink ``suspects`` of any pair (see module docstring).
 
@@ -439,6 +439,8 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     marks elements whose one-sided slopes at the default step disagree; of those
     that passed, at most SCAN_COLUMNS columns are examined on the ladder, and a
     kink is reported only where the ladder confirms it at the point.
+    ``others`` (``tie_direction``): the analytic blocks of the other inputs,
+    for ties across inputs.
     """
     a, n = analytic, numeric
     if pair.verdict == MISMATCH:
@@ -498,7 +500,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     # Tie rule: kinks at elements that share their value with others are
     # tested along the direction that moves each group of tied values
     # together (``tie_direction``); the rows it refuses are no subgradient.
-    tie_refused = tie_direction(fd, pair, f0, a, cols, is_kink, tol) if is_kink.any() else None
+    tie_refused = tie_direction(fd, pair, f0, a, cols, is_kink, tol, others) if is_kink.any() else None
     if tie_refused is not None:
         kink_bad |= tie_refused
         kink_ok &= ~tie_refused
@@ -814,17 +816,21 @@ TIE_SEED = 20
 TIE_ROWS_SHOWN = 3
 
 
-def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol) -> np.ndarray | None:
+def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol, others=None) -> np.ndarray | None:
     """The tie rule of ``refine``: which kink elements ``kinks`` ``[out,
     len(cols)]`` are no subgradient, as the same mask; None when no kink sits
-    on a tie or the test says nothing.
+    on a tie or the test says nothing. ``others(names)``: the analytic blocks
+    ``[out, size]`` (None: disconnected) of other differentiated inputs, for
+    ties across inputs (``max(x, y)`` at x = y); without it, ties within the
+    pair's input only.
 
     The one-sided slopes along a single element bound a subgradient only where
     that element is non-smooth on its own. At a tie (a max over several equal
     elements) a gradient can lie between every element's slopes and still be
     none: one that sends the full upstream gradient to every tied element of a
-    max. Evidence that needs no structure of the op: let d move every element
-    of the input whose value is v by a_v (a_v standard normal, one per tied
+    max. Evidence that needs no structure of the op: let d move every
+    differentiated element (of the pair's input, and of the other inputs of
+    its dtype) whose value is v by a_v (a_v standard normal, one per tied
     value v held by a kink element; 0 elsewhere). Every tie is kept along d
     and no new one is made (for steps below the gaps between values), so every
     piece active at x stays active and they agree there: f is differentiable
@@ -839,24 +845,48 @@ def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol) -> np.ndarray |
     single-element verdicts."""
     x = np.asarray(fd.point[pair.input])
     flat = x.reshape(-1)
-    kink_cols = np.asarray(cols)[kinks.any(axis=0)]
-    values, counts = np.unique(flat, return_counts=True)
-    shared = values[counts > 1]
-    tied_values = np.unique(flat[kink_cols][np.isin(flat[kink_cols], shared)])
+    kink_values = np.unique(flat[np.asarray(cols)[kinks.any(axis=0)]])
+    candidates = [pair.input] + [
+        n for n in fd.wrt if n != pair.input and others is not None and np.asarray(fd.point[n]).dtype == x.dtype
+    ]
+    held = {n: np.asarray(fd.point[n]).reshape(-1) for n in candidates}
+    counts = np.zeros(len(kink_values), dtype=np.int64)  # elements holding each kink value
+    for values in held.values():
+        ordered = np.sort(values)
+        counts += np.searchsorted(ordered, kink_values, "right") - np.searchsorted(ordered, kink_values, "left")
+    tied_values = kink_values[counts > 1]
     if not len(tied_values):
         return None
     weights = np.random.default_rng(TIE_SEED).standard_normal(len(tied_values))
-    d = np.zeros(flat.shape, dtype=x.dtype)
-    where = np.searchsorted(tied_values, flat)
-    hit = (where < len(tied_values)) & (tied_values[np.minimum(where, len(tied_values) - 1)] == flat)
-    d[hit] = weights[where[hit]]
-    # The engine evaluates whole input groups: the group's other inputs stay.
-    directions = {n: np.zeros((1,) + np.shape(fd.point[n]), dtype=np.asarray(fd.point[n]).dtype)
-                  for n in fd.group(pair.input)}
-    directions[pair.input] = d.reshape((1,) + x.shape)
+
+    def moves(values):
+        d = np.zeros(values.shape, dtype=x.dtype)
+        where = np.searchsorted(tied_values, values)
+        hit = (where < len(tied_values)) & (tied_values[np.minimum(where, len(tied_values) - 1)] == values)
+        d[hit] = weights[where[hit]]
+        return d
+
+    moved = {n: moves(v) for n, v in held.items()}
+    moved = {n: d for n, d in moved.items() if n == pair.input or d.any()}
+    holders = list(moved)
+    along = np.asarray(a) @ moved[pair.input].astype(np.float64)
+    if len(moved) > 1:
+        blocks = others([n for n in moved if n != pair.input])
+        for n, block in blocks.items():
+            if block is None:
+                continue
+            block = np.asarray(block, dtype=np.float64)
+            if block.size != along.size * moved[n].size:  # a wrong shape: compare's rule says so elsewhere
+                return None
+            along = along + block.reshape(along.size, -1) @ moved[n].astype(np.float64)
+    else:
+        # The engine evaluates whole input groups: the group's other inputs stay.
+        moved = {**{n: np.zeros(np.size(fd.point[n]), np.asarray(fd.point[n]).dtype)
+                    for n in fd.group(pair.input)}, **moved}
+    directions = {n: d.reshape((1,) + np.shape(fd.point[n])) for n, d in moved.items()}
     h = fd.direction_steps(directions)
     left, right, left_err, right_err = directional_slopes(fd, directions, h, f0, pair.output)
-    along = (np.asarray(a) @ d.astype(np.float64))[:, None]
+    along = along[:, None]
     gap, settled, _, agrees = slope_tests(along, left, right, left_err, right_err, tol)
     wrong = (~gap & settled & ~agrees)[:, 0]
     on_ties = kinks & np.isin(flat[np.asarray(cols)], tied_values)[None, :]
@@ -881,8 +911,8 @@ def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol) -> np.ndarray |
         for e in pair.tie_refused
     )
     pair.warnings.append(
-        f"{len(tied_values)} values are shared by several elements of {pair.input} at kinks; moving each "
-        f"such group together (where the function is differentiable: its one-sided slopes agree), "
+        f"{len(tied_values)} values are shared by several elements of {' and '.join(holders)} at "
+        "kinks; moving each such group together (where the function is differentiable: its one-sided slopes agree), "
         f"the analytic derivative of {_count(len(rows), 'output element')} disagrees with the numeric "
         f"one ({shown}): no subgradient there, although each element lies between its own slopes"
     )
