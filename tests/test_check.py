@@ -385,6 +385,45 @@ def test_notes_name_a_few_inputs_and_count_the_rest():
     assert name_list(names) == ", ".join(names[:LISTED_NAMES]) + " and 5 more"
 
 
+@pytest.mark.parametrize("budgets, escalated", [(3.0, True), (5.0, False)])
+def test_a_sample_that_shows_no_wrong_element_escalates_within_four_budgets(monkeypatch, budgets, escalated):
+    """fast_wrong_kernel_column.py's column 0 is wrong (0.9 times the true
+    dy/dW = x^T (1 - tanh(x W)^2)). The full re-check is predicted at
+    ``budgets`` budgets (a fixed prediction: the rule, not the machine's
+    load, is under test) and the sample is made to miss column 0: it shows no
+    wrong element. Within 4 budgets every element is re-checked and column 0
+    is shown; beyond, the failing projections stand."""
+    from gradcli.analyses import check
+    from gradcli.model.loading import load_model
+    from gradcli.numerics.finite_diff import FiniteDifferences
+    from gradcli.options import CheckOptions
+
+    budget = 1.0
+    monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds", lambda self, names: budgets * budget)
+    real = check._FastCheck.sampled_pairs
+
+    def blind(self, name, outputs, drawn):  # a sample of the right columns only
+        return real(self, name, outputs, drawn[np.asarray(drawn) % 64 != 0])
+
+    monkeypatch.setattr(check._FastCheck, "sampled_pairs", blind)
+    model = load_model(fixture("fast_wrong_kernel_column.py"))
+    result = check.check_model(model, CheckOptions(mode="fast", budget=budget))
+    w = next(p for p in result.pairs if p.input == "w")
+    assert w.failed and next(p for p in result.pairs if p.input == "x").verdict == "pass"
+    if not escalated:
+        assert w.mode == "fast" and any("the fast result is shown" in n for n in w.warnings), w
+        return
+    assert any("showed none outside tolerance; all 4096" in n for n in w.warnings), w.warnings
+    assert w.verdict == "mismatch" and w.compared == 4096 and w.n_failing == 64
+    x, weights = model.point["x"], model.point["w"]
+    true = x.T @ (1.0 - np.tanh(x @ weights) ** 2)
+    for element in w.failing:
+        i, j = element.input_index
+        assert j == 0
+        assert element.numeric == pytest.approx(true[i, j], rel=1e-6)
+        assert element.analytic == pytest.approx(0.9 * true[i, j], rel=1e-9)
+
+
 def test_a_failing_pair_too_large_to_recheck_in_the_budget_is_shown_on_a_sample():
     """W's kernel gradient is 0.9 times the true one in column 0 (closed form:
     dy/dW = x^T (1 - tanh(x W)^2)); re-checking all 4,096 elements would not
