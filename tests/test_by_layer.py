@@ -238,6 +238,38 @@ def test_single_element_kinks_on_tied_zeros_are_not_excused_as_ties():
     assert not any(r["failed"] for r in model["layers"])
 
 
+def test_every_forward_mode_product_holds_the_forward_mode_lock(monkeypatch):
+    # TensorFlow's forward mode runs each op's JVP through module-level
+    # tf.functions whose caches are not safe to grow from two threads at once
+    # (an EfficientNet-B0's joint check, beside the layer pass, raised
+    # "OrderedDict mutated during iteration" about one run in two): every
+    # ForwardAccumulator opened on either thread, eagerly or while a probe is
+    # traced, is opened under numerics.autodiff.FORWARD_MODE.
+    import threading
+
+    import tensorflow as tf
+
+    from gradcli.analyses import by_layer, check
+    from gradcli.model.loading import load_model
+    from gradcli.numerics import autodiff
+    from gradcli.options import CheckOptions
+
+    seen = []
+    real = tf.autodiff.ForwardAccumulator.__enter__
+
+    def entered(self):
+        seen.append((threading.current_thread().name, autodiff.FORWARD_MODE._is_owned()))
+        return real(self)
+
+    monkeypatch.setattr(tf.autodiff.ForwardAccumulator, "__enter__", entered)
+    monkeypatch.setattr(by_layer, "FULL_ELEMENTS", 0)  # every unit by projections: its traced probe
+    result = check.check_model(load_model(fixture("by_layer_functional.py")), CheckOptions(mode="fast", by_layer=True))
+    assert result.layers and any("joint" in name for name, _ in seen) and any(
+        name == threading.main_thread().name for name, _ in seen
+    )
+    assert all(held for _, held in seen), seen
+
+
 def test_ties_of_a_max_pool_checked_by_projections_are_earned_through_its_trace(monkeypatch):
     # The same pool checked by projections (as a real network's pools are):
     # at the captured ties it fails as kinks (check_model, once), and the

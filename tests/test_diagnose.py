@@ -357,3 +357,19 @@ def test_fast_check_retries_a_round_off_dominated_projection_at_a_larger_step():
     assert pair["verdict"] == "pass"
     assert any("at 16 times the step they agree" in w and "round-off left the projections inconclusive" in w
                for w in pair["warnings"])
+
+
+def test_a_forward_mode_failure_is_named_without_searching_gradients(monkeypatch):
+    # A JVP calls no gradient function, so the message of one that raised does
+    # not search the graph for a raising gradient (on an EfficientNet-B0 that
+    # search took minutes, op after op, for a warning).
+    from gradcli.model.loading import load_model
+    from gradcli.verdicts import culprit, diagnose
+
+    def searched(self, exc):
+        raise AssertionError("searched for a raising gradient")
+
+    monkeypatch.setattr(culprit.ModelGraph, "raising_gradient", searched)
+    model = load_model(sample("square.py"))
+    error = diagnose.raised(RuntimeError("OrderedDict mutated during iteration"), model, True, forward=True)
+    assert "computing forward mode (a JVP) raised RuntimeError: OrderedDict mutated during iteration" in str(error)

@@ -1135,11 +1135,14 @@ class _Traced:
     def probe(self, values, frozen, cotangents, tangents, plan, seeds):
         """(f at the planned points, JVPs [probes], per probe the gradient of
         each value or None) as numpy."""
+        from gradcli.numerics.autodiff import FORWARD_MODE
+
         which, probes, signed = plan
-        points, jvps, grads = self._probe(
-            values, frozen, cotangents, tangents, _constant(which), _constant(probes),
-            _constant(signed), _constant(seeds),
-        )
+        with FORWARD_MODE:  # its trace takes forward-mode products (numerics.autodiff)
+            points, jvps, grads = self._probe(
+                values, frozen, cotangents, tangents, _constant(which), _constant(probes),
+                _constant(signed), _constant(seeds),
+            )
         return (np.asarray(points), np.asarray(jvps),
                 [[None if g is None else np.asarray(g) for g in row] for row in grads])
 

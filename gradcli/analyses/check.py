@@ -325,7 +325,9 @@ def _beside(work) -> Future:
     kernels, which release the interpreter lock): on 2 cores a ResNet-50's
     joint check (15 s) hides inside its layer pass (29 s). Only for a model
     whose function is a pure function of its arguments (``Model.pure_call``):
-    nothing either check runs reads state the other writes."""
+    nothing either check runs reads state the other writes, except
+    TensorFlow's own forward-mode helpers, whose caches are not thread-safe:
+    every forward-mode product holds ``autodiff.FORWARD_MODE``."""
     import threading
 
     future: Future = Future()
@@ -653,7 +655,7 @@ class _FullCheck:
         except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
             if _raised_in_gradcli(exc):
                 raise
-            problem = diagnose.raised(exc, self.model, True)
+            problem = diagnose.raised(exc, self.model, True, forward=True)
             for pair in pairs:
                 pair.warnings.append(f"forward mode could not be checked: {problem}")
             return {}
@@ -1159,7 +1161,9 @@ class _JointCheck(_FastCheck):
         except Exception as exc:  # forward mode raised: the reverse-mode verdict stands
             if _raised_in_gradcli(exc):
                 raise
-            pair.warnings.append(f"forward mode could not be checked: {diagnose.raised(exc, self.model, True)}")
+            pair.warnings.append(
+                f"forward mode could not be checked: {diagnose.raised(exc, self.model, True, forward=True)}"
+            )
             return None
 
 

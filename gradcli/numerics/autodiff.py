@@ -14,10 +14,22 @@ that input alone: the other inputs keep their blocks and are checked. ``vjp``
 returns gradients as TensorFlow gave them; ``checked_gradient`` applies the
 rule to one. Equal element counts are no excuse (a ``(1, 3)`` for ``(3,)`` is
 reported).
+
+Forward mode under one lock (``FORWARD_MODE``): TensorFlow's forward mode
+computes every op's JVP through module-level ``tf.function`` helpers
+(``forwardprop``'s), whose caches grow when a new op type or shape is met and
+are not safe to grow from one thread while another looks them up. The joint
+check runs on a thread beside the layer pass (``analyses.check._beside``),
+and both take forward-mode products: on an EfficientNet-B0 the joint check's
+JVP raised "OrderedDict mutated during iteration" about one run in two. Every
+forward-mode product of this process runs under the lock: ``jvp``,
+``batched_jvp``, ``hvp_forward_over_reverse`` and the layer pass's traced
+probes (``analyses.by_layer._Traced.probe``).
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,6 +37,9 @@ import numpy as np
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
+
+#: Held by every forward-mode product (module docstring).
+FORWARD_MODE = threading.RLock()
 
 
 def _tensors(point: dict) -> dict:
@@ -99,7 +114,7 @@ def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | No
     values = _tensors(point)
     names = list(tangents)
     primals = [values[n] for n in names]
-    with tf.autodiff.ForwardAccumulator(
+    with FORWARD_MODE, tf.autodiff.ForwardAccumulator(
         primals, [tf.cast(tangents[n], values[n].dtype) for n in names]
     ) as acc:
         results = function(values)
@@ -308,7 +323,8 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
         return {o: _jvp_or_zero(acc, result[o]) for o in outputs}
 
     run = tf.function(lambda t: tf.vectorized_map(one, t), autograph=False)
-    result = run({n: tf.convert_to_tensor(t) for n, t in tangents.items()})
+    with FORWARD_MODE:
+        result = run({n: tf.convert_to_tensor(t) for n, t in tangents.items()})
     return {o: np.asarray(v) for o, v in result.items()}
 
 
@@ -332,7 +348,7 @@ def gradient_of(scalar: Callable, x):
 def hvp_forward_over_reverse(scalar: Callable, x, v):
     """H v as the forward-mode derivative (along ``v``) of the reverse-mode
     gradient: one gradient's cost plus a constant factor, no Hessian built."""
-    with tf.autodiff.ForwardAccumulator(x, v) as acc:
+    with FORWARD_MODE, tf.autodiff.ForwardAccumulator(x, v) as acc:
         g = gradient_of(scalar, x)
     return acc.jvp(g, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 

@@ -157,7 +157,7 @@ def nonfinite_step(fd, graph, input_name, output, col) -> str:
     return ""
 
 
-def raised(exc: BaseException, model, analytic: bool, graph=None) -> ModelError:
+def raised(exc: BaseException, model, analytic: bool, graph=None, forward: bool = False) -> ModelError:
     """A one-line ModelError for an exception raised while differentiating
     (``analytic``) or while evaluating the model near the point: the model-file
     line (the deepest frame in the file, else the first ``File "...", line N``
@@ -168,7 +168,10 @@ def raised(exc: BaseException, model, analytic: bool, graph=None) -> ModelError:
     function raised (``ModelGraph.raising_gradient``: its type, name, what
     replaced its gradient, and the model-file line that created it), which is
     rarely the op that raised inside that function; with no model-file frame
-    in the traceback, the line that leads the message is that op's."""
+    in the traceback, the line that leads the message is that op's.
+    ``forward``: raised while taking a forward-mode product (JVP), which calls
+    no gradient function: no search for one (on a large network the search
+    tries the gradient of op after op, minutes for a message)."""
     import re
     import traceback
 
@@ -190,7 +193,9 @@ def raised(exc: BaseException, model, analytic: bool, graph=None) -> ModelError:
     message = re.sub(r"\{\{[^}]*\}\}\s*", "", text)
     message = re.sub(r"\s*\[Op:\w+\].*", "", message).strip().splitlines()
     doing = "computing the gradient" if analytic else "evaluating the model within a step of the point"
-    site = _raising_gradient(exc, model, graph) if analytic else None
+    if forward:
+        doing = "computing forward mode (a JVP)"
+    site = _raising_gradient(exc, model, graph) if analytic and not forward else None
     if site is not None:
         made = f", made at {site.location}" if site.location else ""
         op_name = f"op '{site.op_name}'" if site.op_name else "op"
