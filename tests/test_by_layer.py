@@ -211,33 +211,6 @@ def test_hand_written_pool_counting_every_tied_maximum_fails_at_the_ties():
     assert [r["path"] for r in model["layers"] if r["failed"]] == ["ties/pool"]
 
 
-def test_single_element_kinks_on_tied_zeros_are_not_excused_as_ties():
-    # A hand-written relu with gradient 5 at exactly 0, fed a relu's zeros
-    # (exact ties): each zero is a kink of its own, its slopes 0 and c_i, and
-    # 5 c_i is outside them. Moved together the zeros stay on the threshold
-    # (not differentiable along the tie direction), so the tie rule does not
-    # excuse it though the layer passes off the zeros. Closed form per kink:
-    # left 0, analytic 5 right. Keras' ReLU in its place (gradient 0) passes.
-    run = gradcli("check", fixture("by_layer_relu_zero_wrong.py"), "--by-layer", "--json")
-    assert run.exit_code == 1, run
-    (model,) = run.result["models"]
-    layer = next(r for r in model["layers"] if r["path"] == "zeros/again")
-    assert layer["failed"] and layer["verdict"] == "kink"
-    assert not any("kink at ties" in n for n in layer["notes"])
-    (pair,) = [p for p in layer["pairs"] if p["verdict"] == "kink"]
-    assert pair["failed"] and pair["tie_smooth"] is False and pair["n_tie_refused"] == 0
-    assert pair["n_kinks"] > 10
-    for kink in pair["kinks"]:
-        assert not kink["subgradient"] and not kink["tie"]
-        assert kink["left"] == pytest.approx(0.0, abs=1e-9)
-        assert kink["analytic"] == pytest.approx(5.0 * kink["right"], rel=1e-6)
-    assert [r["path"] for r in model["layers"] if r["failed"]] == ["zeros/again"]
-    run = gradcli("check", fixture("by_layer_relu_zero.py"), "--by-layer", "--json")
-    assert run.exit_code == 0, run
-    (model,) = run.result["models"]
-    assert not any(r["failed"] for r in model["layers"])
-
-
 def test_every_forward_mode_product_holds_the_forward_mode_lock(monkeypatch):
     # TensorFlow's forward mode runs each op's JVP through module-level
     # tf.functions whose caches are not safe to grow from two threads at once

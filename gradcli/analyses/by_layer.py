@@ -869,16 +869,12 @@ MOVED = f"x + 2**{int(np.log2(TIE_BREAK))} max(1, |x|) r, r standard normal"
 
 def _on_ties(checked, values: dict) -> bool:
     """Every listed kink outside its slopes is an element of a floating input
-    whose value another element of that input holds exactly, and the ties
-    are what makes it non-smooth: moved together (``diagnose.tie_direction``)
-    the layer is differentiable (``tie_smooth``), and no kink was refused
-    there (a wrong derivative where the layer is differentiable is evidence
-    at the captured activations, which nearby points do not outweigh). A
-    kink that stays non-smooth along that direction is a single element's too
-    (a relu at an exact 0 that other zeros tie), where the element's own
-    slopes do bound a subgradient: its failure stands."""
-    if any(p.n_tie_refused or (p.verdict == KINK and p.failed and p.tie_smooth is not True)
-           for p in checked.pairs):
+    whose value another element of that input holds exactly, and no pair's
+    kinks were refused by ``diagnose.tie_direction`` (moved together, the
+    tied elements show a wrong derivative where the layer is differentiable:
+    that is evidence at the captured activations, which nearby points do not
+    outweigh)."""
+    if any(p.n_tie_refused for p in checked.pairs):
         return False
     bad = [(p.input, k) for p in checked.pairs if p.verdict == KINK and p.failed
            for k in p.kinks if not k.subgradient]

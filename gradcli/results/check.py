@@ -175,10 +175,6 @@ class PairResult:
     # refused, and the first of them (input_index empty: the derivative along
     # the direction that moves each group of tied values together).
     n_tie_refused: int = 0
-    # Whether the function is differentiable along that direction in every row
-    # holding kinks on ties (None: no kink on a tie): where it is not, a kink
-    # is a single element's too (a relu at an exact 0 that other zeros tie).
-    tie_smooth: bool | None = None
     tie_refused: list[Element] = field(default_factory=list)
 
 

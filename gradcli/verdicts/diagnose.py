@@ -895,7 +895,6 @@ def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol, others=None) ->
     gap, settled, _, agrees = slope_tests(along, left, right, left_err, right_err, tol)
     wrong = (~gap & settled & ~agrees)[:, 0]
     on_ties = kinks & np.isin(flat[np.asarray(cols)], tied_values)[None, :]
-    pair.tie_smooth = bool((~gap & settled)[on_ties.any(axis=1), 0].all())
     refused = on_ties & wrong[:, None]
     if not refused.any():
         return None
