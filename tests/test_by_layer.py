@@ -184,6 +184,7 @@ def test_ties_of_a_max_pool_are_a_kink_earned_at_nearby_points():
     assert any("kink at ties" in n and "the layer passes" in n for n in pool.notes)
     (pair,) = [p for p in pool.pairs if p.verdict == "kink"]
     assert pair.input == "inputs" and not pair.failed and pair.n_kinks > 0
+    assert pair.kinks_shared is True  # tied maxima share their kinks (diagnose.shared_kinks)
     for kink in pair.kinks:  # every kink sits on a tie of exact zeros
         assert zeros[tuple(kink.input_index)]
     assert all(not r.failed for r in layers.values())
@@ -209,6 +210,40 @@ def test_hand_written_pool_counting_every_tied_maximum_fails_at_the_ties():
     assert abs(row["numeric"]) > 1e-3  # within the numeric slope's own error estimate, tripled with it
     assert abs(row["analytic"] - 3.0 * row["numeric"]) <= 3.0 * row["fd_error"] < 1e-5 * abs(row["analytic"])
     assert [r["path"] for r in model["layers"] if r["failed"]] == ["ties/pool"]
+
+
+def test_a_kink_of_one_element_on_tied_zeros_is_not_excused_as_a_tie():
+    # A hand-written relu with gradient 5 at exactly 0, fed a relu's zeros
+    # (exact ties): each zero is a kink of its own (the layer is separable in
+    # it), its slopes 0 and c_i, and 5 c_i is outside them. Its non-smoothness
+    # is shared with no other element (diagnose.shared_kinks: the mixed
+    # difference with the other kinks is 0), so the tie rule does not judge it
+    # at nearby points, where it would pass. Closed form per kink: left 0,
+    # analytic 5 right. Keras' ReLU in its place (gradient 0) passes; the
+    # zero rows of by_layer_kinks_at_point.py, whose elements each move a
+    # whole row of relu kinks, share theirs and keep their excuse.
+    run = gradcli("check", fixture("by_layer_relu_zero_wrong.py"), "--by-layer", "--json")
+    assert run.exit_code == 1, run
+    (model,) = run.result["models"]
+    layer = next(r for r in model["layers"] if r["path"] == "zeros/again")
+    assert layer["failed"] and layer["verdict"] == "kink"
+    assert not any("kink at ties" in n for n in layer["notes"])
+    (pair,) = [p for p in layer["pairs"] if p["verdict"] == "kink"]
+    assert pair["failed"] and pair["kinks_shared"] is False and pair["n_tie_refused"] == 0
+    assert pair["n_kinks"] > 10
+    for kink in pair["kinks"]:
+        assert not kink["subgradient"] and not kink["tie"]
+        assert kink["left"] == pytest.approx(0.0, abs=1e-9)
+        assert kink["analytic"] == pytest.approx(5.0 * kink["right"], rel=1e-6)
+    assert [r["path"] for r in model["layers"] if r["failed"]] == ["zeros/again"]
+    run = gradcli("check", fixture("by_layer_relu_zero.py"), "--by-layer", "--json")
+    assert run.exit_code == 0, run
+    assert not any(r["failed"] for r in run.result["models"][0]["layers"])
+    run = gradcli("check", fixture("by_layer_kinks_at_point.py"), "--by-layer", "--json")
+    assert run.exit_code == 0, run
+    hidden = next(r for r in run.result["models"][0]["layers"] if r["path"] == "net/hidden")
+    (pair,) = [p for p in hidden["pairs"] if p["input"] == "inputs"]
+    assert pair["kinks_shared"] is True and not pair["failed"]
 
 
 def test_every_forward_mode_product_holds_the_forward_mode_lock(monkeypatch):

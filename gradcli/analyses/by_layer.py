@@ -869,13 +869,16 @@ MOVED = f"x + 2**{int(np.log2(TIE_BREAK))} max(1, |x|) r, r standard normal"
 
 def _on_ties(checked, values: dict) -> bool:
     """Every listed kink outside its slopes is an element of a floating input
-    whose value another element of that input holds exactly, and no pair's
-    kinks were refused by ``diagnose.tie_direction`` (moved together, the
-    tied elements show a wrong derivative where the layer is differentiable:
-    that is evidence at the captured activations, which nearby points do not
-    outweigh)."""
-    if any(p.n_tie_refused for p in checked.pairs):
-        return False
+    whose value another element of that input holds exactly and whose kink
+    other kink elements share (``diagnose.shared_kinks``: where the layer is
+    separable in the element, its own slopes bound a subgradient and the
+    failure stands), and no pair's kinks were refused by
+    ``diagnose.tie_direction`` (moved together, the tied elements show a
+    wrong derivative where the layer is differentiable: that is evidence at
+    the captured activations, which nearby points do not outweigh)."""
+    if any(p.n_tie_refused or (p.verdict == KINK and p.failed and p.kinks_shared is not True)
+           for p in checked.pairs):
+        return False  # a kink of one element: its own slopes bound a subgradient (``diagnose.shared_kinks``)
     bad = [(p.input, k) for p in checked.pairs if p.verdict == KINK and p.failed
            for k in p.kinks if not k.subgradient]
     if not bad:

@@ -175,6 +175,9 @@ class PairResult:
     # refused, and the first of them (input_index empty: the derivative along
     # the direction that moves each group of tied values together).
     n_tie_refused: int = 0
+    # Whether the kinks outside their own slopes share their non-smoothness with
+    # other kink elements (``diagnose.shared_kinks``; None: none on a tie).
+    kinks_shared: bool | None = None
     tie_refused: list[Element] = field(default_factory=list)
 
 

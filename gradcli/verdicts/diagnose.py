@@ -509,6 +509,8 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     if tie_refused is not None:
         kink_bad |= tie_refused
         kink_ok &= ~tie_refused
+    if kink_bad.any():  # the evidence the layer pass's tie rule asks for
+        pair.kinks_shared = shared_kinks(fd, pair, f0, cols, kink_bad, is_kink)
     # Both settled slopes agree with the analytic value at smaller steps: a pass
     # at a better step (a kink inside the default stencil but not at the point,
     # or a function that varies too fast for the default step). A function
@@ -922,6 +924,62 @@ def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol, others=None) ->
         f"one ({shown}): no subgradient there, although each element lies between its own slopes"
     )
     return refused
+
+
+#: Kink elements outside their slopes that ``shared_kinks`` tests (worst first).
+SHARED_TESTED = 8
+
+
+def shared_kinks(fd, pair: PairResult, f0, cols, kink_bad, kinks) -> bool | None:
+    """Whether each of the first ``SHARED_TESTED`` kink elements outside their
+    own slopes (``kink_bad``, ``[out, len(cols)]``) shares its non-smoothness
+    with other kink elements of its input; None when none is on a tie.
+
+    An element's one-sided slopes bound a subgradient where the function is
+    separable in it: a relu of that element alone. Where the element moves
+    kinks that other elements move too (a tied maximum; a zero row of a dense
+    layer's input, whose elements all move the row's relu kinks at 0), a valid
+    subgradient can lie outside them, and the layer pass's tie rule
+    (``analyses.by_layer._on_ties``) may judge it at nearby points. The
+    evidence: u, positive weights (a fixed draw) on the input's other kink
+    elements, and the mixed difference D(h) = f(x + h e_i + h u) - f(x + h e_i)
+    - f(x + h u) + f(x). Separable in x_i, D is 0 to round-off; a smooth
+    coupling gives h**2 f_iu (D(h/2) = D(h)/4); a shared kink gives a term
+    linear in h (D(h/2) = D(h)/2). Shared: |D(h)| above 100 times its
+    round-off and D(h/2) / D(h) within 1/2 +- 1/8, in some output element."""
+    x = np.asarray(fd.point[pair.input])
+    flat = x.reshape(-1)
+    bad_cols = np.asarray(cols)[kink_bad.any(axis=0)][:SHARED_TESTED]
+    values, counts = np.unique(flat, return_counts=True)
+    tied = values[counts > 1]
+    if not np.isin(flat[bad_cols], tied).any():
+        return None
+    kink_cols = np.asarray(cols)[kinks.any(axis=0)]
+    weights = 0.5 + np.abs(np.random.default_rng(TIE_SEED + 1).standard_normal(len(kink_cols)))
+    dtype = fd.rule_dtype(x.dtype)
+    h = float(step_size(np.abs(flat).max(initial=0.0), dtype))
+    f0 = np.asarray(f0, dtype=np.float64).reshape(-1)
+    points = []
+    for i in bad_cols:
+        u = np.zeros(flat.size)
+        u[kink_cols] = weights
+        u[i] = 0.0
+        for step in (h, h / 2):
+            both, alone, others = flat.astype(np.float64), flat.astype(np.float64), flat.astype(np.float64)
+            both[i] += step
+            both += step * u
+            alone[i] += step
+            others += step * u
+            points += [both, alone, others]
+    values_at = np.asarray(fd.evaluate(pair.input, np.stack(points).reshape((-1,) + x.shape))[pair.output],
+                           dtype=np.float64).reshape(len(bad_cols), 2, 3, -1)
+    mixed = values_at[:, :, 0] - values_at[:, :, 1] - values_at[:, :, 2] + f0[None, None, :]
+    noise = 100 * 4 * roundoff_ulps(dtype) * machine_eps(dtype) * np.maximum(
+        np.abs(values_at).max(axis=2), np.abs(f0)[None, None, :])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = mixed[:, 1] / mixed[:, 0]
+    linear = (np.abs(mixed[:, 0]) > noise[:, 0]) & (np.abs(ratio - 0.5) <= 0.125)
+    return bool(linear.any(axis=1).all())
 
 
 def _best_slopes(d, steps, fmax, dtype, x_round=0.0):
