@@ -202,6 +202,18 @@ def test_ties_across_inputs_are_moved_together(mode):
         assert pair["verdict"] == "kink" and not pair["failed"] and pair["n_tie_refused"] == 0
 
 
+def test_a_tie_across_inputs_with_a_wrong_shaped_gradient_is_a_shape_failure_not_an_error():
+    # y's gradient is a scalar for a (8,) input: the tie rule has no block of y
+    # to move with x and says nothing; y's pair fails by the shape rule.
+    run, doc = check_json(fixture("earn_tie_across_inputs_wrong_shape.py"))
+    assert run.exit_code == 1, run
+    (model,) = doc["result"]["models"]
+    assert model["error"] is None
+    y = pairs(doc)[("y", "m")]
+    assert y["failed"] and y["verdict"] == "mismatch" and "has shape ()" in y["explanation"]
+    assert pairs(doc)[("x", "m")]["n_tie_refused"] == 0
+
+
 def test_fast_wave_is_never_a_kink_and_passes_at_a_better_step():
     run, doc = check_json(fixture("earn_ill_wave.py"))
     assert run.exit_code == 0, run

@@ -688,13 +688,15 @@ class _FullCheck:
         """The analytic blocks ``[output size, input size]`` of output ``o`` for
         ``names`` (None: disconnected), from ``analytic`` or taken now (the
         fast check's re-check holds only the failing input's): the tie rule's
-        ties across inputs (``diagnose.tie_direction``)."""
+        ties across inputs (``diagnose.tie_direction``). An input whose
+        gradient has the wrong shape has no block here (compare's shape rule
+        reports it in its own pair)."""
         missing = [n for n in names if (o, n) not in analytic]
         if missing:
             analytic = {**analytic, **self.reverse_jacobians(missing, [o])}
         size = int(np.size(self.model.outputs[o]))
         return {n: None if analytic[(o, n)] is None else np.asarray(analytic[(o, n)]).reshape(size, -1)
-                for n in names}
+                for n in names if not isinstance(analytic[(o, n)], autodiff.WrongShape)}
 
     def pairs_for(self, name, outputs, analytic) -> list[PairResult]:
         numeric = self.fd.along_axes(name, settled=self.settled(name, outputs, analytic))

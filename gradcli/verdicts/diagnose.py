@@ -878,14 +878,13 @@ def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol, others=None) ->
     holders = list(moved)
     along = np.asarray(a) @ moved[pair.input].astype(np.float64)
     if len(moved) > 1:
-        blocks = others([n for n in moved if n != pair.input])
+        wanted = [n for n in moved if n != pair.input]
+        blocks = others(wanted)
+        if set(blocks) != set(wanted):  # a gradient of the wrong shape: no derivative along d to compare
+            return None
         for n, block in blocks.items():
-            if block is None:
-                continue
-            block = np.asarray(block, dtype=np.float64)
-            if block.size != along.size * moved[n].size:  # a wrong shape: compare's rule says so elsewhere
-                return None
-            along = along + block.reshape(along.size, -1) @ moved[n].astype(np.float64)
+            if block is not None:  # None: disconnected, no term
+                along = along + np.asarray(block, dtype=np.float64) @ moved[n].astype(np.float64)
     else:
         # The engine evaluates whole input groups: the group's other inputs stay.
         moved = {**{n: np.zeros(np.size(fd.point[n]), np.asarray(fd.point[n]).dtype)
