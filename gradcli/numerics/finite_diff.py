@@ -413,27 +413,19 @@ class FiniteDifferences:
     def _point_pairs(self, directions: dict, steps) -> tuple[dict, dict]:
         """``joint_pairs`` for directions of inputs of several groups: each
         point x + s d_j (every moved input at once, the others as they are) is
-        one call, through ``traced`` when there is one; the outputs in the
-        first moved input's dtype."""
-        if "eager inputs" not in self._compiled:
-            self._compiled["eager inputs"] = {n: tf.constant(v) for n, v in self.point.items()}
-        fixed = self._compiled["eager inputs"]
-        evaluate = self.traced or self.function
-        dtype = self.point[next(iter(directions))].dtype
-        sides: tuple[dict, dict] = ({o: [] for o in self.outputs}, {o: [] for o in self.outputs})
-        for row in np.asarray(steps):
-            for j, step in enumerate(row):
-                for sign, values in zip(SIGNS, sides):
-                    moved = {
-                        n: tf.constant(self.point[n] + np.asarray(d[j], self.point[n].dtype)
-                                       * self.point[n].dtype.type(sign * step))
-                        for n, d in directions.items()
-                    }
-                    result = evaluate({**fixed, **moved})
-                    for o in self.outputs:
-                        values[o].append(np.asarray(tf.cast(result[o], dtype)))
-                self.evaluations += 2
-        return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)
+        one call (``_eager_sides``); the outputs in the first moved input's
+        dtype."""
+        steps = np.asarray(steps)
+        k = steps.shape[1]
+
+        def moved(j, sign):  # level-major, as joint_pairs orders its points
+            step = steps[j // k, j % k]
+            return {n: tf.constant(self.point[n] + np.asarray(d[j % k], self.point[n].dtype)
+                                   * self.point[n].dtype.type(sign * step))
+                    for n, d in directions.items()}
+
+        self.evaluations += 2 * steps.size
+        return self._eager_sides(moved, steps.size, self.point[next(iter(directions))].dtype)
 
     def one_batch_per_group(self, names) -> bool:
         """Whether the first pass along every axis of ``names`` is one chunk per group."""
@@ -672,15 +664,12 @@ class FiniteDifferences:
         return {o: v[:k] for o, v in values.items()}, {o: v[k:] for o, v in values.items()}
 
     def _eager_pairs(self, group, kind, part, steps):
-        """The points one by one, eagerly (through ``traced`` when there is
-        one), each input the direction does not move passed as it is (an eager
-        split of the whole group cost as much as the model). A unit direction
-        sets x_i + s h in a copy of its input, as the in-place loop does; a
-        dense one is x + d * (s h), as the batched copies compute it: the same
-        points either way."""
-        if "eager inputs" not in self._compiled:
-            self._compiled["eager inputs"] = {n: tf.constant(v) for n, v in self.point.items()}
-        fixed = self._compiled["eager inputs"]
+        """The points one by one, eagerly (``_eager_sides``), each input the
+        direction does not move passed as it is (an eager split of the whole
+        group cost as much as the model). A unit direction sets x_i + s h in a
+        copy of its input, as the in-place loop does; a dense one is
+        x + d * (s h), as the batched copies compute it: the same points
+        either way."""
         dtype = self.point[group[0]].dtype
         spans = {n: (self.offset(n), self.offset(n) + self.point[n].size) for n in group}
 
@@ -694,16 +683,30 @@ class FiniteDifferences:
                 moved = x + row[start : start + x.size] * step
             return tf.constant(moved.reshape(self.point[name].shape))
 
-        evaluate = self.traced or self.function
-        sides: tuple[dict, dict] = ({o: [] for o in self.outputs}, {o: [] for o in self.outputs})
-        for row, step in zip(part, steps):
+        def moved(j, sign):
+            row, signed = part[j], dtype.type(sign * steps[j])
             if kind == "axes":
                 names = [n for n, (start, stop) in spans.items() if start <= row < stop]
             else:
                 names = [n for n, (start, stop) in spans.items() if np.any(row[start:stop])]
+            return {n: point(n, row, signed) for n in names}
+
+        return self._eager_sides(moved, len(steps), dtype)
+
+    def _eager_sides(self, moved, count: int, dtype) -> tuple[dict, dict]:
+        """f at the +s and -s sides of ``count`` points, one call each, through
+        ``traced`` when there is one, else the model's Python eagerly:
+        ``moved(j, sign)`` gives point j's moved inputs, every other input is
+        passed as it is. Per side, output -> ``[count, *output_shape]`` in
+        ``dtype``."""
+        if "eager inputs" not in self._compiled:
+            self._compiled["eager inputs"] = {n: tf.constant(v) for n, v in self.point.items()}
+        fixed = self._compiled["eager inputs"]
+        evaluate = self.traced or self.function
+        sides: tuple[dict, dict] = ({o: [] for o in self.outputs}, {o: [] for o in self.outputs})
+        for j in range(count):
             for sign, values in zip(SIGNS, sides):
-                signed = dtype.type(sign * step)
-                result = evaluate({**fixed, **{n: point(n, row, signed) for n in names}})
+                result = evaluate({**fixed, **moved(j, sign)})
                 for o in self.outputs:
                     values[o].append(np.asarray(tf.cast(result[o], dtype)))
         return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)

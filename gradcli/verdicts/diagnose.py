@@ -816,6 +816,16 @@ def _ladder(fd, name, output, f0, cols, levels: int = LADDER):
                  ("left", "right", "left_err", "right_err", "constant"))
 
 
+def _holders(values, arrays) -> np.ndarray:
+    """How many elements of ``arrays`` hold each of ``values`` exactly: more
+    than one is a tie (``tie_direction``, ``shared_kinks``)."""
+    counts = np.zeros(len(values), dtype=np.int64)
+    for array in arrays:
+        ordered = np.sort(array)
+        counts += np.searchsorted(ordered, values, "right") - np.searchsorted(ordered, values, "left")
+    return counts
+
+
 #: Seeds the weights of ``tie_direction``'s groups (a fixed draw: the same
 #: direction on every run).
 TIE_SEED = 20
@@ -857,11 +867,7 @@ def tie_direction(fd, pair: PairResult, f0, a, cols, kinks, tol, others=None) ->
         n for n in fd.wrt if n != pair.input and others is not None and np.asarray(fd.point[n]).dtype == x.dtype
     ]
     held = {n: np.asarray(fd.point[n]).reshape(-1) for n in candidates}
-    counts = np.zeros(len(kink_values), dtype=np.int64)  # elements holding each kink value
-    for values in held.values():
-        ordered = np.sort(values)
-        counts += np.searchsorted(ordered, kink_values, "right") - np.searchsorted(ordered, kink_values, "left")
-    tied_values = kink_values[counts > 1]
+    tied_values = kink_values[_holders(kink_values, held.values()) > 1]
     if not len(tied_values):
         return None
     weights = np.random.default_rng(TIE_SEED).standard_normal(len(tied_values))
@@ -949,9 +955,7 @@ def shared_kinks(fd, pair: PairResult, f0, cols, kink_bad, kinks) -> bool | None
     x = np.asarray(fd.point[pair.input])
     flat = x.reshape(-1)
     bad_cols = np.asarray(cols)[kink_bad.any(axis=0)][:SHARED_TESTED]
-    values, counts = np.unique(flat, return_counts=True)
-    tied = values[counts > 1]
-    if not np.isin(flat[bad_cols], tied).any():
+    if not (_holders(flat[bad_cols], [flat]) > 1).any():
         return None
     kink_cols = np.asarray(cols)[kinks.any(axis=0)]
     weights = 0.5 + np.abs(np.random.default_rng(TIE_SEED + 1).standard_normal(len(kink_cols)))

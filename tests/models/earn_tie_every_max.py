@@ -6,20 +6,7 @@ two tied elements 1 each: moving both by t moves the max by t, and this
 gradient says 2 t. Its twin ``earn_tie_first_max.py`` gives the first maximum
 of each window the whole gradient (TensorFlow's max-pool rule): a subgradient."""
 
-import tensorflow as tf
+from _tie_windows import tie_max_model, tie_windows
 
-from _tie_windows import tie_windows, windowed_max
-
-FIRST_ONLY = False
-
-
-@tf.custom_gradient
-def window_max(x):
-    return windowed_max(x, first_only=FIRST_ONLY)
-
-
-def model(x):
-    return {"y": window_max(x)}
-
-
+model = tie_max_model(first_only=False)
 inputs = tie_windows

@@ -4,20 +4,7 @@ the whole upstream gradient (TensorFlow's max-pool rule): the gradient of one
 active piece, a subgradient. Moving both tied elements by t moves the max by t,
 and this gradient says t."""
 
-import tensorflow as tf
+from _tie_windows import tie_max_model, tie_windows
 
-from _tie_windows import tie_windows, windowed_max
-
-FIRST_ONLY = True
-
-
-@tf.custom_gradient
-def window_max(x):
-    return windowed_max(x, first_only=FIRST_ONLY)
-
-
-def model(x):
-    return {"y": window_max(x)}
-
-
+model = tie_max_model(first_only=True)
 inputs = tie_windows
