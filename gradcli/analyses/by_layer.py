@@ -162,6 +162,7 @@ import numpy as np
 
 from gradcli.errors import GradcliError, UsageError, debugging, internal_error_message
 from gradcli.model.keras_float64 import stateless
+from gradcli.numerics import autodiff
 from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.options import CheckOptions
 from gradcli.results import KINK, PASS
@@ -1104,15 +1105,11 @@ class _Traced:
                     y = value(values, frozen, cotangents)
                 rows = []
                 for p in range(seeds.shape[0]):
-                    grads = tape.gradient(
-                        y, values, output_gradients=tf.cast(seeds[p], y.dtype),
-                        unconnected_gradients=tf.UnconnectedGradients.NONE,
-                    )
-                    rows.append([tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads])
+                    rows.append(autodiff.reverse(tape, y, values, output_gradients=tf.cast(seeds[p], y.dtype)))
                 return rows
 
             def forward(p):
-                with tf.autodiff.ForwardAccumulator(values, [tf.gather(u, p) for u in tangents]) as acc:
+                with autodiff.forward_accumulator(values, [tf.gather(u, p) for u in tangents]) as acc:
                     y = value(values, frozen, cotangents)
                 return acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 

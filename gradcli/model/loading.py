@@ -620,9 +620,9 @@ def _describe_gradient_failure(model: Model, exc: BaseException) -> str:
 def _failing_gradient_site(model: Model) -> str | None:
     """``Op 'name' at file:line`` of the first op, in graph order, whose own
     registered gradient cannot be built at the model's (float64) point."""
+    from gradcli.numerics.autodiff import graph_gradients
     from gradcli.verdicts.culprit import ModelGraph
 
-    tf = import_tensorflow()
     graph = ModelGraph(model)
     if not graph._trace():
         return None
@@ -633,7 +633,7 @@ def _failing_gradient_site(model: Model) -> str | None:
             if not xs or not ys or op.type in ("Placeholder", "Const"):
                 continue
             try:
-                tf.gradients(ys, xs, stop_gradients=xs)
+                graph_gradients(ys, xs, stop_gradients=xs)
             except LookupError:  # no gradient at all: not a dtype problem
                 continue
             except Exception:

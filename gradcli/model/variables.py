@@ -211,6 +211,8 @@ def expose_weights(model, module: ModuleType, target) -> None:
         with weights.substituted(values):
             return call(plain, {n: values[n] for n in data_names}, model.path)
 
+    # The seam differentiates these as variables (numerics.autodiff.sources_of).
+    function.variables = frozenset(weights.names)
     point = {n: np.asarray(v.numpy()) for n, v in weights.keras.items()}
     point.update({n: np.asarray(v.numpy()) for n, (_, _, v) in weights.slots.items()})
     model.function, model.weights = function, weights.names
@@ -250,6 +252,8 @@ def _build(model, target, data) -> None:
 def _verify_reached(model, weights: _Weights, target, data) -> None:
     """Every weight the model's outputs depend on (by a tape over the variables
     themselves) must also be reached through the substituted inputs."""
+    from gradcli.numerics.autodiff import reverse
+
     tf = import_tensorflow()
 
     def total(outputs):
@@ -261,11 +265,11 @@ def _verify_reached(model, weights: _Weights, target, data) -> None:
     try:
         with tf.GradientTape() as tape:
             direct = total(call(target, {n: tensors[n] for n in data}, model.path))
-        reached_directly = tape.gradient(direct, variables)
+        reached_directly = reverse(tape, direct, variables)
         with tf.GradientTape() as tape:
             tape.watch([tensors[n] for n in weights.names])
             through = total(model.function(tensors))
-        reached = tape.gradient(through, [tensors[n] for n in weights.names])
+        reached = reverse(tape, through, [tensors[n] for n in weights.names])
     except Exception:  # the forward pass reports its own errors later, with the line
         return
     lost = [n for n, d, r in zip(weights.names, reached_directly, reached) if d is not None and r is None]

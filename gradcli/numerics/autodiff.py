@@ -46,6 +46,103 @@ def _tensors(point: dict) -> dict:
     return {n: tf.convert_to_tensor(v) for n, v in point.items()}
 
 
+# -- the seam: every form TensorFlow's derivatives come back in, made one ------
+
+
+def dense(gradient):
+    """One form for a derivative as TensorFlow returns it, eagerly or in a graph.
+
+    ``None`` (disconnected) stays None. ``tf.IndexedSlices`` (a ``tf.gather``'s
+    or an embedding's gradient) becomes the dense tensor it stands for, rows of
+    repeated indices summed. A ``tf.SparseTensor`` becomes its dense form. A
+    resource variable's value is read. Anything else is returned as it is.
+    """
+    if gradient is None:
+        return None
+    if isinstance(gradient, tf.IndexedSlices):
+        return tf.convert_to_tensor(gradient)
+    if isinstance(gradient, tf.SparseTensor):
+        return tf.sparse.to_dense(gradient)
+    if isinstance(gradient, tf.Variable):
+        return tf.convert_to_tensor(gradient)
+    return gradient
+
+
+def to_numpy(gradient):
+    """``dense`` as a numpy array (None stays None)."""
+    gradient = dense(gradient)
+    return None if gradient is None else np.asarray(gradient)
+
+
+def reverse(tape, targets, sources, output_gradients=None, zeros: bool = False) -> list:
+    """``tape.gradient`` of ``targets`` with respect to ``sources``, each result
+    through ``dense`` (a list for a list of sources, else one). ``zeros``:
+    disconnected sources get zeros rather than None. Every reverse-mode product
+    of a tape in gradcli is taken here."""
+    grads = tape.gradient(
+        targets, sources, output_gradients=output_gradients,
+        unconnected_gradients=tf.UnconnectedGradients.ZERO if zeros else tf.UnconnectedGradients.NONE,
+    )
+    if not isinstance(sources, (list, tuple)):
+        return dense(grads)
+    return [dense(g) for g in grads]
+
+
+def graph_gradients(ys, xs, grad_ys=None, stop_gradients=None, unconnected: str = "none") -> list:
+    """``tf.gradients`` in the current graph, each result through ``dense``:
+    the graph-mode twin of ``reverse`` (culprit search, precision rule)."""
+    grads = tf.gradients(
+        ys, xs, grad_ys=grad_ys, stop_gradients=stop_gradients, unconnected_gradients=unconnected
+    )
+    return [dense(g) for g in grads]
+
+
+def forward_accumulator(primals, tangents):
+    """``tf.autodiff.ForwardAccumulator``, entered under ``FORWARD_MODE`` (module
+    docstring). Use as ``with forward_accumulator(p, t) as acc``."""
+    return _Forward(primals, tangents)
+
+
+class _Forward:
+    def __init__(self, primals, tangents):
+        self.primals, self.tangents = primals, tangents
+
+    def __enter__(self):
+        FORWARD_MODE.acquire()
+        try:
+            self.accumulator = tf.autodiff.ForwardAccumulator(self.primals, self.tangents)
+            return self.accumulator.__enter__()
+        except BaseException:
+            FORWARD_MODE.release()
+            raise
+
+    def __exit__(self, *exc):
+        try:
+            return self.accumulator.__exit__(*exc)
+        finally:
+            FORWARD_MODE.release()
+
+
+def sources_of(function: Callable, values: dict, wrt: list[str]) -> tuple[dict, list]:
+    """What a reverse pass watches for ``wrt``, and the values to call
+    ``function`` with.
+
+    A weight the user's code holds as a ``tf.Variable`` (``function.variables``,
+    set by ``model.variables``) is differentiated as a variable: a fresh
+    trainable ``tf.Variable`` holding the point's value takes its place in the
+    call, so a ``tf.custom_gradient`` that reads it sees a variable and calls its
+    gradient function with ``variables=``, as in the user's training step (a
+    plain tensor in its place would call the gradient function without them).
+    Other inputs are the tensors themselves.
+    """
+    held = getattr(function, "variables", ())
+    call_values = dict(values)
+    for n in wrt:
+        if n in held:
+            call_values[n] = tf.Variable(values[n], trainable=True, name=n.replace("/", "_"))
+    return call_values, [call_values[n] for n in wrt]
+
+
 @dataclass(frozen=True)
 class WrongShape:
     """A gradient whose shape is not its input's (module docstring, shape rule):
@@ -85,21 +182,18 @@ def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> di
 def vjps(function: Callable, point: dict, wrt: list[str], seeds: list[dict]) -> list[dict]:
     """``vjp`` for each of several cotangents, from one forward pass (a
     persistent tape, one backward pass per seed)."""
-    values = _tensors(point)
+    values, sources = sources_of(function, _tensors(point), wrt)
     with tf.GradientTape(persistent=len(seeds) > 1) as tape:
-        for name in wrt:
-            tape.watch(values[name])
+        tape.watch(sources)
         outputs = function(values)
     products = []
     for cotangents in seeds:
         names = list(cotangents)
-        grads = tape.gradient(
-            [outputs[o] for o in names],
-            [values[n] for n in wrt],
+        grads = reverse(
+            tape, [outputs[o] for o in names], sources,
             output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
-            unconnected_gradients=tf.UnconnectedGradients.NONE,
         )
-        products.append({n: None if g is None else np.asarray(g) for n, g in zip(wrt, grads)})
+        products.append({n: to_numpy(g) for n, g in zip(wrt, grads)})
     return products
 
 
@@ -111,12 +205,9 @@ def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | No
     """J t for every output (or those named), by forward mode
     (``tf.autodiff.ForwardAccumulator``). Outputs the tangents do not reach get zeros.
     """
-    values = _tensors(point)
     names = list(tangents)
-    primals = [values[n] for n in names]
-    with FORWARD_MODE, tf.autodiff.ForwardAccumulator(
-        primals, [tf.cast(tangents[n], values[n].dtype) for n in names]
-    ) as acc:
+    values, primals = sources_of(function, _tensors(point), names)
+    with forward_accumulator(primals, [tf.cast(tangents[n], primals[i].dtype) for i, n in enumerate(names)]) as acc:
         results = function(values)
     result = {}
     for o, y in results.items():
@@ -215,18 +306,16 @@ def _reverse(function, values, wrt, outputs):
     first tells which inputs it reaches, so disconnected blocks stay None.
     Returns ``(blocks, passes, vectorised)``; ``vectorised`` is False when some
     rows had to come from ``_rows_one_by_one``."""
+    call_values, watched = sources_of(function, values, wrt)
+    source_of = dict(zip(wrt, watched))
     with tf.GradientTape(persistent=True) as tape:
-        for n in wrt:
-            tape.watch(values[n])
-        result = function(values)
+        tape.watch(watched)
+        result = function(call_values)
     blocks, passes, vectorised = {}, 0, True
     for o in outputs:
         y = result[o]
         size = int(np.prod(y.shape, dtype=np.int64))
-        reach = tape.gradient(
-            y, [values[n] for n in wrt], output_gradients=tf.ones_like(y),
-            unconnected_gradients=tf.UnconnectedGradients.NONE,
-        )
+        reach = reverse(tape, y, watched, output_gradients=tf.ones_like(y))
         reach = [checked_gradient(g, values[n].shape) for n, g in zip(wrt, reach)]
         for n, g in zip(wrt, reach):
             blocks[(o, n)] = g if isinstance(g, WrongShape) else None
@@ -239,14 +328,11 @@ def _reverse(function, values, wrt, outputs):
                 if isinstance(g, np.ndarray):
                     blocks[(o, n)] = g.reshape(tuple(y.shape) + tuple(values[n].shape))
             continue
-        sources = [values[n] for n in connected]
+        sources = [source_of[n] for n in connected]
         seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
 
         def row(c, y=y, sources=sources):
-            return tape.gradient(
-                y, sources, output_gradients=c,
-                unconnected_gradients=tf.UnconnectedGradients.ZERO,
-            )
+            return reverse(tape, y, sources, output_gradients=c, zeros=True)
 
         try:
             rows = tf.vectorized_map(row, seeds)
@@ -316,9 +402,7 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
 
     def one(batch):
         primals = [tf.identity(values[n]) for n in names]
-        with tf.autodiff.ForwardAccumulator(
-            primals, [tf.cast(batch[n], p.dtype) for n, p in zip(names, primals)]
-        ) as acc:
+        with forward_accumulator(primals, [tf.cast(batch[n], p.dtype) for n, p in zip(names, primals)]) as acc:
             result = function({**values, **dict(zip(names, primals))})
         return {o: _jvp_or_zero(acc, result[o]) for o in outputs}
 
@@ -342,13 +426,13 @@ def gradient_of(scalar: Callable, x):
     with tf.GradientTape() as tape:
         tape.watch(x)
         y = scalar(x)
-    return tape.gradient(y, x, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return reverse(tape, y, x, zeros=True)
 
 
 def hvp_forward_over_reverse(scalar: Callable, x, v):
     """H v as the forward-mode derivative (along ``v``) of the reverse-mode
     gradient: one gradient's cost plus a constant factor, no Hessian built."""
-    with FORWARD_MODE, tf.autodiff.ForwardAccumulator(x, v) as acc:
+    with forward_accumulator(x, v) as acc:
         g = gradient_of(scalar, x)
     return acc.jvp(g, unconnected_gradients=tf.UnconnectedGradients.ZERO)
 
@@ -360,4 +444,4 @@ def hvp_reverse_over_reverse(scalar: Callable, x, v):
         tape.watch(x)
         g = gradient_of(scalar, x)
         gv = tf.reduce_sum(g * tf.stop_gradient(v))
-    return tape.gradient(gv, x, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return reverse(tape, gv, x, zeros=True)

@@ -140,7 +140,7 @@ class Objective:
             with tf.GradientTape() as tape:
                 tape.watch(watched)
                 y = self.scalar_of_values(values)
-            grads = tape.gradient(y, watched, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+            grads = autodiff.reverse(tape, y, watched, zeros=True)
             return {gradient_name(function_name, n): g for n, g in zip(names, grads)}
 
         return function

@@ -42,6 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from gradcli.numerics.autodiff import graph_gradients
 from gradcli.verdicts import compare
 from gradcli.model.paths import relative_path
 from gradcli.results import Culprit, GraphSite
@@ -289,10 +290,10 @@ class ModelGraph:
         try:
             with graph.as_default(), graph.name_scope("gradients"):
                 seeds = [tf.compat.v1.placeholder(y.dtype, y.shape, name="cotangent") for y in ys]
-                grads = tf.gradients(ys, xs, grad_ys=seeds)
+                grads = graph_gradients(ys, xs, grad_ys=seeds)
         except Exception:  # no gradient registered somewhere: forward dtypes only
             return {}
-        ends = [getattr(g, "values", g) for g in grads if g is not None]
+        ends = [g for g in grads if g is not None]
         created = {op for op in graph.get_operations() if op not in before}
         starts = seeds + xs + [t for t in forward.values()]
         return _value_path(starts, ends, within=created)
@@ -348,7 +349,7 @@ class ModelGraph:
             xs = [op.inputs[i] for i in entered]
             try:
                 with self.graph.as_default():
-                    grads = tf.gradients(ys, xs, stop_gradients=xs)
+                    grads = graph_gradients(ys, xs, stop_gradients=xs)
             except LookupError:
                 sites.append(self.site(op, f"{op.type} has no registered gradient"))
                 continue
@@ -643,7 +644,7 @@ class ModelGraph:
         try:
             with self.graph.as_default():
                 seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
-                grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
+                grads = graph_gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
         except LookupError:  # no gradient registered: a disconnected input, not a raise
             return False
         except Exception:  # noqa: BLE001 - whatever the gradient function raised
@@ -755,8 +756,8 @@ class ModelGraph:
         op's gradient function (a custom gradient's closure included)."""
         with self.graph.as_default():
             w = [tf.constant(rng.standard_normal(y.shape.as_list()), y.dtype) for y in ys]
-            grads = tf.gradients(ys, xs, grad_ys=w, stop_gradients=xs)
-        return [tf.convert_to_tensor(g) for g in grads if g is not None and _floating(g)]
+            grads = graph_gradients(ys, xs, grad_ys=w, stop_gradients=xs)
+        return [g for g in grads if g is not None and _floating(g)]
 
     @staticmethod
     def _op_input_index(op, x) -> int:
@@ -786,8 +787,8 @@ class ModelGraph:
             # which means 0 (``unconnected_gradients``), checked like any value.
             unconnected = "zero" if order == 2 else "none"
             try:
-                grads = tf.gradients(ys, xs, grad_ys=seeds, stop_gradients=xs,
-                                     unconnected_gradients=unconnected)
+                grads = graph_gradients(ys, xs, grad_ys=seeds, stop_gradients=xs,
+                                        unconnected=unconnected)
             except ValueError as exc:  # graph mode checks a gradient's static shape
                 wrong = _WrongShape.parse(str(exc), op) if shape_rule else None
                 if wrong is None:

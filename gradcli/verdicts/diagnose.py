@@ -73,6 +73,7 @@ import numpy as np
 
 from gradcli.verdicts import compare, excuses
 from gradcli.errors import ModelError
+from gradcli.numerics.autodiff import graph_gradients
 from gradcli.numerics.finite_diff import machine_eps, roundoff_ulps, step_size
 from gradcli.results import (
     DISCONNECTED,
@@ -336,7 +337,7 @@ def _first_nonfinite_op(graph, input_name, output, at=None, gradient=True):
         if gradient:
             known = set(g.get_operations())
             with g.as_default():
-                tf.gradients(graph.outputs[output], graph.inputs[input_name])
+                graph_gradients(graph.outputs[output], graph.inputs[input_name])
             backward = [op for op in g.get_operations() if op not in known]
         point = {**graph.model.point, **({input_name: at} if at is not None else {})}
         feeds = [graph.inputs[n] for n in point]

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gradcli.numerics.autodiff import graph_gradients
 from gradcli.results import GraphSite
 from gradcli.verdicts.culprit import SURROGATE_OPS, _ancestors, _custom_result_count, _describe
 
@@ -308,9 +309,7 @@ def gradient_beside(graph, name: str, output: str, constructions, rows) -> np.nd
         stops = [t for c in constructions for t in c.results]
         with graph.graph.as_default():
             seed = tf.compat.v1.placeholder(y.dtype, y.shape)
-            (grad,) = tf.gradients(y, [x], grad_ys=seed, stop_gradients=stops)
-            if grad is not None:
-                grad = tf.convert_to_tensor(grad)  # IndexedSlices (a gather's): dense
+            (grad,) = graph_gradients(y, [x], grad_ys=seed, stop_gradients=stops)
         size = int(np.prod(x.shape))
         if grad is None:
             return np.zeros((len(rows), size))

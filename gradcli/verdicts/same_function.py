@@ -140,6 +140,8 @@ def _own_vjp(model, own, point: dict, cotangents: dict):
     """The VJP through the user's own call at ``point``: data inputs as watched
     tensors, weights as the user's variables holding the point's values for the
     duration (restored after). Returns (input -> array or None, dtypes seen)."""
+    from gradcli.numerics import autodiff
+
     tf = import_tensorflow()
     data = {n: tf.convert_to_tensor(v) for n, v in point.items() if n not in own.variables}
     saved = {}
@@ -157,17 +159,16 @@ def _own_vjp(model, own, point: dict, cotangents: dict):
                     tape.watch(data[n])
             outputs = own.call(data)
         names = [o for o in cotangents if o in outputs]
-        grads = tape.gradient(
-            [outputs[o] for o in names], sources,
+        grads = autodiff.reverse(
+            tape, [outputs[o] for o in names], sources,
             output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
-            unconnected_gradients=tf.UnconnectedGradients.NONE,
         )
     finally:
         for n, value in saved.items():
             own.variables[n].assign(value)
     dtypes = {_numpy_dtype(outputs[o].dtype) for o in names}
     dtypes |= {_numpy_dtype(v.dtype) for n, v in own.variables.items() if n in model.wrt}
-    return {n: None if g is None else _dense(g) for n, g in zip(model.wrt, grads)}, dtypes
+    return {n: autodiff.to_numpy(g) for n, g in zip(model.wrt, grads)}, dtypes
 
 
 def _numpy_dtype(dtype):
@@ -175,13 +176,6 @@ def _numpy_dtype(dtype):
     numpy does not count ml_dtypes' bfloat16 as floating)."""
     name = getattr(dtype, "name", None) or str(dtype)
     return "bfloat16" if name == "bfloat16" else np.dtype(getattr(dtype, "as_numpy_dtype", dtype))
-
-
-def _dense(gradient) -> np.ndarray:
-    tf = import_tensorflow()
-    if isinstance(gradient, tf.IndexedSlices):  # an Embedding's gradient
-        gradient = tf.convert_to_tensor(gradient)
-    return np.asarray(gradient)
 
 
 def _coarsest(dtypes):
