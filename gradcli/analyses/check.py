@@ -41,6 +41,7 @@ from gradcli.verdicts.culprit import ModelGraph
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, UsageError, debugging, internal_error_message
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
+from gradcli.model.core import first_cotangents
 from gradcli.model.loading import Model, differentiable, host_array, load_model, run_model
 from gradcli.analyses.reach import require_gradient
 from gradcli.analyses import by_layer
@@ -96,6 +97,11 @@ UNEXPLAINED_BUDGETS = 4.0
 JOINT_STAGE = "whole model along joint directions"
 #: Reverse-mode verdicts whose pairs also check forward mode (``forward_failures``).
 FORWARD_CHECKED = (PASS, MISMATCH, ZERO)
+
+#: The cotangent rule's seeds, as multiples of the proof's standard normal draw
+#: c (``_FullCheck.check_cotangent``): c itself (its product is the proof's),
+#: and -2c, another scale of the other sign.
+COTANGENT_SCALES = (1.0, -2.0)
 
 
 def check_paths(
@@ -684,6 +690,36 @@ class _FullCheck:
             self.model.function, self.model.point, wrt, outputs, mode="reverse"
         ).blocks
 
+    def check_cotangent(self, pair, name, o, columns, errors) -> None:
+        """The cotangent rule (``compare.cotangent_failure``) for one pair: two
+        VJPs per output, with the proof's standard normal draw c (for a model of
+        one output it is the proof's product, not taken again) and with -2c
+        (another scale and the other sign: a gradient that uses |dy| is right
+        for one sign only), each against the numeric columns combined by the
+        same cotangent."""
+        if not hasattr(self, "cotangent_products"):
+            floating = {n: self.model.outputs[n] for n in self.outputs}
+            drawn = first_cotangents(floating, self.options.rng_seed)
+            seeds = [{n: scale * c} for n, c in drawn.items() for scale in COTANGENT_SCALES]
+            products = iter(self.vjps(seeds))
+            self.cotangent_products = {
+                n: [(scale * c, next(products)) for scale in COTANGENT_SCALES] for n, c in drawn.items()
+            }
+        shape = np.shape(self.model.point[name])
+        for c, product in self.cotangent_products[o]:
+            g = autodiff.checked_gradient(product[name], shape)
+            if not isinstance(g, np.ndarray):  # None or a wrong shape: the pair says so itself
+                return
+            c = np.asarray(c, np.float64).reshape(-1)
+            found = compare.cotangent_failure(
+                g.reshape(-1).astype(np.float64), c @ columns, np.abs(c) @ errors,
+                np.abs(c) @ np.abs(columns), self.tol)
+            if found is not None:
+                index, analytic, numeric = found
+                element = f"{name}[{', '.join(str(i) for i in np.unravel_index(index, shape))}]" if shape else name
+                compare.mark_cotangent_failure(pair, element, analytic, numeric)
+                return
+
     def blocks_of(self, names, o, analytic) -> dict:
         """The analytic blocks ``[output size, input size]`` of output ``o`` for
         ``names`` (None: disconnected), from ``analytic`` or taken now (the
@@ -736,6 +772,8 @@ class _FullCheck:
                     suspects=diagnose.kink_suspects(numeric.one_sided, o, columns.shape, self.tol),
                     others=lambda names, o=o: self.blocks_of(names, o, analytic),
                 )
+            if block is not None and not pair.failed and pair.verdict in FORWARD_CHECKED:
+                self.check_cotangent(pair, name, o, columns, errors)
             if self.options.keep_blocks and pair.failed:
                 pair.window = block_window(block, columns, errors, self.tol)
                 pair.window.output_shape, pair.window.input_shape = tuple(y_shape), tuple(x_shape)
