@@ -289,6 +289,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         progress.report(JOINT_STAGE, 1, 1, joint_input(len(model.wrt)))
     try:
         result.pairs = check.run() if joint is None else joint.result()
+        _check_user_gradients(result, graph, tol)
         diagnose.explain(model, result.pairs, fd, graph, tol, options)
     except GradcliError:
         raise
@@ -312,6 +313,29 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     compare.apply_fail_on(result.pairs, options.fail_on)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _check_user_gradients(result, graph, tol) -> None:
+    """The spread rule: every gradient the user wrote on the path of a passing
+    pair is checked alone over a spread of inputs (``ModelGraph.spread_culprit``);
+    a wrong one fails the pair (``compare.mark_spread_failure``), and a note
+    says which gradients were checked at which points."""
+    checked = set()
+    for pair in result.pairs:
+        if pair.failed or pair.verdict != PASS or not graph.traced:
+            continue
+        ops = graph.user_gradient_ops(pair.input, pair.output)
+        checked |= {graph.describe_op(op) for op in ops}
+        found = graph.spread_culprit(pair.input, pair.output, tol) if ops else None
+        if found is not None:
+            compare.mark_spread_failure(pair, *found)
+    if checked:
+        from gradcli.verdicts.culprit import SPREAD_POINTS
+
+        result.notes.append(
+            f"user-written gradients checked alone over a spread of inputs ({', '.join(sorted(checked))}): "
+            + "; ".join(label for label, _ in SPREAD_POINTS)
+        )
 
 
 def _settled(value) -> Future:

@@ -348,6 +348,18 @@ def mark_cotangent_failure(pair: PairResult, element: str, analytic: float, nume
     pair.verdict, pair.failed = MISMATCH, True
 
 
+def mark_spread_failure(pair: PairResult, culprit, point: str) -> None:
+    """A pair that agrees at the point, but on whose path a gradient the user
+    wrote is wrong over the spread (``ModelGraph.spread_culprit``), fails."""
+    pair.explanation = (
+        f"a gradient the user wrote is wrong away from the point (spread rule): "
+        f"{culprit.site.description} disagrees with finite differences at {point}, though the model "
+        "agrees at its own point"
+    )
+    pair.culprit = culprit
+    pair.verdict, pair.failed = MISMATCH, True
+
+
 def _severity(diff, ok) -> np.ndarray:
     """abs error, with values that cannot be compared worst of all."""
     return np.where(ok, diff, np.inf)

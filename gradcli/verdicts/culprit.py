@@ -77,6 +77,53 @@ FIXED_BOUNDARIES = {"Relu": (0.0,), "Relu6": (0.0, 6.0), "LeakyRelu": (0.0,), "E
 #: Probes (random u, v pairs) per op check.
 PROBES = 2
 
+
+def _scaled_to(magnitude):
+    """x scaled so its largest element has ``magnitude`` (sign pattern kept);
+    an all-zero x becomes that constant."""
+    def at(x):
+        top = float(np.max(np.abs(x))) if np.size(x) else 0.0
+        return np.full_like(x, magnitude) if top == 0 else x * (magnitude / top)
+    return at
+
+
+def _spread_draw(magnitude):
+    """Seeded uniform values in [-magnitude, magnitude]: every sign pattern,
+    not only the point's (seeded by the values, so two inputs differ)."""
+    def at(x):
+        seed = int.from_bytes(np.asarray(x).tobytes()[:8].ljust(8, b"\0"), "little")
+        return np.random.default_rng([seed, np.size(x)]).uniform(-magnitude, magnitude, np.shape(x))
+    return at
+
+
+def _nearby(at):
+    """``at``'s point moved by a relative 1e-3 (seeded): the spread's second
+    look, which a kink met exactly at the point does not survive."""
+    def moved(x):
+        point = np.asarray(at(x), np.float64)
+        u = np.random.default_rng(2).uniform(-1.0, 1.0, np.shape(point))
+        return point + 1e-3 * u * np.maximum(1.0, np.abs(point))
+    return moved
+
+
+#: The spread a user-written gradient is checked over besides its own inputs
+#: (``ModelGraph.spread_culprit``): the inputs with their signs flipped, scaled
+#: so the largest is 3 and 10 in magnitude (both signs), and seeded uniform
+#: draws in [-3, 3] and [-10, 10]. Why these: activations of a model at its
+#: point usually lie within a few units, so a gradient wrong only beyond the
+#: range the point reaches (|x| > 2) is met at 3 and 10; the flipped and
+#: uniform points reach the sign patterns the point does not. Points outside
+#: the function's domain (log, sqrt of a negative: NaN) give no verdict.
+SPREAD_POINTS = [
+    ("its inputs negated", lambda x: -x),
+    ("its inputs scaled to magnitude 3", _scaled_to(3.0)),
+    ("its inputs scaled to magnitude -3", _scaled_to(-3.0)),
+    ("its inputs scaled to magnitude 10", _scaled_to(10.0)),
+    ("its inputs scaled to magnitude -10", _scaled_to(-10.0)),
+    ("uniform draws in [-3, 3]", _spread_draw(3.0)),
+    ("uniform draws in [-10, 10]", _spread_draw(10.0)),
+]
+
 _LIBRARY_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
     for p in (os.__file__, np.__file__, tf.__file__, os.path.dirname(__file__))  # .../gradcli/
@@ -454,6 +501,61 @@ class ModelGraph:
                 return op, found, count
         return None
 
+    def user_gradient_ops(self, name, output) -> list:
+        """The gradients the user wrote on the path from ``name`` to ``output``:
+        ``tf.custom_gradient`` functions (a Keras layer's included) and ops
+        whose gradient a ``gradient_override_map`` replaced."""
+        if not self._trace():
+            return []
+        path = self.path_ops(name, output)
+        inside = self._inside_custom_gradients(path)
+        return [
+            op for op in path
+            if op not in inside and (_custom_result_count(op) is not None or _override(op) is not None)
+            and self._checkable(op)
+        ]
+
+    def spread_culprit(self, name, output, tol) -> tuple | None:
+        """The first user-written gradient on the path that is wrong at the
+        inputs it receives or at a spread of inputs around them
+        (``SPREAD_POINTS``, docs/verdict-rules.md): ``(Culprit, point)`` or None.
+
+        A gradient the user wrote is checked where the model sends it and
+        beyond, since a check at one point sees only the range the point's
+        activations cover (a gradient wrong only for |x| > 2 passes at inputs
+        within 1). Each op is checked alone, by ``_check_op``'s probes, at each
+        spread point (the point itself is the pair's own check); a point where
+        the op or its differences are not finite is outside its domain and
+        skipped. A disagreement convicts only when it holds again at a point
+        moved by a relative 1e-3 (``_nearby``): a kink met exactly at a spread
+        point (a custom relu at a zero) disagrees at that point alone."""
+        ops = self.user_gradient_ops(name, output)
+        if not ops:
+            return None
+        memo = self.__dict__.setdefault("_spread_memo", {})  # op name -> finding: pairs share ops
+        feeds, feed_values, seen = self._seen_values(ops)
+        for count, op in enumerate(ops, start=1):
+            if op.name in memo:
+                if memo[op.name] is not None:
+                    return memo[op.name]
+                continue
+            memo[op.name] = None
+            for label, at in SPREAD_POINTS:
+                found = None
+                for where in (at, _nearby(at)):
+                    try:
+                        found = self._check_op(op, feeds, feed_values, seen, tol,
+                                               np.random.default_rng(0), at=where)
+                    except Exception:  # an op that cannot be fed or differenced alone
+                        found = None
+                    if found is None or isinstance(found, _WrongShape):
+                        found = None
+                        break
+                if found is not None:
+                    memo[op.name] = self._culprit(op, found, count, f"own gradient at {label}"), label
+                    return memo[op.name]
+        return None
+
     def forward_culprit(self, name, output, probe) -> Culprit | None:
         """Where forward mode parts from reverse mode: TensorFlow's forward mode
         differentiates the forward ops of a ``tf.custom_gradient`` (and
@@ -765,10 +867,14 @@ class ModelGraph:
         inputs = list(op.inputs)[_custom_result_count(op) or 0:]
         return next((i for i, t in enumerate(inputs) if t.ref() == x.ref()), 0)
 
-    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None, order=1):
+    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at=None):
         """The op's gradient against differences of the op alone, or with ``to``
         (a model output) of the function from the op's inputs to ``to``; with
-        ``order=2`` the function is the op's gradient (``_first_gradients``)."""
+        ``order=2`` the function is the op's gradient (``_first_gradients``).
+        ``at``: a function of the op's input values (as it saw them) giving the
+        input values to check it at instead (the spread, ``spread_culprit``);
+        a point where the op's values or differences are not finite is outside
+        its domain and gives no verdict."""
         from gradcli.numerics.finite_diff import FiniteDifferences
 
         xs, ys = self._local_inputs(op), ([to] if to is not None else self._local_outputs(op))
@@ -809,6 +915,8 @@ class ModelGraph:
         backward = self._wrapped.prune(feeds + extra + seeds, [g for _, g in xs_grads])
         base = {f"in{i}": np.asarray(seen[x.ref()]) for i, x in enumerate(xs)}
         base_feeds = {t.ref(): v for t, v in zip(feeds, feed_values)}
+        if at is not None:
+            base = {k: np.asarray(at(v), v.dtype) for k, v in base.items()}
 
         def function(values):
             fed = dict(base_feeds)
@@ -818,7 +926,10 @@ class ModelGraph:
             return {f"out{j}": tf.convert_to_tensor(r) for j, r in enumerate(result)}
 
         out_values = function({k: tf.constant(v) for k, v in base.items()})
-        if not self._reproduces(ys, out_values, seen):
+        if at is not None:  # validated at the point (``spread_culprit``); here the domain
+            if not all(np.all(np.isfinite(np.asarray(v))) for v in out_values.values()):
+                return None
+        elif not self._reproduces(ys, out_values, seen):
             return None  # the pruned op does not compute what the model did: no verdict
         # The local check runs in the op's coarsest dtype (a float32 op after an
         # autocast is judged by float32 steps and tolerances, never by float64's).
@@ -853,6 +964,8 @@ class ModelGraph:
             u_norm = np.sqrt(sum(float(np.sum(x**2)) for x in u.values()))
             g_norm = np.sqrt(sum(float(np.sum(np.asarray(g) ** 2)) for g in jtv))
             scale = max(v_norm * np.sqrt(ju_norm), u_norm * g_norm)
+            if at is not None and not (np.isfinite(numeric) and np.isfinite(analytic)):
+                return None  # the stencil left the function's domain: no verdict here
             pair = compare.compare_projections(
                 "in", "out", np.array([analytic]), np.array([numeric]), np.array([numeric]),
                 np.array([error]), np.array([scale]), tol,
