@@ -23,7 +23,7 @@ C = float(np.random.default_rng(0).standard_normal())  # --rng-seed 0
 
 def reported(pair):
     """(element index, analytic, numeric) the rule's explanation gives."""
-    found = re.search(r"J\^T c gives (\S+) at x\[(\d)\], finite differences' c\^T J (\S+):", pair["explanation"])
+    found = re.search(r"J\^T c gives (\S+) at x\[(\d)\], those rows combined by c \(c\^T J\) (\S+):", pair["explanation"])
     assert found, pair["explanation"]
     return int(found[2]), float(found[1]), float(found[3])
 

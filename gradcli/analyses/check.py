@@ -714,13 +714,14 @@ class _FullCheck:
             self.model.function, self.model.point, wrt, outputs, mode="reverse"
         ).blocks
 
-    def check_cotangent(self, pair, name, o, columns, errors) -> None:
+    def check_cotangent(self, pair, name, o, rows) -> None:
         """The cotangent rule (``compare.cotangent_failure``) for one pair: two
         VJPs per output, with the proof's standard normal draw c (for a model of
         one output it is the proof's product, not taken again) and with -2c
         (another scale and the other sign: a gradient that uses |dy| is right
-        for one sign only), each against the numeric columns combined by the
-        same cotangent."""
+        for one sign only), each against ``rows`` (the unit-cotangent rows,
+        ``[output size, input size]``, which agreed with finite differences)
+        combined by the same cotangent."""
         if not hasattr(self, "cotangent_products"):
             floating = {n: self.model.outputs[n] for n in self.outputs}
             drawn = first_cotangents(floating, self.options.rng_seed)
@@ -736,8 +737,7 @@ class _FullCheck:
                 return
             c = np.asarray(c, np.float64).reshape(-1)
             found = compare.cotangent_failure(
-                g.reshape(-1).astype(np.float64), c @ columns, np.abs(c) @ errors,
-                np.abs(c) @ np.abs(columns), self.tol)
+                g.reshape(-1).astype(np.float64), c @ rows, np.abs(c) @ np.abs(rows), self.tol)
             if found is not None:
                 index, analytic, numeric = found
                 element = f"{name}[{', '.join(str(i) for i in np.unravel_index(index, shape))}]" if shape else name
@@ -797,7 +797,7 @@ class _FullCheck:
                     others=lambda names, o=o: self.blocks_of(names, o, analytic),
                 )
             if block is not None and not pair.failed and pair.verdict in FORWARD_CHECKED:
-                self.check_cotangent(pair, name, o, columns, errors)
+                self.check_cotangent(pair, name, o, block)
             if self.options.keep_blocks and pair.failed:
                 pair.window = block_window(block, columns, errors, self.tol)
                 pair.window.output_shape, pair.window.input_shape = tuple(y_shape), tuple(x_shape)

@@ -311,29 +311,31 @@ def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: 
     pair.verdict, pair.failed = MISMATCH, True
 
 
-def cotangent_failure(analytic, numeric, fd_error, magnitude, tol: Tolerance):
+def cotangent_failure(analytic, combined, magnitude, tol: Tolerance):
     """The cotangent rule: reverse mode's J^T c for a random cotangent c
-    against finite differences' c^T J, element by element of the input.
+    against c^T J, the unit-cotangent rows (which agreed with finite
+    differences) combined by c, element by element of the input.
 
     The full check's Jacobian rows come from unit cotangents, and a scalar
     output's only row from the cotangent 1: a gradient function that ignores
     its upstream gradient (``def grad(dy): return 2 * x``) or scales it wrongly
-    is right for exactly those seeds. c is a standard normal draw (the
-    proof's), so such a function is off by a factor (c - 1) or worse, which
-    the draw keeps away from 0. The allowed error is the element rule's
-    (``allowed_error``) with the magnitude of the terms summed, |c|^T |J|
-    (round-off is relative to them, not to their sum), and |c|^T times the
-    columns' error estimates. Returns ``(index, analytic, numeric)`` of the
+    is right for exactly those seeds. Backpropagation is linear in the
+    cotangent, so J^T c must equal c^T J up to round-off; c is a standard
+    normal draw (the proof's) and -2c, so such a function is off by a factor
+    the draw keeps away from 1. The allowed error is the element rule's
+    (``allowed_error``, no finite-difference term: both sides are analytic)
+    with the magnitude of the terms summed, |c|^T |J| (round-off is relative
+    to them, not to their sum). Returns ``(index, analytic, combined)`` of the
     worst element outside it, or None.
     """
-    allowed = allowed_error(np.maximum(np.abs(analytic), magnitude), numeric, fd_error, tol)
-    bad = outside(analytic, numeric, allowed)
+    allowed = allowed_error(np.maximum(np.abs(analytic), magnitude), combined, 0.0, tol)
+    bad = outside(analytic, combined, allowed)
     if not np.any(bad):
         return None
     with np.errstate(invalid="ignore", divide="ignore"):
-        ratio = np.where(comparable(analytic, numeric), np.abs(analytic - numeric) / allowed, np.inf)
+        ratio = np.where(comparable(analytic, combined), np.abs(analytic - combined) / allowed, np.inf)
     worst = int(np.argmax(np.nan_to_num(ratio, nan=0.0)))
-    return worst, float(analytic[worst]), float(numeric[worst])
+    return worst, float(analytic[worst]), float(combined[worst])
 
 
 def mark_cotangent_failure(pair: PairResult, element: str, analytic: float, numeric: float) -> None:
@@ -342,7 +344,7 @@ def mark_cotangent_failure(pair: PairResult, element: str, analytic: float, nume
     pair.explanation = (
         "the gradient is not linear in its upstream gradient (cotangent rule): the rows taken with "
         f"unit cotangents agree with finite differences, but for a random cotangent c reverse mode's "
-        f"J^T c gives {analytic:.10g} at {element}, finite differences' c^T J {numeric:.10g}: "
+        f"J^T c gives {analytic:.10g} at {element}, those rows combined by c (c^T J) {numeric:.10g}: "
         "a gradient function that ignores or mis-scales its dy"
     )
     pair.verdict, pair.failed = MISMATCH, True
