@@ -273,6 +273,22 @@ def test_logdet_finds_the_missing_log2():
     assert "FAIL log_det_jacobian disagrees at 2 of 2 examples" in text.stdout
 
 
+def test_logdet_header_names_mode_and_dtype_and_lists_examples_in_order():
+    """The header is the other commands' (``[mode, dtype, ...]``: it was lost
+    as rich markup) and the examples come in batch order, 0 to 4 (they came
+    worst first: 4, 3, 0, 2, 1)."""
+    run = gradcli("logdet", sample("realnvp_flow.py"))
+    assert run.exit_code == 0, run
+    lines = run.stdout.splitlines()
+    assert lines[0] == (
+        "sample_models/realnvp_flow.py  [jacobian, float64, rtol=1e-06, atol=1e-09]  x -> output: "
+        "slogdet of the autodiff Jacobian, n=4, 5 examples"
+    )
+    rows = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    assert rows == ["0", "1", "2", "3", "4"]
+    assert [e["index"] for e in gradcli("logdet", sample("realnvp_flow.py"), "--json").result["examples"]] == [0, 1, 2, 3, 4]
+
+
 @pytest.mark.parametrize(
     "args, code, message",
     [

@@ -329,11 +329,16 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
 
 
 def render_logdet(result, out: Console, verbosity: int = 0) -> None:
-    """The worst examples of ``gradcli logdet``, worst first, and the verdict."""
+    """The examples of ``gradcli logdet`` in batch order (the worst ones when
+    there are many), and the verdict. The header is the other commands':
+    ``name  [mode, dtype, tolerances]  what was computed`` (plain text: a
+    bracket is no rich markup)."""
     table = Table(
-        title=f"{result.name}  [{result.input} -> {result.output}, n={result.dimension}, "
-        f"{plural(result.batch, 'example')}, {result.dtype}, rtol={result.tolerance.rtol:g}, "
-        f"atol={result.tolerance.atol:g}]",
+        title=Text(
+            f"{result.name}  [jacobian, {result.dtype}, rtol={result.tolerance.rtol:g}, "
+            f"atol={result.tolerance.atol:g}]  {result.input} -> {result.output}: slogdet of the autodiff "
+            f"Jacobian, n={result.dimension}, {plural(result.batch, 'example')}"
+        ),
         title_justify="left",
     )
     for column in ("example", "log_det_jacobian", "slogdet(J)", "sign", "abs err", "verdict"):
