@@ -106,6 +106,29 @@ def test_junit_error_and_fail_fast_skipped(tmp_path):
     assert "not run" in result.stdout and "1 not run (--fail-fast)" in result.stdout
 
 
+def test_an_interrupted_batch_says_so_and_counts_what_ran(monkeypatch):
+    """Ctrl-C while the third of three models runs (without --fail-fast): two
+    models finished (one passed), one did not. The text report says the run
+    was interrupted, not that --fail-fast skipped a model; exit 130."""
+    from gradcli.analyses import batch
+    from gradcli.results import CheckResult, ModelResult, Tolerance
+
+    def interrupted(specs, *args, **kwargs):
+        tolerance = Tolerance(rtol=1e-6, atol=1e-9, rule="float64 defaults")
+        finished = [ModelResult(name=specs[0], path=specs[0], dtype="float64", mode="full", tolerance=tolerance),
+                    ModelResult(name=specs[1], path=specs[1], error="boom", error_code=3)]
+        raise batch.Interrupted(CheckResult(models=finished, skipped=[specs[2]]))
+
+    monkeypatch.setattr(batch, "check_batch", interrupted)
+    names = [sample("square.py"), sample("two_by_two.py"), sample(BUGGY)]
+    result = run_cli("check", *names)
+    assert result.exit_code == 130, result
+    lines = result.stdout.splitlines()
+    assert lines[-1] == "interrupted after 2 of 3 models: 1 of 2 passed, 1 not run", result
+    assert "(--fail-fast)" not in result.stdout and "not finished" in result.stdout
+    assert result.stderr.splitlines() == ["Error: interrupted"]
+
+
 def test_junit_folder_must_exist(tmp_path):
     result = run_cli("check", sample("square.py"), "--junit-xml", tmp_path / "no" / "r.xml")
     assert result.exit_code == 2

@@ -25,3 +25,31 @@ def test_check_without_model_is_usage_error():
         "Error: no MODEL given and no `paths` in [tool.gradcli] of a pyproject.toml "
         "(see 'gradcli check --help')"
     ]
+
+
+def test_a_missing_model_file_is_one_line_and_exit_2_before_tensorflow(tmp_path):
+    """``gradcli check nope.py`` (and a missing file among others): the usage
+    error of docs/reference/exit-codes.md, one line, nothing on stdout, and
+    neither TensorFlow nor Keras imported (read from ``sys.modules`` of the run)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT, sample
+
+    code = (
+        "import json, sys\nfrom gradcli.cli import cli\n"
+        "code = cli.main(sys.argv[1:], standalone_mode=False)\n"
+        "heavy = sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)\n"
+        "print(json.dumps([code, heavy]), file=sys.stderr)\n"
+    )
+    for argv, shown in ((["nope.py"], "nope.py"), ([sample("square.py"), "gone/nope.py:model"], "gone/nope.py")):
+        done = subprocess.run(
+            [sys.executable, "-c", code, "check", *argv], cwd=tmp_path, capture_output=True, text=True,
+            timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        *lines, last = done.stderr.strip().splitlines()
+        assert json.loads(last) == [2, []], done.stderr
+        assert lines == [f"Error: no such model file: {shown}"], done.stderr
+        assert done.stdout == ""

@@ -203,6 +203,25 @@ def test_output_in_a_read_only_folder_is_exit_2(tmp_path):
     assert run.exit_code == 2 and "is not writable" in error_line(run), run
 
 
+@pytest.mark.parametrize("command, flag, name", OUTPUTS)
+def test_output_where_no_file_can_be_created_is_exit_2_before_the_model_runs(command, flag, name, tmp_path):
+    """/proc passes every permission check (as root too) and refuses new files:
+    the check creates the temporary file the writer would, so the run stops
+    before the model is imported, not with exit 3 after the work."""
+    marker = tmp_path / "ran"
+    model = tmp_path / "model.py"
+    model.write_text(f"open({str(marker)!r}, 'w').close()\ndef model(x):\n    return x * x\ninputs = {{'x': [1.0, 2.0]}}\n")
+    target = f"/proc/{name}"
+    extra = ["--tangent", "x=[1, 0]"] if command == "jvp" else []
+    run = run_cli(command, model, *extra, flag, target)
+    assert run.exit_code == 2, run
+    assert error_line(run) == (
+        f"Error: Invalid value for '{flag}': {target} is not writable: cannot create a file in /proc "
+        f"(No such file or directory) (see 'gradcli {command} --help')"
+    )
+    assert not marker.exists(), "the model file was imported before the usage error"
+
+
 def test_output_with_the_wrong_suffix_is_exit_2(tmp_path):
     run = run_cli("hessian", LEAST_SQUARES, "--plot", tmp_path / "h.pdf")
     assert run.exit_code == 2, run

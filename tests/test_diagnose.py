@@ -192,6 +192,29 @@ def test_culprit_of_the_sample_bug_is_its_softplus():
     assert culprit["definition"].endswith(f"buggy_custom_gradient.py:{line_of(path, 'def softplus')}")
 
 
+def test_the_culprit_rel_err_is_the_one_its_two_printed_values_give():
+    """The culprit line prints the probe by the op's gradient and by finite
+    differences; its rel err is |a - n| / max(|a|, |n|) of those two, as an
+    element's, in JSON, the text report and the job summary alike (it was
+    relative to the probe's Cauchy-Schwarz scale, which the report never shows)."""
+    import re
+
+    from gradcli.render.text import fmt
+
+    path = sample("buggy_custom_gradient.py")
+    run, doc = check_json(path)
+    culprit = pairs(doc)[("x", "output")]["culprit"]
+    a, n = culprit["analytic"], culprit["numeric"]
+    assert culprit["rel_error"] == pytest.approx(abs(a - n) / max(abs(a), abs(n)), rel=1e-12)
+    text = gradcli("check", path, "--format", "github").stdout
+    (line,) = [l for l in text.splitlines() if "for a random probe" in l and not l.startswith("::")]
+    shown = re.search(r"gives (\S+) for a random probe, finite differences (\S+) \(rel err (\S+)\)", line)
+    a, n = float(shown[1]), float(shown[2])
+    assert shown[3] == fmt(abs(a - n) / max(abs(a), abs(n))), line
+    (annotation,) = [l for l in text.splitlines() if l.startswith("::") and "culprit" in l]
+    assert f"(rel err {shown[3]})" in annotation, annotation
+
+
 # -- Taylor -------------------------------------------------------------------
 
 
@@ -248,6 +271,22 @@ def test_logdet_finds_the_missing_log2():
         assert example["logabsdet"] == pytest.approx(example["declared"] + math.log(2.0), abs=1e-12)
     text = gradcli("logdet", fixture("diag_flow_bad_ldj.py"))
     assert "FAIL log_det_jacobian disagrees at 2 of 2 examples" in text.stdout
+
+
+def test_logdet_header_names_mode_and_dtype_and_lists_examples_in_order():
+    """The header is the other commands' (``[mode, dtype, ...]``: it was lost
+    as rich markup) and the examples come in batch order, 0 to 4 (they came
+    worst first: 4, 3, 0, 2, 1)."""
+    run = gradcli("logdet", sample("realnvp_flow.py"))
+    assert run.exit_code == 0, run
+    lines = run.stdout.splitlines()
+    assert lines[0] == (
+        "sample_models/realnvp_flow.py  [jacobian, float64, rtol=1e-06, atol=1e-09]  x -> output: "
+        "slogdet of the autodiff Jacobian, n=4, 5 examples"
+    )
+    rows = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
+    assert rows == ["0", "1", "2", "3", "4"]
+    assert [e["index"] for e in gradcli("logdet", sample("realnvp_flow.py"), "--json").result["examples"]] == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize(

@@ -435,3 +435,57 @@ def test_interrupted_junit_report_never_reads_as_a_pass():
     assert root.get("errors") == "1"
     assert root.find("./testsuite/testcase/error").get("type") == "interrupted"
     assert re.search(r"the run was interrupted", root.find("./testsuite/testcase/error").get("message"))
+
+
+_SPECIAL_CHILD = """
+import resource, sys
+import numpy as np
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # reading /dev/full must not eat the machine
+from gradcli.render import files
+from gradcli.results import CheckResult
+
+class Arrays:
+    def arrays(self):
+        return {"y": np.arange(3.0)}
+
+for name, write in [
+    ("summary", lambda: files.summary("/dev/full", "check", CheckResult(models=[]))),
+    ("junit", lambda: files.junit_xml("/dev/full", "check", CheckResult(models=[]))),
+    ("save", lambda: files.save_npz(sys.argv[1], "forward", Arrays())),
+]:
+    try:
+        write()
+        print(name, "written", file=sys.stderr)
+    except (OSError, MemoryError) as exc:
+        print(name, getattr(exc, "errno", type(exc).__name__), file=sys.stderr)
+files.summary("/dev/stdout", "check", CheckResult(models=[]))  # stdout is a pipe
+"""
+
+
+def test_a_special_file_that_refuses_a_report_fails_at_once(tmp_path):
+    """/dev/full as --summary (which read it, zeros without end, before
+    appending), --junit-xml and, through a link, --save (np.savez reports
+    success on it): each writer raises ENOSPC at once. --summary /dev/stdout
+    on a pipe writes the Markdown there (it read the pipe, waiting forever)."""
+    link = tmp_path / "full.npz"
+    link.symlink_to("/dev/full")
+    done = subprocess.run([sys.executable, "-c", _SPECIAL_CHILD, str(link)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stderr.splitlines() == ["summary 28", "junit 28", "save 28"], done.stderr
+    assert done.stdout == "## gradcli check: 0 of 0 models passed\n\n| model | verdict | pairs | time |\n|---|---|---|---|\n"
+
+
+def test_every_report_option_on_dev_full_is_one_line_and_exit_3(tmp_path, monkeypatch):
+    """The command line: the reports that cannot be written share one line
+    (exit 3), and the run ends at once."""
+    from tests.conftest import error_line, gradcli
+
+    monkeypatch.chdir(tmp_path)
+    Path("full.npz").symlink_to("/dev/full")
+    run = gradcli("check", SQUARE, "--summary", "/dev/full", "--junit-xml", "/dev/full")
+    assert run.exit_code == 3, run
+    assert error_line(run) == ("Error: cannot write /dev/full: No space left on device; "
+                               "cannot write /dev/full: No space left on device")
+    run = gradcli("forward", SQUARE, "--save", "full.npz")
+    assert run.exit_code == 3, run
+    assert error_line(run) == "Error: cannot write full.npz: No space left on device"

@@ -28,7 +28,8 @@ from gradcli.model.paths import relative_path
 from gradcli.results.logdet import LogdetExample, LogdetResult
 from gradcli.tf_import import import_tensorflow
 
-#: How many examples a report lists (worst first).
+#: How many examples a report lists: all of them up to this many, else the
+#: worst this many; in the order of the batch either way.
 MAX_EXAMPLES = 10
 
 
@@ -127,8 +128,10 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
         for b in range(batch)
     ]
     ranked = sorted(examples, key=lambda e: -np.nan_to_num(e.abs_error, nan=np.inf))
-    result.examples = ranked[:MAX_EXAMPLES]
+    result.examples = sorted(ranked[:MAX_EXAMPLES], key=lambda e: e.index)
     result.worst = ranked[0]
+    if batch > MAX_EXAMPLES:
+        result.notes.append(f"the {MAX_EXAMPLES} worst of {batch} examples are listed")
     result.n_failing = int((~ok).sum())
     negative = [e.index for e in examples if e.sign < 0]
     if negative:

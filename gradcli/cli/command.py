@@ -127,6 +127,8 @@ class GradcliCommand(click.Command):
             renderer = _function(self.formats[params.get("output_format") or "text"])
             if "verbosity" in _parameters(renderer):
                 extra["verbosity"] = ctx.meta.get(VERBOSITY, 0)
+            if stopped is not None and "interrupted" in _parameters(renderer):
+                extra["interrupted"] = True  # the models not run were stopped, not skipped
             annotation = stopped is not None and params.get("output_format") == "github"
             if stopped is None:
                 _write_witnesses(self.name, result, reports)

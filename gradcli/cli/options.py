@@ -71,6 +71,30 @@ def problem_with_output(path: str, suffix: str | None) -> str:
         return f"folder of {path} does not exist"
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         return f"{path} is not writable"
+    return _cannot_create_beside(path)
+
+
+def _cannot_create_beside(path: str) -> str:
+    """Try what the writer will do (``gradcli.render.files.replace_file``):
+    create a temporary file in the target's folder, then remove it. Permission
+    bits do not tell (root may write anywhere by them; /proc refuses new files
+    whatever they say). A target that exists and is not a regular file
+    (/dev/stdout, a FIFO) is written in place, so nothing is created for it."""
+    import stat
+    import tempfile
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return ""
+    except OSError:
+        pass
+    folder, name = os.path.split(os.path.realpath(path))
+    try:
+        handle, temp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
+    except OSError as exc:
+        return f"{path} is not writable: cannot create a file in {folder} ({exc.strerror or exc})"
+    os.close(handle)
+    os.unlink(temp)
     return ""
 
 

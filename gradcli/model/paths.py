@@ -107,7 +107,9 @@ def collect_models(paths, *, include=(), exclude=()) -> Collected:
       elsewhere);
     * a file named twice (``a.py``, ``./a.py``, a link to it, the file inside
       its folder) is kept at its first mention, so it is checked once and lands
-      in one shard. ``FILE.py:NAME`` entries of one file are distinct models.
+      in one shard. ``FILE.py:NAME`` entries of one file are distinct models;
+    * a path that does not exist is a usage error (``no such model file``, or
+      ``no such folder``), raised here, before anything is loaded.
 
     ``include`` and ``exclude`` are ``ignore.Pattern`` objects (anchored
     where they were written: ``patterns``).
@@ -125,8 +127,11 @@ def collect_models(paths, *, include=(), exclude=()) -> Collected:
                     f"no *.py model files in folder {path}" + (f" ({note})" if note else "")
                 )
         else:
-            if not os.path.lexists(split_spec(path)[0]) and _names_a_folder(path):
-                raise UsageError(f"no such folder: {path}")
+            file = split_spec(path)[0]
+            if not os.path.lexists(file):  # before any model loads (and TensorFlow with it)
+                if _names_a_folder(path):
+                    raise UsageError(f"no such folder: {path}")
+                raise UsageError(f"no such model file: {file}")
             found = [path]
         for spec in found:
             spec = spelled(spec)

@@ -16,7 +16,9 @@ What a report file holds is this run's complete report, or nothing:
   system). A full disk, a file-size limit or a kill while writing leaves the
   target as it was and no temporary file; the failure is an ``OSError`` the
   command layer turns into one ``Error:`` line (exit 3). Targets that are not
-  regular files (``/dev/stdout``, a FIFO) are written in place.
+  regular files (``/dev/stdout``, a FIFO, ``/dev/full``) are written in place
+  with checked writes (``_write_through``); ``--summary`` reads no earlier
+  content from them.
 * **No previous run's report stands in for this one.** At the start of a run
   the command layer removes the targets a previous run left
   (``remove_previous``), so a run killed outright (SIGKILL) or one that could
@@ -101,11 +103,13 @@ def summary(path: str, command: str, result=None, error=None) -> str:
     from gradcli.render.github import summary_markdown
 
     data = summary_markdown(result, interrupted=error is not None).encode("utf-8")
-    try:
-        with open(path, "rb") as f:
-            before = f.read()
-    except FileNotFoundError:
-        before = b""
+    before = b""
+    if not _exists_but_not_regular(path):  # /dev/full reads zeros forever, /dev/stdout waits
+        try:
+            with open(path, "rb") as f:
+                before = f.read()
+        except FileNotFoundError:
+            pass
     replace_file(path, lambda temp: _write_bytes(temp, before + data))
     return ""
 
@@ -129,9 +133,9 @@ def replace_file(path: str, write):
     """
     import tempfile
 
+    if _exists_but_not_regular(path):  # /dev/stdout, a FIFO: nothing to rename over
+        return _write_through(path, write)
     target = os.path.realpath(path)  # a link is followed: its target is the report
-    if _exists_but_not_regular(target):  # /dev/stdout, a FIFO: nothing to rename over
-        return write(target)
     folder, name = os.path.split(target)
     suffix = os.path.splitext(name)[1]  # np.savez and savefig go by the suffix
     handle, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=suffix, dir=folder)
@@ -154,6 +158,38 @@ def replace_file(path: str, write):
         except OSError:
             pass
         raise
+    return _named(note, temp, path)
+
+
+def _write_through(path: str, write):
+    """A target that is not a regular file (``/dev/stdout``, a FIFO,
+    ``/dev/full``) is written in place, but not by ``write`` itself: a writer
+    that does not check its writes (``np.savez`` reports success on
+    ``/dev/full``) would lose the failure. ``write`` fills a temporary file in
+    the system's temporary folder (with the suffix of ``path``, which
+    ``np.savez`` and ``savefig`` go by), whose bytes then go to ``path``
+    through checked writes (``_write_fd``): a device that refuses them is an
+    ``OSError`` at once."""
+    import tempfile
+
+    suffix = os.path.splitext(path)[1]
+    handle, temp = tempfile.mkstemp(prefix=".gradcli.", suffix=suffix)
+    try:
+        os.close(handle)
+        note = write(temp)
+        with open(temp, "rb") as f:
+            data = f.read()
+        if data:
+            handle = os.open(path, os.O_WRONLY)
+            try:
+                _write_fd(handle, data)
+            finally:
+                os.close(handle)
+    finally:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
     return _named(note, temp, path)
 
 
@@ -254,6 +290,8 @@ def _end_of_regular_file(fd: int) -> int | None:
 
 
 def _exists_but_not_regular(path: str) -> bool:
+    """``path`` itself is stat'ed, not its ``realpath``: ``/dev/stdout`` on a
+    pipe resolves to ``/proc/self/fd/1``, whose link text names no file."""
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
     except FileNotFoundError:

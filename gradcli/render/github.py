@@ -37,9 +37,10 @@ from gradcli.render.text import fmt, model_verdict, plural, render_check, where
 TITLE = "gradcli check"
 
 
-def render_github(result: CheckResult, out, quiet: bool = False, verbosity: int = 0) -> None:
+def render_github(result: CheckResult, out, quiet: bool = False, verbosity: int = 0,
+                  interrupted: bool = False) -> None:
     """The text report, then one workflow command per line."""
-    render_check(result, out, quiet=quiet, verbosity=verbosity)
+    render_check(result, out, quiet=quiet, verbosity=verbosity, interrupted=interrupted)
     for line in annotations(result):
         out.out(line, highlight=False)
 

@@ -94,22 +94,28 @@ def label(name: str, index: list[int]) -> str:
     return f"{name}[{', '.join(map(str, index))}]" if index else name
 
 
-def render_check(result: CheckResult, out: Console, quiet: bool = False, verbosity: int = 0) -> None:
+def render_check(result: CheckResult, out: Console, quiet: bool = False, verbosity: int = 0,
+                 interrupted: bool = False) -> None:
     """Each model's report (with ``quiet``, only those not ok), then for a batch
-    a summary table, then one line with the count."""
+    a summary table, then one line with the count: of the models checked, how
+    many passed, and how many were not run, and why (``--fail-fast``, or
+    ``interrupted``: Ctrl-C or SIGTERM stopped the run before them)."""
     if quiet:
         verbosity = min(verbosity, -1)
     for model in result.models:
         if not (quiet and model.ok):
             render_model(model, out, verbosity)
     if len(result.models) + len(result.skipped) > 1:
-        render_summary(result, out)
+        render_summary(result, out, interrupted)
     failed = [m for m in result.models if not m.ok]
     total = len(result.models)
     summary = f"{total - len(failed)} of {plural(total, 'model')} passed"
+    if interrupted:  # "interrupted after 2 of 3 models: 1 of 2 passed, 1 not run"
+        summary = (f"interrupted after {total} of {plural(total + len(result.skipped), 'model')}: "
+                   f"{total - len(failed)} of {total} passed")
     if result.skipped:
-        summary += f", {len(result.skipped)} not run (--fail-fast)"
-    out.print(Text(summary, style="green" if not failed else "bold red"))
+        summary += f", {len(result.skipped)} not run" + ("" if interrupted else " (--fail-fast)")
+    out.print(Text(summary, style="green" if not (failed or interrupted) else "bold red"))
 
 
 def model_verdict(model: ModelResult) -> str:
@@ -126,7 +132,7 @@ def model_verdict(model: ModelResult) -> str:
     return f"fail ({', '.join(failing)})" if failing else "pass"
 
 
-def render_summary(result: CheckResult, out: Console) -> None:
+def render_summary(result: CheckResult, out: Console, interrupted: bool = False) -> None:
     table = Table(title="summary", title_justify="left")
     _name_column(table, "model")
     for column in ("inputs checked", "pairs", "verdict", "time"):
@@ -138,7 +144,7 @@ def render_summary(result: CheckResult, out: Console) -> None:
         table.add_row(model.name, str(inputs), str(len(model.pairs)), Text(verdict, style=style),
                       f"{model.seconds:.2f} s")
     for name in result.skipped:
-        table.add_row(name, "-", "-", Text("not run", style="yellow"), "-")
+        table.add_row(name, "-", "-", Text("not finished" if interrupted else "not run", style="yellow"), "-")
     out.print(table)
 
 
@@ -323,11 +329,16 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
 
 
 def render_logdet(result, out: Console, verbosity: int = 0) -> None:
-    """The worst examples of ``gradcli logdet``, worst first, and the verdict."""
+    """The examples of ``gradcli logdet`` in batch order (the worst ones when
+    there are many), and the verdict. The header is the other commands':
+    ``name  [mode, dtype, tolerances]  what was computed`` (plain text: a
+    bracket is no rich markup)."""
     table = Table(
-        title=f"{result.name}  [{result.input} -> {result.output}, n={result.dimension}, "
-        f"{plural(result.batch, 'example')}, {result.dtype}, rtol={result.tolerance.rtol:g}, "
-        f"atol={result.tolerance.atol:g}]",
+        title=Text(
+            f"{result.name}  [jacobian, {result.dtype}, rtol={result.tolerance.rtol:g}, "
+            f"atol={result.tolerance.atol:g}]  {result.input} -> {result.output}: slogdet of the autodiff "
+            f"Jacobian, n={result.dimension}, {plural(result.batch, 'example')}"
+        ),
         title_justify="left",
     )
     for column in ("example", "log_det_jacobian", "slogdet(J)", "sign", "abs err", "verdict"):

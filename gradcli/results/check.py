@@ -93,7 +93,7 @@ class Culprit:
     definition: str  # custom gradients: "file:line" of the decorated function, else ""
     analytic: float  # the probe <u, J^T v> by the op's gradient
     numeric: float  # the same probe by finite differences of the op alone
-    rel_error: float
+    rel_error: float  # |analytic - numeric| / max(|analytic|, |numeric|), as an element's
     checked_ops: int  # ops checked up to and including this one
     checked: str = "own gradient"  # or "gradient to the output" (see verdicts.culprit)
 

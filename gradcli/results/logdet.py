@@ -29,7 +29,7 @@ class LogdetResult(Outcome):
     batch: int
     dtype: str
     tolerance: Tolerance
-    examples: list[LogdetExample] = field(default_factory=list)  # worst first, capped
+    examples: list[LogdetExample] = field(default_factory=list)  # in batch order; the worst when capped
     worst: LogdetExample | None = None
     n_failing: int = 0
     notes: list[str] = field(default_factory=list)

@@ -627,7 +627,11 @@ class ModelGraph:
                 numeric=float("nan"), rel_error=float("inf"), checked_ops=count,
                 checked="gradient's shape",
             )
-        analytic, numeric, rel = found
+        # The probe was chosen by its error relative to the probe's scale
+        # (``_check_op``); the report gives it relative to the two values shown,
+        # as an element's (``compare``), so a reader can recompute it.
+        analytic, numeric, _ = found
+        rel = abs(analytic - numeric) / max(abs(analytic), abs(numeric), np.finfo(float).tiny)
         return Culprit(
             site=self.site(op, description), definition=_gradient_definition(op),
             analytic=analytic, numeric=numeric, rel_error=rel, checked_ops=count, checked=what,
