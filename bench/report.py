@@ -154,6 +154,24 @@ def simple_section(documents, columns, empty) -> list[str]:
     return lines
 
 
+def api_warm_section(documents) -> list[str]:
+    if not documents:
+        return ["No results yet: run `python bench/api_warm.py`.", ""]
+    rows = defaultdict(list)
+    for document in documents:
+        for row in document["rows"]:
+            rows[row["checker"]].append(row)
+    lines = [runs_line(documents), "",
+             "| checker | wall ms | min ms | CPU ms | retracing warnings |", "|---|---|---|---|---|"]
+    for checker, found in rows.items():
+        ms = lambda key: fmt(median(r.get(key) for r in found) * 1e3)  # noqa: E731
+        warnings = [r.get("retracing_warnings") for r in found if r.get("retracing_warnings") is not None]
+        lines.append(f"| {checker} | {ms('wall')} | {ms('min_wall')} | {ms('cpu')} | "
+                     f"{max(warnings) if warnings else '-'} |")
+    lines.append("")
+    return lines
+
+
 def process_ratio(documents) -> list[str]:
     rows = defaultdict(list)
     for document in documents:
@@ -218,6 +236,14 @@ def main():
         "",
         *simple_section(load_results("fast_cold"), ("checker", "call"),
                         "No results yet: run `python bench/fast_cold.py`."),
+        "## A warm call of the Python API (`bench/api_warm.py`)",
+        "",
+        "`gradcli.check(f, (x,))` of f(x) = sin(x) * x on 6 float64 elements, called in a loop",
+        "in one process beside torch `gradcheck` and jax `check_grads` (when installed):",
+        "milliseconds per call after the warm-up: medians across runs of each run's median,",
+        "minimum and CPU time (all threads), and TensorFlow's retracing warnings in gradcli's calls.",
+        "",
+        *api_warm_section(load_results("api_warm")),
         "## One chunk of differences, in parts (`bench/profile_differences.py`)",
         "",
         *profile_section(load_results("profile_differences")),

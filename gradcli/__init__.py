@@ -7,7 +7,7 @@ takes and returning the result object the command renders (``gradcli.results``):
     >>> result = gradcli.check("sample_models/square.py", rtol=1e-8)
     >>> result.ok, result.exit_code
     (True, 0)
-    >>> gradcli.vjp(lambda x: x * x, inputs=([1.0, 2.0],)).arrays()["x"]
+    >>> gradcli.vjp(lambda x: x * x, ([1.0, 2.0],)).arrays()["x"]
     array([2., 4.])
 
 ``model`` is a model file (``FILE.py``, ``FILE.py:NAME``, ``FILE.keras``), a
@@ -15,8 +15,10 @@ SavedModel folder (``DIR``, ``DIR:SIGNATURE``; its data in ``input=``) or the
 model itself: a callable of tensors or a Keras model, with ``inputs`` as in a
 model file (a dict of arrays, or a callable taking a numpy Generator) or, as
 torch's ``gradcheck`` and jax's ``check_grads`` take them, a tuple of arrays
-in the order of the callable's parameters (``inputs=(x, y)``; one array alone
-is the only argument). A model file that does not exist raises ``UsageError``
+in the order of the callable's parameters (``(x, y)``; one array alone is the
+only argument). ``inputs`` is every function's second argument, positional
+(``gradcli.check(f, (x, y))``) or by keyword (``inputs=(x, y)``); a model
+file defines its own. A model file that does not exist raises ``UsageError``
 in every function, before anything runs.
 
 Keyword arguments are the command's long options, spelled with underscores
@@ -27,12 +29,14 @@ Keyword arguments are the command's long options, spelled with underscores
 line reads it (``"@h.npz:output"``); names (``wrt``, ``of``, ``fail_on``) a
 list or a comma-separated string. The earlier names of the options fields
 (``float64``, ``jit_compile``, ``overrides``, ``data``) still work. An unknown
-keyword raises ``gradcli.errors.UsageError`` naming it, the nearest known one
-and every keyword the function takes; a bad value raises ``UsageError``
-naming the keyword, a model that cannot be loaded or run
-``gradcli.errors.ModelError`` (``check`` reports it as the model's error
-row instead, as on the command line). pyproject.toml is not read: the call
-says what it means.
+keyword raises ``gradcli.UnknownKeyword`` (a ``UsageError`` and a
+``TypeError``) naming it, the nearest known one and every keyword the
+function takes. Every function raises ``gradcli.UsageError`` for a bad
+argument, named by its keyword (``wrt: unknown input 'y' (known: x)``; the
+command line names the flag, ``--wrt``), ``check`` too, and
+``gradcli.ModelError`` for a model that cannot be loaded or run (``check``
+reports that as the model's error row instead, as on the command line).
+pyproject.toml is not read: the call says what it means.
 
 A result reads as the command shows it: ``str(result)`` is the text report,
 ``bool(result)`` is ``result.ok`` and ``repr(result)`` one line
@@ -46,18 +50,36 @@ inside a ``tf.function`` it raises ``UsageError``.
 ``gradcli.testing.assert_gradients_ok`` wraps ``check`` for test suites.
 """
 
-from __future__ import annotations
+import functools as _functools
+import os as _os
+import sys as _sys
+import types as _types
 
-import functools
-import os
-import sys
-import types
-
-from gradcli.errors import UsageError as _UsageError
+from gradcli.errors import ModelError, UnknownKeyword, UsageError
 
 __version__ = "0.1.0"
 
-__all__ = ["check", "forward", "vjp", "jvp", "jacobian", "hessian", "logdet", "KEYWORDS", "__version__"]
+__all__ = [
+    "check", "forward", "vjp", "jvp", "jacobian", "hessian", "logdet",
+    "UsageError", "ModelError", "UnknownKeyword", "KEYWORDS", "__version__",
+]
+#: Submodules that are part of the public API besides ``__all__``.
+_PUBLIC_MODULES = ("errors", "options", "results", "testing")
+
+
+def __dir__():
+    """The public names only: not the modules this one imports, nor the
+    private helpers or the submodules gradcli loads as it runs."""
+    return sorted([*__all__, *_PUBLIC_MODULES])
+
+
+def __getattr__(name):
+    """The public submodules (``gradcli.results``...), imported when first named."""
+    if name in _PUBLIC_MODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Keywords spelled like the command line's options where the options field
 #: behind them is spelled otherwise: keyword -> field. The field's own name is
@@ -80,33 +102,52 @@ _ARRAY_FIELDS = ("overrides", "data", "cotangents", "tangents")
 _NAME_FIELDS = ("wrt", "of", "fail_on", "layers")
 
 
-class _UnknownKeyword(_UsageError, TypeError):
-    """An unknown keyword argument: a ``UsageError`` (exit 2 on the command
-    line's terms), and a ``TypeError`` as Python's own is."""
-
-
-def _api(function):
+def _api(function=None, *, earlier_second: str | None = None):
     """Run an API function eagerly, with the caller's random streams saved and
-    restored around it (``gradcli.model.random_state``)."""
+    restored around it (``gradcli.model.random_state``), and its usage errors
+    naming parameters as the call's keywords (``_respelled``).
 
-    @functools.wraps(function)
+    ``inputs`` is every function's second positional parameter, as in torch's
+    ``gradcheck(f, inputs)`` and jax's ``check_grads(f, args, order)``.
+    ``earlier_second`` names the parameter that was second before
+    (``vjp``'s ``cotangents``, ``jvp``'s ``tangents``, ``jacobian``'s ``of``):
+    a call that gives ``inputs=`` by keyword, or a model file (which defines
+    its own inputs), still passes that one second."""
+    if function is None:
+        return lambda function: _api(function, earlier_second=earlier_second)
+
+    @_functools.wraps(function)
     def call(*args, **kwargs):
         _require_eager(function.__name__)
         model = args[0] if args else kwargs.get("model")
-        if isinstance(model, (str, bytes)) or hasattr(model, "__fspath__"):
-            _existing(os.fsdecode(model))  # before any other argument is looked at
+        path = _is_path(model)
+        if path:
+            _existing(_os.fsdecode(model))  # before any other argument is looked at
+        if earlier_second and len(args) == 2 and ("inputs" in kwargs or path):
+            if earlier_second in kwargs:
+                raise TypeError(f"{function.__name__}() got multiple values for argument {earlier_second!r}")
+            args, kwargs = args[:1], {**kwargs, earlier_second: args[1]}
         from gradcli.model.random_state import callers_state
 
-        with callers_state():
-            return function(*args, **kwargs)
+        try:
+            with callers_state():
+                return function(*args, **kwargs)
+        except UsageError as error:
+            if not error.names_parameters:
+                raise
+            raise _respelled(error, {KEYWORDS.get(key, key): key for key in kwargs}) from None
 
     return call
+
+
+def _is_path(model) -> bool:
+    return isinstance(model, (str, bytes)) or hasattr(model, "__fspath__")
 
 
 def _require_eager(function: str) -> None:
     """A model is run, differentiated and compared with numpy values: none of
     that can happen while a ``tf.function`` is being traced."""
-    tf = sys.modules.get("tensorflow")
+    tf = _sys.modules.get("tensorflow")
     if tf is not None and not tf.executing_eagerly():
         from gradcli.errors import UsageError
 
@@ -123,7 +164,7 @@ _CHECK_RUN = ("inputs", "fail_fast", "jobs", "progress")
 
 
 @_api
-def check(model, *, inputs=None, fail_fast=False, jobs=1, progress=None, **options):
+def check(model, inputs=None, *, fail_fast=False, jobs=1, progress=None, **options):
     """Compare analytic gradients with finite differences (``gradcli check``).
 
     ``model`` may also be a folder or a list of model files (a batch). ``options``
@@ -134,7 +175,7 @@ def check(model, *, inputs=None, fail_fast=False, jobs=1, progress=None, **optio
     ``check`` dict. Returns a ``CheckResult``; a model that cannot be loaded or
     run is a ``ModelResult`` with ``error`` set.
 
-        >>> gradcli.check(lambda x: tf.sin(x), inputs=([0.5],), mode="full").ok
+        >>> gradcli.check(lambda x: tf.sin(x), ([0.5],), mode="full").ok
         True
     """
     from gradcli.model.paths import expand_models
@@ -144,8 +185,8 @@ def check(model, *, inputs=None, fail_fast=False, jobs=1, progress=None, **optio
     checked = _build(CheckOptions, fields, used)
     if isinstance(model, (list, tuple)):
         if inputs is not None:
-            raise _UsageError("gradcli.check(): inputs= is for a model object; a model file defines its own")
-        specs = [_existing(os.fsdecode(m)) for m in model]
+            raise UsageError("gradcli.check(): inputs= is for a model object; a model file defines its own")
+        specs = [_existing(_os.fsdecode(m)) for m in model]
     else:
         specs = [_spec(model, inputs, "check")]
     if all(isinstance(spec, str) for spec in specs):
@@ -154,11 +195,27 @@ def check(model, *, inputs=None, fail_fast=False, jobs=1, progress=None, **optio
         specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
     from gradcli.analyses.check import check_paths
 
-    return check_paths(specs, checked, fixed=set(fields), fail_fast=fail_fast, jobs=jobs, progress=progress)
+    return _raise_usage(
+        check_paths(specs, checked, fixed=set(fields), fail_fast=fail_fast, jobs=jobs, progress=progress)
+    )
+
+
+def _raise_usage(result):
+    """``result``, unless a model's row is a usage error (exit 2: a keyword
+    that does not fit the model, like ``wrt`` naming no input of it): then
+    that error, raised, as every other function raises it. The command line
+    reports it as the model's error row instead."""
+    for model in result.models:
+        if model.error_code == UsageError.exit_code:
+            if model.usage is not None:
+                problem, param, bad_value = model.usage
+                raise UsageError(problem, param=param, bad_value=bad_value)
+            raise UsageError(model.error)
+    return result
 
 
 @_api
-def forward(model, *, inputs=None, **options):
+def forward(model, inputs=None, **options):
     """Each output's shape, dtype and values at the model's point (``gradcli forward``).
 
     ``options``: ``wrt``, ``set``, ``rng_seed``, ``native_dtype``, ``input`` (the
@@ -169,8 +226,8 @@ def forward(model, *, inputs=None, **options):
     return inspection.forward(_load(model, inputs, options, "forward"))
 
 
-@_api
-def vjp(model, cotangents=None, *, inputs=None, numeric=False, max_memory=None, **options):
+@_api(earlier_second="cotangents")
+def vjp(model, inputs=None, cotangents=None, *, numeric=False, max_memory=None, **options):
     """J^T c for each differentiated input, summed over outputs (``gradcli vjp``).
 
     ``cotangents`` (also ``cotangent=``) maps output names to seeds
@@ -179,8 +236,10 @@ def vjp(model, cotangents=None, *, inputs=None, numeric=False, max_memory=None, 
     (models TensorFlow cannot differentiate); ``max_memory`` (bytes) bounds its
     Jacobian (``gradcli.memory``). ``options`` as for ``forward``.
     Returns a ``VjpResult``; ``.arrays()`` maps input names to gradients.
+    (``cotangents`` was the second argument before ``inputs``:
+    ``vjp(f, cotangents, inputs=...)`` and ``vjp("FILE.py", cotangents)`` still work.)
 
-        >>> gradcli.vjp(lambda x: x * x, {"output": [2.0, 3.0]}, inputs=([1.0, 2.0],)).arrays()["x"]
+        >>> gradcli.vjp(lambda x: x * x, ([1.0, 2.0],), {"output": [2.0, 3.0]}).arrays()["x"]
         array([ 4., 12.])
     """
     from gradcli.analyses import inspection
@@ -192,15 +251,15 @@ def vjp(model, cotangents=None, *, inputs=None, numeric=False, max_memory=None, 
     return inspection.vjp(loaded, seeds, numeric=numeric, max_memory=max_memory)
 
 
-@_api
-def jvp(model, tangents=None, *, inputs=None, numeric=False, max_memory=None, **options):
+@_api(earlier_second="tangents")
+def jvp(model, inputs=None, tangents=None, *, numeric=False, max_memory=None, **options):
     """J t for every output, forward mode (``gradcli jvp``).
 
     ``tangents`` (also ``tangent=``) maps input names to directions; inputs
     without one get zeros; at least one is needed. ``options`` as for
     ``forward``. Returns a ``JvpResult``; ``.arrays()`` maps output names to J t.
 
-        >>> gradcli.jvp(lambda x: x * x, {"x": [1.0, 0.0]}, inputs=([1.0, 2.0],)).arrays()["output"]
+        >>> gradcli.jvp(lambda x: x * x, ([1.0, 2.0],), {"x": [1.0, 0.0]}).arrays()["output"]
         array([2., 0.])
     """
     from gradcli.analyses import inspection
@@ -215,8 +274,8 @@ def jvp(model, tangents=None, *, inputs=None, numeric=False, max_memory=None, **
     return inspection.jvp(loaded, given, numeric=numeric, max_memory=max_memory)
 
 
-@_api
-def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", max_memory=None, **options):
+@_api(earlier_second="of")
+def jacobian(model, inputs=None, of=None, *, numeric=False, mode="auto", max_memory=None, **options):
     """The full Jacobian of each output (``of``: names, default every floating
     output) with respect to each differentiated input (``gradcli jacobian``).
     ``mode`` is ``auto``, ``reverse`` or ``forward``; ``max_memory`` (bytes,
@@ -224,7 +283,7 @@ def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", max_mem
     ``options`` as for ``forward``. Returns a ``JacobianResult``;
     ``.arrays()`` is keyed ``OUTPUT/INPUT``.
 
-        >>> gradcli.jacobian(lambda x: x * x, inputs=([1.0, 2.0],)).arrays()["output/x"]
+        >>> gradcli.jacobian(lambda x: x * x, ([1.0, 2.0],)).arrays()["output/x"]
         array([[2., 0.],
                [0., 4.]])
     """
@@ -239,7 +298,7 @@ def jacobian(model, of=None, *, inputs=None, numeric=False, mode="auto", max_mem
 
 
 @_api
-def hessian(model, *, inputs=None, **options):
+def hessian(model, inputs=None, **options):
     """Hessian of the model's scalar output: eigenvalues, definiteness, convexity
     (``gradcli hessian``). ``options`` are the options of ``gradcli hessian``
     (``expect``, ``method``, ``samples``, ``radius``, ``cotangents``, ``set``,
@@ -247,7 +306,7 @@ def hessian(model, *, inputs=None, **options):
     Returns a ``HessianResult``; ``.ok`` is False when ``expect`` fails or the
     Hessian disagrees with finite differences.
 
-        >>> gradcli.hessian(lambda x: tf.reduce_sum(x ** 2), inputs=([1.0, 2.0],),
+        >>> gradcli.hessian(lambda x: tf.reduce_sum(x ** 2), ([1.0, 2.0],),
         ...                 expect="convex").spectrum.eigenvalues
         array([2., 2.])
     """
@@ -261,7 +320,7 @@ def hessian(model, *, inputs=None, **options):
 
 
 @_api
-def logdet(model, *, inputs=None, **options):
+def logdet(model, inputs=None, **options):
     """A flow's declared ``log_det_jacobian`` against slogdet of its autodiff
     Jacobian (``gradcli logdet``). ``options``: ``wrt``, ``output``, ``rtol``,
     ``atol``, ``set``, ``rng_seed``, ``max_memory`` (the fields of
@@ -332,7 +391,7 @@ def _unknown_keyword(function: str, unknown: list[str], listed: list[str], allow
     close = difflib.get_close_matches(key, allowed, n=1)
     hint = f" (did you mean {close[0]}?)" if close else ""
     more = f" and {', '.join(unknown[1:])}" if len(unknown) > 1 else ""
-    return _UnknownKeyword(
+    return UnknownKeyword(
         f"gradcli.{function}() got an unknown keyword {key}{hint}{more}; it takes: {', '.join(listed)}"
     )
 
@@ -347,15 +406,19 @@ def _build(options_class, fields: dict, used: dict):
         raise _respelled(exc, used) from None
 
 
+#: The keyword that names a field in messages when the call did not give it:
+#: the option's spelling (``overrides`` -> ``set``, ``data`` -> ``input``).
+_KEYWORD_OF = {field: key for key, field in KEYWORDS.items() if field in _ARRAY_FIELDS and key not in _SINGULAR}
+
+
 def _respelled(error, used: dict):
-    """``error`` with each parameter named as the caller spelled it."""
+    """``error`` with each parameter named as the caller spelled it (``used``:
+    field -> keyword), else by its keyword (``_KEYWORD_OF``)."""
     import re
 
-    from gradcli.errors import UsageError
-
-    spell = lambda name: used.get(name, name)  # noqa: E731
+    spell = lambda name: used.get(name) or _KEYWORD_OF.get(name, name)  # noqa: E731
     problem = re.sub(r"\{@(\w+)\}", lambda m: "{@" + spell(m.group(1)) + "}", error.problem)
-    return UsageError(problem, param=spell(error.param) if error.param else None, bad_value=error.bad_value)
+    return type(error)(problem, param=spell(error.param) if error.param else None, bad_value=error.bad_value)
 
 
 def _pop(options: dict, field: str, function: str, *extra: str):
@@ -377,10 +440,10 @@ def _existing(path: str) -> str:
     anything runs."""
     from gradcli.errors import UsageError
 
-    if os.path.exists(path):
+    if _os.path.exists(path):
         return path
     file, colon, entry = path.rpartition(":")
-    if colon and entry.isidentifier() and os.path.exists(file):
+    if colon and entry.isidentifier() and _os.path.exists(file):
         return path
     from gradcli.model.paths import _names_a_folder  # the command line's rule: "/" or no suffix
 
@@ -397,8 +460,8 @@ def _spec(model, inputs, function: str):
             from gradcli.errors import UsageError
 
             raise UsageError(f"gradcli.{function}(): inputs= is for a model object; a model file defines its own")
-        return _existing(os.fsdecode(model))
-    module = types.ModuleType(getattr(model, "__name__", None) or type(model).__name__)
+        return _existing(_os.fsdecode(model))
+    module = _types.ModuleType(getattr(model, "__name__", None) or type(model).__name__)
     module.model = model
     if inputs is not None:
         module.inputs = _named_inputs(model, inputs, function)
@@ -413,7 +476,7 @@ def _named_inputs(model, inputs, function: str):
     if isinstance(inputs, dict):
         return inputs
     if callable(inputs) and not hasattr(inputs, "__array__") and not hasattr(inputs, "numpy"):
-        @functools.wraps(inputs)
+        @_functools.wraps(inputs)
         def named(rng):
             return _named_inputs(model, inputs(rng), function)
 
@@ -498,7 +561,7 @@ def _load(model, inputs, options: dict, function: str, *extra: str):
     except Exception as exc:
         from gradcli.errors import UsageError
 
-        if isinstance(exc, UsageError) and exc.param in used:
+        if isinstance(exc, UsageError) and exc.names_parameters:
             raise _respelled(exc, used) from None
         raise
 

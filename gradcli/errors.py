@@ -58,6 +58,10 @@ class UsageError(GradcliError):
     reason (``"needs {@radius}"``). ``bad_value``: the parameter's value is
     wrong (``Invalid value for '--rtol': ...``) rather than its combination
     with others (``--samples needs --radius``).
+
+    Without ``param``, a message may still name parameters as ``{@name}``
+    wherever they fall (``"{@wrt}: unknown input 'y'"``): the API reads
+    ``wrt: unknown input 'y'``, the command line ``--wrt: unknown input 'y'``.
     """
 
     exit_code = EXIT_USAGE
@@ -68,14 +72,25 @@ class UsageError(GradcliError):
         self.bad_value = bad_value
         super().__init__(self.message(lambda name: name))
 
-    def __reduce__(self):  # keyword arguments survive a worker's pipe
-        return _usage_error, (self.problem, self.param, self.bad_value)
+    def __reduce__(self):  # keyword arguments (and the class) survive a worker's pipe
+        return _usage_error, (self.problem, self.param, self.bad_value, type(self))
 
     def message(self, spell) -> str:
         """The message with each parameter name spelled by ``spell(name)``."""
-        if self.param is None:
-            return self.problem
-        return f"{spell(self.param)} " + _PARAM.sub(lambda m: spell(m.group(1)), self.problem)
+        problem = _PARAM.sub(lambda m: spell(m.group(1)), self.problem)
+        return problem if self.param is None else f"{spell(self.param)} {problem}"
+
+    @property
+    def names_parameters(self) -> bool:
+        """Whether the message names a parameter (``param`` or ``{@name}``),
+        which each caller spells its own way (keyword or flag)."""
+        return self.param is not None or bool(_PARAM.search(self.problem))
+
+
+class UnknownKeyword(UsageError, TypeError):
+    """A keyword argument an API function does not take: a ``UsageError``
+    (exit 2 on the command line's terms) and a ``TypeError``, as Python's own
+    is, naming the nearest known keyword and every keyword the function takes."""
 
 
 class ModelError(GradcliError):
@@ -84,5 +99,5 @@ class ModelError(GradcliError):
     exit_code = EXIT_MODEL
 
 
-def _usage_error(problem, param, bad_value) -> UsageError:
-    return UsageError(problem, param=param, bad_value=bad_value)
+def _usage_error(problem, param, bad_value, kind=UsageError) -> UsageError:
+    return kind(problem, param=param, bad_value=bad_value)

@@ -29,17 +29,21 @@ import os
 from gradcli.results import CheckResult
 
 
-def assert_gradients_ok(model, **options) -> CheckResult:
-    """``gradcli.check(model, **options)``; raises AssertionError with the report
-    unless every check passed. Returns the result when it did."""
+def assert_gradients_ok(model, inputs=None, **options) -> CheckResult:
+    """``gradcli.check(model, inputs, **options)``; raises AssertionError with
+    the report unless every check passed. Returns the result when it did.
+
+    The frames of this module are hidden from pytest's traceback
+    (``__tracebackhide__``): a failure shows the test's line and the report."""
+    __tracebackhide__ = True
     from gradcli.render.text import plain_text, render_check
 
     if _model_files(model):
-        result = _check_files(model, options)
+        result = _check_files(model, {**options, **({} if inputs is None else {"inputs": inputs})})
     else:
         import gradcli
 
-        result = gradcli.check(model, **options)
+        result = gradcli.check(model, inputs, **options)
     if not result.ok:
         report = plain_text(lambda out: render_check(result, out, quiet=True))
         raise AssertionError("gradient check failed\n" + report)
@@ -54,16 +58,18 @@ def _model_files(model) -> bool:
 def _check_files(model, options: dict) -> CheckResult:
     """What ``gradcli.check`` does with model files (the same keywords, the same
     errors), each checked in a supervised worker."""
-    from gradcli import _CHECK_RUN, _UsageError, _build, _existing, _keywords
+    __tracebackhide__ = True
+    from gradcli import _CHECK_RUN, _build, _existing, _keywords, _raise_usage
     from gradcli.analyses.batch import check_batch
+    from gradcli.errors import UsageError
     from gradcli.model.paths import expand_models
     from gradcli.options import CheckOptions
 
     run = {key: options.pop(key) for key in ("fail_fast", "jobs", "progress") if key in options}
     if options.pop("inputs", None) is not None:
-        raise _UsageError("gradcli.check(): inputs= is for a model object; a model file defines its own")
+        raise UsageError("gradcli.check(): inputs= is for a model object; a model file defines its own")
     fields, used = _keywords("check", options, CheckOptions, _CHECK_RUN)
     checked = _build(CheckOptions, fields, used)
     paths = model if isinstance(model, (list, tuple)) else [model]
     specs = expand_models([_existing(os.fsdecode(p)) for p in paths])
-    return check_batch(specs, checked, fixed=set(fields), isolate=True, **run)
+    return _raise_usage(check_batch(specs, checked, fixed=set(fields), isolate=True, **run))

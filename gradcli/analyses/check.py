@@ -150,7 +150,7 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     except GradcliError as exc:
         name = _display(spec)
         result = ModelResult(name=name, path=name, error=str(exc), error_code=exc.exit_code)
-        if isinstance(exc, UsageError) and exc.param is not None:
+        if isinstance(exc, UsageError) and exc.names_parameters:
             result.usage = (exc.problem, exc.param, exc.bad_value)
     except SystemExit as exc:  # sys.exit() while run: the run goes on, the model is an error
         from gradcli.analyses.batch import death_message

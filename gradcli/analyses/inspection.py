@@ -241,18 +241,18 @@ def vjp(
 
 
 def _seeds(model: Model, cotangents: dict, outputs: list[str]) -> tuple[dict, list[str]]:
-    check_unknown(cotangents, model.outputs, "output for --cotangent")
+    check_unknown(cotangents, model.outputs, "output for {@cotangents}")
     for name in cotangents:
         if name not in outputs:
             raise UsageError(
-                f"--cotangent {name}: output {name!r} is {model.outputs[name].dtype}; "
+                f"{{@cotangents}} {name}: output {name!r} is {model.outputs[name].dtype}; "
                 "only floating-point outputs can be seeded"
             )
     seeds = {}
     for o in outputs:
         y = model.outputs[o]
         if o in cotangents:
-            seeds[o] = fit_value(cotangents[o], y, f"--cotangent {o}")
+            seeds[o] = fit_value(cotangents[o], y, f"{{@cotangents}} {o}")
         elif cotangents:
             seeds[o] = np.zeros(y.shape, y.dtype)
         else:
@@ -306,17 +306,17 @@ def jvp(model: Model, tangents: dict, *, numeric: bool = False, max_memory: int 
     size, so ``max_memory`` has nothing to refuse (accepted for symmetry).
     """
     if not tangents:
-        raise UsageError("jvp needs at least one --tangent INPUT=VALUE")
-    check_unknown(tangents, model.point, "input for --tangent")
+        raise UsageError("jvp needs at least one {@tangents} INPUT=VALUE")
+    check_unknown(tangents, model.point, "input for {@tangents}")
     fitted = {}
     for name, value in tangents.items():
         x = model.point[name]
         if not is_floating(x):
             raise UsageError(
-                f"--tangent {name}: input {name!r} is {x.dtype}; only floating-point "
+                f"{{@tangents}} {name}: input {name!r} is {x.dtype}; only floating-point "
                 "inputs can carry a tangent"
             )
-        fitted[name] = fit_value(value, x, f"--tangent {name}")
+        fitted[name] = fit_value(value, x, f"{{@tangents}} {name}")
     notes = list(model.notes)
     untouched = [n for n, v in model.point.items() if is_floating(v) and n not in fitted]
     if untouched:
@@ -367,15 +367,15 @@ def jacobian(
     """
     floating = _need_floating_outputs(model)
     outputs = list(of) if of else floating
-    check_unknown(outputs, model.outputs, "output for --of")
+    check_unknown(outputs, model.outputs, "output for {@of}")
     for o in outputs:
         if o not in floating:
             raise UsageError(
-                f"--of {o}: output {o!r} ({model.outputs[o].dtype}, shape "
+                f"{{@of}} {o}: output {o!r} ({model.outputs[o].dtype}, shape "
                 f"{list(model.outputs[o].shape)}) is not floating-point or has no elements"
             )
     if mode not in ("auto", "reverse", "forward"):
-        raise UsageError(f"--mode must be auto, reverse or forward, got {mode!r}")
+        raise UsageError(f"must be auto, reverse or forward, got {mode!r}", param="mode")
     out_size = sum(int(np.size(model.outputs[o])) for o in outputs)
     in_size = sum(int(np.size(model.point[n])) for n in model.wrt)
     notes = list(model.notes) + ([] if of else _skipped_note(model))

@@ -63,14 +63,14 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
     if len(model.wrt) != 1:
         raise UsageError(
             f"{model.name}: logdet needs one input to differentiate, got "
-            f"{', '.join(model.wrt)}; pick one with --wrt"
+            f"{', '.join(model.wrt)}; pick one with {{@wrt}}"
         )
     name = model.wrt[0]
     floating = [o for o, v in model.outputs.items() if np.issubdtype(v.dtype, np.floating)]
     if output is None:
         if len(floating) != 1:
             raise UsageError(
-                f"{model.name}: the model has outputs {', '.join(model.outputs)}; pick one with --output"
+                f"{model.name}: the model has outputs {', '.join(model.outputs)}; pick one with {{@output}}"
             )
         output = floating[0]
     elif output not in model.outputs:

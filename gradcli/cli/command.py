@@ -94,7 +94,7 @@ class GradcliCommand(click.Command):
                 with contextlib.redirect_stdout(sys.stderr):
                     result = ctx.invoke(self.callback, **_accepted(self.callback, params))
             except GradcliError as error:
-                if isinstance(error, UsageError) and error.param:
+                if isinstance(error, UsageError) and error.names_parameters:
                     error = _about_flag(ctx, error)
                 self.finish_error(ctx, reports, error)
                 raise error from None
@@ -237,8 +237,12 @@ def _spell_model_errors(ctx: click.Context, result) -> None:
 
 def _about_flag(ctx: click.Context, error: UsageError):
     """A library ``UsageError`` about a parameter, told in the terms the user
-    typed: ``Invalid value for '--rtol': ...``, or the pyproject.toml key that set it."""
+    typed: ``Invalid value for '--rtol': ...``, or the pyproject.toml key that set it.
+    A message that names parameters only inside (``{@wrt}: unknown input``)
+    stays one line with the flags spelled in."""
     message = error.message(lambda name: flag_of(ctx, name))
+    if error.param is None:
+        return UsageError(message)
     flag = flag_of(ctx, error.param)
     if not flag.startswith("--"):  # set in pyproject.toml: the message names the key
         return UsageError(message)
@@ -249,13 +253,19 @@ def _about_flag(ctx: click.Context, error: UsageError):
 
 
 def flag_of(ctx: click.Context, field: str) -> str:
-    """The flag that sets an options-dataclass field (``float64`` -> ``--native-dtype``)."""
+    """The flag that sets an options-dataclass field (``float64`` -> ``--native-dtype``);
+    for a field this command has no option for (``data`` in ``gradcli hessian``),
+    the flag of the other commands that set it (``--input``)."""
     from gradcli.config import FIELD_OF_OPTION
 
     names = {field} | {option for option, (f, _) in FIELD_OF_OPTION.items() if f == field}
     for param in ctx.command.params:
         if param.name in names and isinstance(param, click.Option):
             return ctx.meta.get(FROM_CONFIG, {}).get(param.name) or param.opts[0]
+    for command in getattr(ctx.find_root().command, "commands", {}).values():
+        for param in command.params:
+            if param.name in names and isinstance(param, click.Option):
+                return param.opts[0]
     return field
 
 

@@ -162,11 +162,44 @@ def is_user_file(filename: str) -> bool:
 def code_site(obj) -> str | None:
     """``file:line`` of the ``def`` of a function (or of a callable object's
     ``__call__``), or None for objects without Python source (Keras models,
-    builtins, partials)."""
+    builtins, partials). A decorated function (``tf.custom_gradient``, or any
+    decorator that sets ``__wrapped__``) is the user's own function, not the
+    decorator's wrapper: its line is where the user wrote it."""
+    inner = _unwrapped(obj)
+    if inner is not obj:
+        code = inner.__code__
+        if os.path.isfile(code.co_filename):
+            return f"{relative_path(code.co_filename)}:{_def_line(code)}"
     code = getattr(obj, "__code__", None) or getattr(getattr(type(obj), "__call__", None), "__code__", None)
     if code is not None and os.path.isfile(code.co_filename) and not is_keras(obj):
         return f"{relative_path(code.co_filename)}:{code.co_firstlineno}"
     return None
+
+
+def _def_line(code) -> int:
+    """The ``def`` line of a decorated function (``co_firstlineno`` is its
+    first decorator's)."""
+    import linecache
+    import re
+
+    lines = linecache.getlines(code.co_filename)
+    for number in range(code.co_firstlineno, min(len(lines), code.co_firstlineno + 50) + 1):
+        if re.match(r"\s*(async\s+)?def\s", lines[number - 1]):
+            return number
+    return code.co_firstlineno
+
+
+def _unwrapped(obj):
+    """``obj`` with its decorators' ``__wrapped__`` followed to the function
+    underneath (``inspect.unwrap``); ``obj`` itself when the chain loops or
+    ends in no function (a Keras model's attributes)."""
+    import inspect
+
+    try:
+        inner = inspect.unwrap(obj)
+    except ValueError:  # a __wrapped__ cycle
+        return obj
+    return inner if inner is not obj and inspect.isfunction(inner) else obj
 
 
 def is_keras(obj) -> bool:

@@ -299,10 +299,10 @@ def load_keras_file(
     targets = None
     if loss is not None:
         if loss != COMPILED and not _is_loss_name(loss):
-            raise UsageError(f"--loss {loss!r}: neither 'compiled' nor a Keras loss name (mse, ...)")
+            raise UsageError(f"{{@loss}} {loss!r}: neither 'compiled' nor a Keras loss name (mse, ...)")
         if TARGET not in data:
             raise UsageError(
-                f"--loss needs the targets as --input {TARGET}=VALUE beside the model's data "
+                f"{{@loss}} needs the targets as {{@data}} {TARGET}=VALUE beside the model's data "
                 f"(given: {', '.join(data) or 'none'})"
             )
         data = dict(data)
@@ -310,10 +310,10 @@ def load_keras_file(
     if not data:
         known = ", ".join(specs) or "see the model's inputs"
         raise UsageError(
-            f"{relative_path(path)}: a .keras model needs its data as --input NAME=VALUE (inputs: {known})"
+            f"{relative_path(path)}: a .keras model needs its data as {{@data}} NAME=VALUE (inputs: {known})"
         )
     if specs and not (len(specs) == 1 and len(data) == 1):
-        check_unknown(data, specs, "input for --input")
+        check_unknown(data, specs, "input for {@data}")
     values = {}
     for name, value in data.items():
         spec = specs[name] if name in specs else next(iter(specs.values()), None)
@@ -322,7 +322,7 @@ def load_keras_file(
         if not (is_floating(value) and np.issubdtype(dtype, np.floating)):
             # The rules of --set (``fit_value``): integers may become floats,
             # booleans never (true is not the number 1.0), no fractions for integers.
-            value = fit_value(value, np.zeros(value.shape, dtype), f"--input {name}")
+            value = fit_value(value, np.zeros(value.shape, dtype), f"{{@data}} {name}")
         values[name] = value
     model = keras_model(layer, values, relative_path(path), path, float64)
     if loss is not None:
@@ -352,12 +352,12 @@ def _compiled_loss(layer, path: str):
         loss = next(iter(loss.values()))
     if loss is None:
         raise UsageError(
-            f"--loss compiled: {relative_path(path)} was saved without a compiled loss "
+            f"{{@loss}} compiled: {relative_path(path)} was saved without a compiled loss "
             "(compile the model before saving it, or give a Keras loss name such as mse)"
         )
     if isinstance(loss, (list, tuple, dict)):
         raise UsageError(
-            f"--loss compiled: {relative_path(path)} has {len(loss)} compiled losses (one per "
+            f"{{@loss}} compiled: {relative_path(path)} has {len(loss)} compiled losses (one per "
             "output); check one output's loss from a model file instead"
         )
     return loss
@@ -375,7 +375,7 @@ def _is_loss_name(name: str) -> bool:
 def _target_array(value) -> np.ndarray:
     """The targets ``y`` as numbers: booleans and text refused (``fit_value``)."""
     value = np.asarray(value)
-    return value if is_floating(value) else fit_value(value, np.zeros(value.shape), f"--input {TARGET}")
+    return value if is_floating(value) else fit_value(value, np.zeros(value.shape), f"{{@data}} {TARGET}")
 
 
 #: Words of Keras's errors for a class it cannot find in its registry.

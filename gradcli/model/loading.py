@@ -112,18 +112,18 @@ def import_modules(names, root: str) -> None:
         is_file = name.endswith(".py") or os.sep in name or "/" in name
         if is_file:
             if not os.path.isfile(name):
-                raise UsageError(f"--import {name}: no such file")
+                raise UsageError(f"{{@imports}} {name}: no such file")
             import_model_file(name)
             continue
         if not all(part.isidentifier() for part in name.split(".")):
-            raise UsageError(f"--import {name}: neither a module name nor a .py file")
+            raise UsageError(f"{{@imports}} {name}: neither a module name nor a .py file")
         with own_modules(root):
             try:
                 importlib.import_module(name)
             except ModuleNotFoundError as exc:
                 if exc.name is not None and name.startswith(exc.name):  # the module itself is missing
                     raise UsageError(
-                        f"--import {name}: no module named {exc.name!r} (looked in "
+                        f"{{@imports}} {name}: no module named {exc.name!r} (looked in "
                         f"{relative_path(root)} and the installed packages)"
                     ) from None
                 raise ModelError(f"{where_raised(exc, root)}: ModuleNotFoundError while importing {name}: {exc}") from None
@@ -289,14 +289,14 @@ def load_model(
         path, entry = split_spec(str(spec))
         import_modules(imports or [], project_folder(path))
         if loss is not None and not (path.endswith(".keras") and entry is None):
-            raise UsageError("--loss applies to a saved Keras model (FILE.keras); a model file sets its `loss` itself")
+            raise UsageError("{@loss} applies to a saved Keras model (FILE.keras); a model file sets its `loss` itself")
         saved = _saved_model(path, entry, data or {}, float64, loss)
         if saved is not None:
             return _finish(saved, overrides, wrt, None, float64, rng_seed)
         if data:
             raise UsageError(
-                "--input gives the data of a .keras or SavedModel MODEL; to change a model "
-                "file's inputs use --set"
+                "{@data} gives the data of a .keras or SavedModel MODEL; to change a model "
+                "file's inputs use {@overrides}"
             )
         module = import_model_file(path)
     name = entry or "model"
@@ -464,14 +464,14 @@ def _check_parameters(target: Callable, names, site: str, inputs_site: str) -> N
 
 
 def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
-    check_unknown(overrides, model.point, "input for --set")
+    check_unknown(overrides, model.point, "input for {@overrides}")
     for name, value in overrides.items():
-        model.point[name] = fit_value(value, model.point[name], f"--set {name}")
+        model.point[name] = fit_value(value, model.point[name], f"{{@overrides}} {name}")
 
 
 def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
     if cli_wrt:
-        names, source, error = list(cli_wrt), "--wrt", UsageError
+        names, source, error = list(cli_wrt), "{@wrt}", UsageError
     elif file_wrt:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
     else:

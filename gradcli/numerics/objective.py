@@ -44,21 +44,21 @@ def choose_cotangents(
         for name, value in given.items():
             if name not in model.outputs:
                 raise UsageError(
-                    f"--cotangent: unknown output {name!r} (known: {', '.join(model.outputs)})"
+                    f"{{@cotangents}}: unknown output {name!r} (known: {', '.join(model.outputs)})"
                 )
             if name not in floating:
-                raise UsageError(f"--cotangent: output {name!r} is not floating-point or has no elements")
+                raise UsageError(f"{{@cotangents}}: output {name!r} is not floating-point or has no elements")
             from gradcli.model.values import fit_value
 
             like = np.zeros(model.outputs[name].shape, model.dtype)
-            result[name] = fit_value(value, like, f"--cotangent {name}")
+            result[name] = fit_value(value, like, f"{{@cotangents}} {name}")
         return result, "f = " + " + ".join(f"<c_{o}, {o}> (c from --cotangent)" for o in result)
     if not floating:
         raise ModelError(f"{model.name}: no floating-point output with elements to differentiate")
     if len(floating) > 1:
         raise UsageError(
             f"{model.name} has several outputs ({', '.join(floating)}); pick one with "
-            "--cotangent OUTPUT=VALUE (e.g. OUTPUT=1 for its sum)"
+            "{@cotangents} OUTPUT=VALUE (e.g. OUTPUT=1 for its sum)"
         )
     name = floating[0]
     shape = model.outputs[name].shape
