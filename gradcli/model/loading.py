@@ -470,13 +470,20 @@ def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
 
 
 def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
+    """What to differentiate: exactly the names ``wrt`` lists (``--wrt``, else
+    the model file's ``wrt``); by default every floating input and every
+    trainable weight, the targets of a loss aside (``Model.targets``). The
+    gradient with respect to a Keras model's data is what backpropagation
+    carries through it to the layers before it, so it is checked like its
+    weights'. A SavedModel's default stays its weights. A note says what the
+    default chose when the model has weights."""
     if cli_wrt:
         names, source, error = list(cli_wrt), "--wrt", UsageError
     elif file_wrt:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
     else:
-        names = [n for n, v in model.point.items() if is_floating(v)]
-        if model.kind != "function":  # Keras, SavedModel: the trainable weights
+        names = [n for n, v in model.point.items() if is_floating(v) and n not in model.targets]
+        if model.kind == "savedmodel":
             names = list(model.weights)
         if not names:
             described = ", ".join(f"{n} ({v.dtype})" for n, v in model.point.items())
@@ -492,6 +499,8 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
             )
         if empty:
             model.notes.append(f"{', '.join(empty)}: no elements (shape [0]), not differentiated")
+        if model.weights and model.kind != "savedmodel":
+            model.notes.append(_default_wrt_note(model, names))
         return names
     for name in names:
         if name not in model.point:
@@ -509,6 +518,21 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
                 f"{list(np.shape(model.point[name]))}): nothing to differentiate"
             )
     return names
+
+
+def _default_wrt_note(model: Model, names: list[str]) -> str:
+    """``differentiated with respect to input x and 4 weights (...)``: what the default
+    chose, and what it left out."""
+    data = [n for n in names if n not in model.weights]
+    weights = [n for n in names if n in model.weights]
+    parts = [f"{'input' if len(data) == 1 else 'inputs'} {name_list(data)}"] if data else []
+    if weights:
+        parts.append(f"{len(weights)} {'weight' if len(weights) == 1 else 'weights'}")
+    left = [f"the targets {', '.join(model.targets)}"] if model.targets else []
+    return (
+        f"differentiated with respect to {' and '.join(parts)} (every floating input and trainable weight"
+        f"{', not ' + ', '.join(left) if left else ''}; `wrt` narrows)"
+    )
 
 
 def _check_finite_inputs(model: Model) -> None:
