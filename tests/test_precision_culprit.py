@@ -137,6 +137,47 @@ def test_float16_compute_correct_passes_and_a_20_percent_error_fails():
     assert pair["culprit"]["site"]["description"] == "tf.custom_gradient wave"
 
 
+def _tanh_xw_derivative():
+    """d tanh(x W)[j] / d x[i] = (1 - y[j]**2) W[i, j], at the fixture's x read
+    by TensorFlow as float32."""
+    x = np.array([[0.3, -0.7]], dtype=np.float32).astype(np.float64)
+    w = np.array([[0.5, -1.0], [2.0, 0.25]], dtype=np.float32).astype(np.float64)
+    y = np.tanh(x @ w)
+    return (1 - y[0] ** 2)[:, None] * w.T  # [output j, input i]
+
+
+def test_list_inputs_beside_a_float32_constant_are_checked_in_float32_with_a_note():
+    run, doc = check_json("lists_float32_constant.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    assert any(n.startswith("the model does not run in float64 (forward pass raised InvalidArgumentError")
+               and n.endswith("x is written as Python numbers: checking in float32, TensorFlow's dtype "
+                              "for them, with steps and tolerances for that dtype") for n in model["notes"])
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "pass"
+    truth = _tanh_xw_derivative()
+    worst = pair["worst"]
+    expected = truth[worst["output_index"][1], worst["input_index"][1]]
+    assert worst["numeric"] == pytest.approx(expected, rel=1e-3)
+    assert worst["analytic"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_list_inputs_beside_a_float32_constant_with_a_wrong_gradient_fail_as_a_mismatch():
+    run, doc = check_json("lists_float32_constant_wrong.py")
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["n_failing"] == 4
+    truth = _tanh_xw_derivative()
+    for element in pair["failing"]:
+        expected = truth[element["output_index"][1], element["input_index"][1]]
+        assert element["numeric"] == pytest.approx(expected, rel=1e-3)
+        assert element["analytic"] == pytest.approx(1.5 * expected, rel=1e-5)
+    assert pair["culprit"]["definition"] == (
+        f"tests/models/lists_float32_constant.py:{line_of('lists_float32_constant.py', 'def tanh(')}"
+    )
+
+
 def test_a_float64_model_keeps_float64_rules():
     run, doc = check_json("culprit_square.py")
     model = only_model(doc)

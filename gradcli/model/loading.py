@@ -338,6 +338,7 @@ def load_model(
                 description=describe_call(name, calling),
             ),
         )
+        model.python_numbers = _python_numbers(module, raw_inputs)
         expose_weights(model, module, target)
     else:
         raise ModelError(
@@ -410,6 +411,18 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
     if not isinstance(raw, dict):
         raise ModelError(f"{site}: `inputs` must be a dict or return one, not {type(raw).__name__}")
     return {str(k): _to_array(v, k, site) for k, v in raw.items()}
+
+
+def _python_numbers(module, raw_inputs: dict) -> list[str]:
+    """The floating inputs the file wrote as Python numbers (lists, floats),
+    not as arrays or tensors with a dtype (``_settle_dtype``)."""
+    raw = getattr(module, "inputs", None)
+    if not isinstance(raw, dict):  # a callable's values are read once, by _read_inputs
+        return []
+    return [
+        str(k) for k, v in raw.items()
+        if isinstance(v, (list, tuple, float)) and is_floating(raw_inputs.get(str(k), np.zeros(0, int)))
+    ]
 
 
 def _takes_one_argument(function) -> bool:
@@ -552,9 +565,17 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
     antialiasing; ``_float64_gradient_failure``, one reverse-mode product each),
     runs in its own dtypes, with a note naming the op, and the tolerances
     follow that dtype (``compare.DEFAULT_TOLERANCES``).
+
+    Inputs written as Python numbers (``inputs = {"x": [1.0, 2.0]}``,
+    ``Model.python_numbers``) have no dtype of their own: numpy reads them as
+    float64, TensorFlow as float32 (``tf.constant([1.0])``). They are checked
+    in float64 like the rest; when the model does not run in float64 (a float32
+    constant meets them), their own dtype is TensorFlow's, float32, and they
+    are routed as float32 arrays are, with a note (``_as_python_floats``).
     """
     native = dict(model.point)
     changed = [n for n in model.wrt if native[n].dtype != CHECK_DTYPE]
+    written = [n for n in model.wrt if n in model.python_numbers and native[n].dtype == CHECK_DTYPE]
     if float64 and model.runs_in_float64:
         promoted = {
             n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
@@ -563,12 +584,16 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
             model.outputs, model.point = _forward(model, promoted), promoted
             failure = _float64_gradient_failure(model, native, rng_seed) if changed else None
         except ModelError as exc:
-            if not changed:
+            if not changed and not written:
                 raise
-            model.notes.append(
-                f"the model does not run in float64 ({str(exc).split(': ', 1)[-1]}); "
-                f"checking in {native[changed[0]].dtype} with steps and tolerances for that dtype"
-            )
+            reason = str(exc).split(': ', 1)[-1]
+            if written:
+                native, written = _as_python_floats(model, native, written, reason), []
+            else:
+                model.notes.append(
+                    f"the model does not run in float64 ({reason}); "
+                    f"checking in {native[changed[0]].dtype} with steps and tolerances for that dtype"
+                )
         else:
             if failure is None:
                 if changed:
@@ -581,8 +606,27 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
                 f"the gradient does not run in float64 ({failure}); checking in "
                 f"{native[changed[0]].dtype} with steps and tolerances for that dtype"
             )
-    model.outputs, model.point = _forward(model, native), native
+    try:
+        model.outputs, model.point = _forward(model, native), native
+    except ModelError as exc:  # float64 Python numbers beside float32 constants: TensorFlow's float32
+        if not written:
+            raise
+        native = _as_python_floats(model, native, written, str(exc).split(': ', 1)[-1])
+        model.outputs, model.point = _forward(model, native), native
     _check_finite_outputs(model)
+
+
+def _as_python_floats(model: Model, values: dict, written: list[str], reason: str) -> dict:
+    """``values`` with the inputs ``written`` as Python numbers in float32, the
+    dtype TensorFlow gives Python floats, which becomes their own dtype
+    (``Model.native_dtypes``), with a note saying why (``_settle_dtype``)."""
+    model.native_dtypes.update({n: np.dtype(np.float32) for n in written})
+    model.notes.append(
+        f"the model does not run in float64 ({reason}); {name_list(written)} "
+        f"{'is' if len(written) == 1 else 'are'} written as Python numbers: checking in float32, "
+        "TensorFlow's dtype for them, with steps and tolerances for that dtype"
+    )
+    return {**values, **{n: values[n].astype(np.float32) for n in written}}
 
 
 def _reverse_product(model: Model, values: dict, cotangents: dict) -> tuple[BaseException | None, dict | None]:
