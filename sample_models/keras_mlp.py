@@ -1,7 +1,7 @@
-"""A small Keras MLP: 4 -> 8 (tanh) -> 2, differentiated with respect to its weights.
+"""A small Keras MLP: 4 -> 8 (tanh) -> 2, differentiated with respect to its data and weights.
 
 The outputs are the network's predictions for a batch of 3 examples; gradcli
-checks every weight (dense/kernel, dense/bias, ...) against each output.
+checks every weight (dense/kernel, dense/bias, ...) and the data x against each output.
 """
 
 import keras

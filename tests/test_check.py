@@ -308,7 +308,7 @@ def test_json_schema_is_pinned():
     model = document["result"]["models"][0]
     assert {"name", "path", "ok", "dtype", "mode", "tolerance", "pairs", "notes", "seconds",
             "evaluations", "error", "error_code"} <= set(model)
-    assert set(model["tolerance"]) == {"rtol", "atol", "rule"}
+    assert set(model["tolerance"]) == {"rtol", "atol", "rule", "resolve"}
     pair = model["pairs"][0]
     assert JSON_PAIR_KEYS <= set(pair)
     assert set(pair["worst"]) == {"output_index", "input_index", "analytic", "numeric",

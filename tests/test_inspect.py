@@ -217,9 +217,17 @@ def test_large_jacobian_lists_norms_and_largest_entries():
 def test_keras_vjp_weights_and_norms():
     doc = ok("vjp", sample("keras_mlp.py"), "--json").result
     names = [g["name"] for g in doc["gradients"]]
-    assert names == ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
+    # every weight and, by default, the data x
+    assert names == ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias", "x"]
     # d sum(outputs) / d (last bias) = batch size (3) for each unit
     np.testing.assert_allclose(gradient(doc, "dense_1/bias"), [3.0, 3.0])
+    # d sum(tanh(x W1 + b1) W2 + b2) / dx = ((1 - h**2) * (1 W2^T)) W1^T, h = tanh(x W1 + b1)
+    from gradcli.model.loading import load_model
+
+    p = load_model(sample("keras_mlp.py")).point
+    h = np.tanh(p["x"] @ p["dense/kernel"] + p["dense/bias"])
+    expected = ((1 - h**2) * (np.ones((3, 2)) @ p["dense_1/kernel"].T)) @ p["dense/kernel"].T
+    np.testing.assert_allclose(gradient(doc, "x"), expected, rtol=1e-12)
     rows = {w["name"]: w for w in doc["weights"]}
     assert rows["dense/bias"]["status"] == "zero weight"
     assert rows["dense/kernel"]["status"] == "ok"

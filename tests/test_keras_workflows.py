@@ -38,7 +38,7 @@ def softsign_mse_reference(point: dict, square: bool = True):
     d_z = d_h / (1 + np.abs(z)) ** (2 if square else 1)
     grads = {
         "hidden/kernel": x.T @ d_z, "hidden/bias": d_z.sum(axis=0),
-        "out/kernel": h.T @ d_pred, "out/bias": d_pred.sum(axis=0),
+        "out/kernel": h.T @ d_pred, "out/bias": d_pred.sum(axis=0), "x": d_z @ w1.T,
     }
     return loss, grads
 
@@ -57,11 +57,13 @@ def test_wrong_custom_gradient_in_a_layer_fails_by_weight_element_and_definition
     run = gradcli("check", CUSTOM, "--json")
     assert run.exit_code == 1, run
     pairs = by_input(run.result)
-    assert set(pairs) == {"hidden/kernel", "hidden/bias", "out/kernel", "out/bias"}
-    assert {n for n, p in pairs.items() if p["failed"]} == {"hidden/kernel", "hidden/bias"}
+    # The data x by default beside the weights (not the targets y): backpropagation
+    # carries the wrong softsign gradient to x as well.
+    assert set(pairs) == {"hidden/kernel", "hidden/bias", "out/kernel", "out/bias", "x"}
+    assert {n for n, p in pairs.items() if p["failed"]} == {"hidden/kernel", "hidden/bias", "x"}
     _, true = softsign_mse_reference(custom_point)
     _, buggy = softsign_mse_reference(custom_point, square=False)
-    for name in ("hidden/kernel", "hidden/bias"):
+    for name in ("hidden/kernel", "hidden/bias", "x"):
         pair = pairs[name]
         assert pair["output"] == "loss" and pair["verdict"] == "mismatch"
         worst = pair["worst"]
@@ -77,6 +79,8 @@ def test_wrong_custom_gradient_in_a_layer_fails_by_weight_element_and_definition
         )
     notes = run.result["models"][0]["notes"]
     assert any("mean_squared_error(y, model(x)), averaged over its elements" in n for n in notes)
+    assert "differentiated with respect to input x and 4 weights (every floating input and trainable weight, " \
+        "not the targets y; `wrt` narrows)" in notes
 
 
 def test_correct_layer_passes_and_loss_matches_float64_reference(custom_point):
@@ -143,7 +147,7 @@ def test_loss_forms_give_keras_training_loss_and_gradient(form):
     model = load_model(linear_module(loss))
     residual = X @ W + B - Y
     assert float(model.outputs["loss"]) == pytest.approx(scale * np.mean(residual**2), rel=1e-12)
-    assert model.wrt == ["dense/kernel", "dense/bias"] and model.dtype == np.float64
+    assert model.wrt == ["dense/kernel", "dense/bias", "x"] and model.dtype == np.float64
     grads = inspection.vjp(model).arrays()
     np.testing.assert_allclose(grads["dense/kernel"], 2 * scale * X.T @ residual / residual.size, rtol=1e-12)
     np.testing.assert_allclose(grads["dense/bias"], 2 * scale * residual.sum(axis=0) / residual.size, rtol=1e-12)
@@ -329,7 +333,7 @@ def test_keras_file_works_with_check(tmp_path):
     network.save(path)
     run = gradcli("check", path, "--input", f"x={X.tolist()}", "--json")
     assert run.exit_code == 0, run
-    assert set(by_input(run.result)) == {"dense/kernel", "dense/bias"}
+    assert set(by_input(run.result)) == {"dense/kernel", "dense/bias", "x"}  # weights and data by default
     run = gradcli("check", path)
     assert run.exit_code == 2, run
     assert "a .keras model needs its data as --input NAME=VALUE (inputs: x)" in run.stdout + run.stderr
@@ -526,3 +530,119 @@ def test_a_subclassed_model_whose_call_takes_no_training_argument_is_checked():
     (output,) = model.outputs
     grads = autodiff.vjp(model.function, p, [kernel], {output: np.ones((2, 1))})
     np.testing.assert_allclose(grads[kernel], x.T @ ((1 - z**2) * v[:, 0]), rtol=1e-12)
+
+
+# --- 5. a Keras layer's input gradient, checked by default ---------------------------------
+
+INPUT_RIGHT = fixture("keras_input_gradient.py")
+INPUT_WRONG = fixture("keras_input_gradient_wrong.py")
+ACTIVATION_RIGHT = fixture("keras_activation.py")
+ACTIVATION_WRONG = fixture("keras_activation_wrong.py")
+SCALE_W = np.array([0.5, -1.5, 2.0])
+SCALE_X = np.array([[0.3, -1.2, 0.7], [1.1, 0.4, -0.8]], dtype=np.float32).astype(np.float64)
+SWISH_X = np.array([[-1.5, -0.2, 0.4, 2.0], [0.7, -0.9, 1.3, 0.1]], dtype=np.float32).astype(np.float64)
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _swish_derivative(x):
+    s = _sigmoid(x)
+    return s * (1 + x * (1 - s))
+
+
+def test_a_layers_input_gradient_one_percent_off_fails_naming_x():
+    """y = x * w + b: d y[i, j] / d x[i, j] = w[j]; the layer's gradient gives
+    1.01 w[j], its weight gradients are right."""
+    run = gradcli("check", INPUT_WRONG, "--json")
+    assert run.exit_code == 1, run
+    pairs = by_input(run.result)
+    assert list(pairs) == ["scale/w", "scale/b", "x"]
+    assert {n for n, p in pairs.items() if p["failed"]} == {"x"}
+    pair = pairs["x"]
+    assert pair["verdict"] == "mismatch" and pair["n_failing"] == 6  # the 6 diagonal elements
+    for element in pair["failing"]:
+        (i, j), (k, m) = element["output_index"], element["input_index"]
+        assert (i, j) == (k, m)
+        assert element["numeric"] == pytest.approx(SCALE_W[j], rel=1e-8)
+        assert element["analytic"] == pytest.approx(1.01 * SCALE_W[j], rel=1e-12)
+    assert pair["culprit"]["definition"] == f"{relative_path(INPUT_RIGHT)}:{line_of(INPUT_RIGHT, 'def scaled(')}"
+    notes = run.result["models"][0]["notes"]
+    assert "differentiated with respect to input x and 2 weights (every floating input and trainable weight; " \
+        "`wrt` narrows)" in notes
+    # `wrt` selects exactly what it lists
+    run = gradcli("check", INPUT_WRONG, "--wrt", "scale/w", "--json")
+    assert run.exit_code == 0, run  # the wrong input gradient is not asked for
+    assert list(by_input(run.result)) == ["scale/w"]
+    assert not any("differentiated with respect to" in n for n in run.result["models"][0]["notes"])
+
+
+def test_the_same_layer_right_passes_with_its_closed_form():
+    run = gradcli("check", INPUT_RIGHT, "--json")
+    assert run.exit_code == 0, run
+    pairs = by_input(run.result)
+    assert list(pairs) == ["scale/w", "scale/b", "x"] and all(p["verdict"] == "pass" for p in pairs.values())
+    worst = pairs["x"]["worst"]
+    i, j = worst["output_index"]
+    expected = SCALE_W[j] if [i, j] == worst["input_index"] else 0.0
+    assert worst["analytic"] == pytest.approx(expected, abs=1e-12)
+    assert worst["numeric"] == pytest.approx(expected, rel=1e-8, abs=1e-9)
+
+
+def test_a_weightless_activation_layer_is_checked_by_its_input():
+    """swish(x) = x s(x), s the sigmoid: derivative s (1 + x (1 - s)); the
+    wrong layer's gradient is s alone. The layer itself is the model."""
+    run = gradcli("check", ACTIVATION_RIGHT, "--json")
+    assert run.exit_code == 0, run
+    (pair,) = by_input(run.result).values()
+    assert pair["input"] == "x" and pair["verdict"] == "pass"
+    worst = pair["worst"]
+    assert worst["output_index"] == worst["input_index"]
+    assert worst["numeric"] == pytest.approx(_swish_derivative(SWISH_X[tuple(worst["input_index"])]), rel=1e-8)
+    run = gradcli("check", ACTIVATION_WRONG, "--json")
+    assert run.exit_code == 1, run
+    (pair,) = by_input(run.result).values()
+    assert pair["input"] == "x" and pair["verdict"] == "mismatch" and pair["n_failing"] == 8
+    for element in pair["failing"]:
+        x = SWISH_X[tuple(element["input_index"])]
+        assert element["numeric"] == pytest.approx(_swish_derivative(x), rel=1e-8)
+        assert element["analytic"] == pytest.approx(_sigmoid(x), rel=1e-12)
+    assert pair["culprit"]["definition"] == (
+        f"{relative_path(ACTIVATION_RIGHT)}:{line_of(ACTIVATION_RIGHT, 'def swish(')}"
+    )
+
+
+def test_the_proof_compares_input_gradients_with_the_users_own_layer():
+    """The float64 rebuild of the layer has the right input gradient, the user's
+    own layer (state set outside its config) 1.01 w[j]: only the input
+    gradients differ, and the proof must see it and check the user's layer."""
+    name = fixture("keras_input_gradient_unsaved.py")
+    run = gradcli("check", name, "--json")
+    assert run.exit_code == 1, run
+    model = run.result["models"][0]
+    assert any(n.startswith("the float64 rebuild of the Keras model computes another function (for x,")
+               for n in model["notes"]), model["notes"]
+    assert model["dtype"] == "float32"
+    pair = by_input(run.result)["x"]
+    assert pair["verdict"] == "mismatch"
+    for element in pair["failing"]:
+        j = element["input_index"][1]
+        assert element["analytic"] == pytest.approx(1.01 * SCALE_W[j], rel=1e-6)
+        assert element["numeric"] == pytest.approx(SCALE_W[j], rel=1e-3)
+
+
+def test_assert_gradients_ok_checks_the_input_gradient_of_a_keras_model():
+    from gradcli.model.loading import import_model_file
+    from gradcli.testing import assert_gradients_ok
+
+    wrong = import_model_file(INPUT_WRONG)  # the Keras model object, checked in this process
+
+    with pytest.raises(AssertionError) as raised:
+        assert_gradients_ok(wrong.model, inputs=wrong.inputs)
+    assert "x -> output: mismatch" in str(raised.value)
+    with pytest.raises(AssertionError) as raised:
+        assert_gradients_ok(INPUT_WRONG)
+    assert "x -> output: mismatch" in str(raised.value)
+    assert_gradients_ok(INPUT_RIGHT)
+    assert_gradients_ok([ACTIVATION_RIGHT])

@@ -104,18 +104,20 @@ def test_mixed_float16_native_dtype_uses_the_float16_compute_dtype_and_passes():
     assert any("computes in float16" in n for n in model["notes"])
 
 
-def test_mixed_bfloat16_outputs_are_checked_with_bfloat16_rules_and_never_pass_on_noise():
+def test_mixed_bfloat16_outputs_are_checked_with_bfloat16_rules_and_pass():
     """bfloat16 outputs were taken for non-floating ("no floating-point output"):
-    now they are checked, with bfloat16's steps and tolerances. Its 8-bit
-    significand leaves differences too noisy to confirm a gradient, which must
-    say so (inconclusive, exit 1) rather than pass; promoted to float64 (the
-    default) the same model passes."""
+    now they are checked, with bfloat16's steps and tolerances, and a correct
+    model passes at its dtype's resolution (``compare.RESOLVE_FRACTIONS``: 4
+    times float16's, by eps**(2/3)), as float16 models do; it was
+    inconclusive. Five pairs: the four weights and, by default, the data x.
+    Promoted to float64 (the default) the same model passes."""
     run, doc = check_json("prec_mixed_bfloat16.py", "--native-dtype")
     model = only_model(doc)
     assert model["dtype"] == "bfloat16" and model["error"] is None
+    assert model["tolerance"]["resolve"] == pytest.approx(0.4)
     verdicts = {p["verdict"] for p in model["pairs"]}
-    assert verdicts <= {"pass", "inconclusive"} and len(model["pairs"]) == 4
-    assert run.exit_code == (0 if verdicts == {"pass"} else 1), run
+    assert verdicts == {"pass"} and len(model["pairs"]) == 5
+    assert run.exit_code == 0, run
     assert any("computes in bfloat16" in n for n in model["notes"])
     run, doc = check_json("prec_mixed_bfloat16.py")
     assert run.exit_code == 0, run
@@ -135,6 +137,90 @@ def test_float16_compute_correct_passes_and_a_20_percent_error_fails():
         assert element["numeric"] == pytest.approx(2 * np.cos(x[i]), rel=2e-2)
         assert element["analytic"] == pytest.approx(1.6 * np.cos(x[i]), rel=2e-2)
     assert pair["culprit"]["site"]["description"] == "tf.custom_gradient wave"
+
+
+def _tanh_xw_derivative():
+    """d tanh(x W)[j] / d x[i] = (1 - y[j]**2) W[i, j], at the fixture's x read
+    by TensorFlow as float32."""
+    x = np.array([[0.3, -0.7]], dtype=np.float32).astype(np.float64)
+    w = np.array([[0.5, -1.0], [2.0, 0.25]], dtype=np.float32).astype(np.float64)
+    y = np.tanh(x @ w)
+    return (1 - y[0] ** 2)[:, None] * w.T  # [output j, input i]
+
+
+def test_list_inputs_beside_a_float32_constant_are_checked_in_float32_with_a_note():
+    run, doc = check_json("lists_float32_constant.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    assert any(n.startswith("the model does not run in float64 (forward pass raised InvalidArgumentError")
+               and n.endswith("x is written as Python numbers: checking in float32, TensorFlow's dtype "
+                              "for them, with steps and tolerances for that dtype") for n in model["notes"])
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "pass"
+    truth = _tanh_xw_derivative()
+    worst = pair["worst"]
+    expected = truth[worst["output_index"][1], worst["input_index"][1]]
+    assert worst["numeric"] == pytest.approx(expected, rel=1e-3)
+    assert worst["analytic"] == pytest.approx(expected, rel=1e-5)
+
+
+def test_list_inputs_beside_a_float32_constant_with_a_wrong_gradient_fail_as_a_mismatch():
+    run, doc = check_json("lists_float32_constant_wrong.py")
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["n_failing"] == 4
+    truth = _tanh_xw_derivative()
+    for element in pair["failing"]:
+        expected = truth[element["output_index"][1], element["input_index"][1]]
+        assert element["numeric"] == pytest.approx(expected, rel=1e-3)
+        assert element["analytic"] == pytest.approx(1.5 * expected, rel=1e-5)
+    assert pair["culprit"]["definition"] == (
+        f"tests/models/lists_float32_constant.py:{line_of('lists_float32_constant.py', 'def tanh(')}"
+    )
+
+
+def test_bfloat16_compute_correct_passes_and_twice_the_gradient_is_a_mismatch_with_its_culprit():
+    """d/dx 2 sum(sin(x)) = 2 cos(x); the wrong gradient gives 4 cos(x)."""
+    x = np.array([0.3, -1.2, 0.7])
+    run, doc = check_json("prec_bfloat16_custom.py")
+    assert run.exit_code == 0, run
+    assert only_model(doc)["dtype"] == "bfloat16"
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "pass"
+    i = pair["worst"]["input_index"][0]
+    assert pair["worst"]["numeric"] == pytest.approx(2 * np.cos(x[i]), rel=5e-2)
+    run, doc = check_json("prec_bfloat16_bug.py")
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["n_failing"] == 3
+    for element in pair["failing"]:
+        i = element["input_index"][0]
+        assert element["numeric"] == pytest.approx(2 * np.cos(x[i]), rel=5e-2)
+        assert element["analytic"] == pytest.approx(4 * np.cos(x[i]), rel=3e-2)
+    assert pair["culprit"]["site"]["description"] == "tf.custom_gradient wave"
+
+
+def test_wrong_float16_gradient_is_a_mismatch_with_its_culprit_not_inconclusive():
+    """A float16 model checked in float16, its gradient 2x off: the one-sided
+    slopes do not settle to a tenth in float16, but they refute the gradient.
+    Closed form: d sum(sin(x s)) / dx = s cos(x s); the gradient 2 s cos(x s)."""
+    name = "prec_float16_inputs_bug.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    assert only_model(doc)["dtype"] == "float16"
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["n_failing"] == 3
+    x = np.array([0.3, -1.2, 0.7], dtype=np.float16).astype(np.float64)
+    s = np.array([1.5, -0.5, 2.0])
+    for element in pair["failing"]:
+        i = element["input_index"][0]
+        assert element["numeric"] == pytest.approx(s[i] * np.cos(x[i] * s[i]), rel=5e-2)
+        assert element["analytic"] == pytest.approx(2 * s[i] * np.cos(x[i] * s[i]), rel=1e-2)
+    culprit = pair["culprit"]
+    assert culprit["site"]["description"] == "tf.custom_gradient wave"
+    assert culprit["definition"] == f"tests/models/{name}:{line_of(name, 'def wave(')}"
+    assert "culprit: tf.custom_gradient wave" in gradcli("check", fixture(name)).stdout
 
 
 def test_a_float64_model_keeps_float64_rules():

@@ -10,7 +10,7 @@ import tomllib
 import numpy as np
 import pytest
 
-from conftest import ROOT, SAMPLES
+from conftest import FIXTURES, ROOT, SAMPLES
 
 pytest_plugins = ["pytester"]
 
@@ -135,3 +135,19 @@ def test_xdist_spreads_the_models(project):
     result.assert_outcomes(passed=2, failed=1)
     assert "FAILED models/buggy_custom_gradient.py::gradcli - gradcli check: fail (mismatch)" in result.stdout.str()
     assert _expected_worst() in result.stdout.str()
+
+
+def test_keras_layers_are_checked_by_their_input_gradient(tensorflow_first, pytester, monkeypatch):
+    """A custom layer whose input gradient is 1% off and a weightless activation
+    layer with a wrong gradient fail as items; their right twins pass."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    models = pytester.mkdir("models")
+    for name in ("keras_input_gradient.py", "keras_input_gradient_wrong.py", "keras_activation.py",
+                 "keras_activation_wrong.py"):
+        shutil.copy(FIXTURES / name, models / name)
+    pytester.makepyprojecttoml('[tool.gradcli]\npaths = ["models"]\n')
+    result = pytester.runpytest(*PLUGIN, "--gradcli", "-rf")
+    result.assert_outcomes(passed=2, failed=2)
+    failed = {line.split("::")[0] for line in result.stdout.lines if line.startswith("FAILED models/")}
+    assert failed == {"FAILED models/keras_input_gradient_wrong.py", "FAILED models/keras_activation_wrong.py"}
+    assert result.stdout.str().count("FAIL x -> output: mismatch") == 2

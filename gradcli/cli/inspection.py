@@ -81,9 +81,9 @@ def vjp(as_json, save, cotangents, numeric, max_memory, **load_options):
     """Vector-Jacobian product J^T c for each --wrt input, summed over outputs.
 
     With no --cotangent every output is seeded with ones: what
-    tf.gradients(ys, xs) returns. For a Keras model the default --wrt is every
-    trainable weight, and a table of per-weight gradient norms flags
-    vanishing or exploding gradients.
+    tf.gradients(ys, xs) returns. For a Keras model the default --wrt is its
+    data inputs and every trainable weight, and a table of per-weight
+    gradient norms flags vanishing or exploding gradients.
 
     \b
     Example:

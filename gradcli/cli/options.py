@@ -114,7 +114,7 @@ def model_argument(command=None, *, many: bool = False):
 def model_options(command):
     """How a model is loaded: ``--wrt`` (-> ``wrt``), ``--set`` (-> ``overrides``), ``--rng-seed``."""
     return _apply(command, [
-        click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input; Keras: every trainable weight."),
+        click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input and every trainable weight (not a loss's targets y); the names given are exactly what is differentiated."),
         click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key."),
         click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for every random choice (inputs, weights, probes, samples); 0 to 2**32-1."),
     ])

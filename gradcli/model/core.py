@@ -50,6 +50,12 @@ class Model:
     notes: list[str] = field(default_factory=list)
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
+    #: Inputs the model is scored against, never differentiated unless named
+    #: (``wrt``): a Keras ``loss``'s targets ``y``
+    targets: list[str] = field(default_factory=list)
+    #: Floating inputs the model file wrote as Python numbers (``[1.0, 2.0]``):
+    #: float64 to numpy, float32 to TensorFlow (``loading._settle_dtype``)
+    python_numbers: list[str] = field(default_factory=list)
     runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
     own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
     #: (point, cotangents, VJP) taken through ``function`` at the point with

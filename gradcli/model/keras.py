@@ -14,8 +14,8 @@ The model-file contract for Keras (README, "Model files"):
   ``keras.losses.Loss`` object or a Keras loss name (``"mse"``). The checked
   function is then the loss of the model on the batch in ``inputs``: the input
   named ``y`` holds the targets, every other input is model data (``x``). Its
-  one output, ``loss``, is differentiated with respect to every trainable
-  weight (and the data, if ``wrt`` names them).
+  one output, ``loss``, is differentiated with respect to the data and every
+  trainable weight, never the targets unless ``wrt`` names them.
 * ``training`` (optional, default False): the value of the ``training``
   argument of layers that take one (Dropout, BatchNormalization). The report
   says which mode ran whenever such a layer exists.
@@ -136,6 +136,7 @@ def _add_loss(model, targets: np.ndarray, loss_fn) -> None:
 
     model.function = function
     model.point[TARGET] = np.asarray(targets)
+    model.targets = [TARGET]
     own = model.own_call
     if own is not None:
         predict_own = own.call
@@ -234,7 +235,8 @@ def keras_model(
 
     def function(values: dict) -> dict:
         trainable = [values[n] for n in weight_names]
-        dtype = trainable[0].dtype if trainable else None
+        # The weights' dtype, else (a layer without weights) the data's.
+        dtype = next((values[n].dtype for n in weight_names + data_names if values[n].dtype.is_floating), None)
         fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
         # The float64 clone (or the model with float64 policies) for float64
         # weights; the model itself for its own dtype (``_settle_dtype`` falls

@@ -338,6 +338,7 @@ def load_model(
                 description=describe_call(name, calling),
             ),
         )
+        model.python_numbers = _python_numbers(module, raw_inputs)
         expose_weights(model, module, target)
     else:
         raise ModelError(
@@ -412,6 +413,18 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
     return {str(k): _to_array(v, k, site) for k, v in raw.items()}
 
 
+def _python_numbers(module, raw_inputs: dict) -> list[str]:
+    """The floating inputs the file wrote as Python numbers (lists, floats),
+    not as arrays or tensors with a dtype (``_settle_dtype``)."""
+    raw = getattr(module, "inputs", None)
+    if not isinstance(raw, dict):  # a callable's values are read once, by _read_inputs
+        return []
+    return [
+        str(k) for k, v in raw.items()
+        if isinstance(v, (list, tuple, float)) and is_floating(raw_inputs.get(str(k), np.zeros(0, int)))
+    ]
+
+
 def _takes_one_argument(function) -> bool:
     import inspect
 
@@ -470,13 +483,20 @@ def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
 
 
 def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
+    """What to differentiate: exactly the names ``wrt`` lists (``--wrt``, else
+    the model file's ``wrt``); by default every floating input and every
+    trainable weight, the targets of a loss aside (``Model.targets``). The
+    gradient with respect to a Keras model's data is what backpropagation
+    carries through it to the layers before it, so it is checked like its
+    weights'. A SavedModel's default stays its weights. A note says what the
+    default chose when the model has weights."""
     if cli_wrt:
         names, source, error = list(cli_wrt), "{@wrt}", UsageError
     elif file_wrt:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
     else:
-        names = [n for n, v in model.point.items() if is_floating(v)]
-        if model.kind != "function":  # Keras, SavedModel: the trainable weights
+        names = [n for n, v in model.point.items() if is_floating(v) and n not in model.targets]
+        if model.kind == "savedmodel":
             names = list(model.weights)
         if not names:
             described = ", ".join(f"{n} ({v.dtype})" for n, v in model.point.items())
@@ -492,6 +512,8 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
             )
         if empty:
             model.notes.append(f"{', '.join(empty)}: no elements (shape [0]), not differentiated")
+        if model.weights and model.kind != "savedmodel":
+            model.notes.append(_default_wrt_note(model, names))
         return names
     for name in names:
         if name not in model.point:
@@ -511,6 +533,21 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
     return names
 
 
+def _default_wrt_note(model: Model, names: list[str]) -> str:
+    """``differentiated with respect to input x and 4 weights (...)``: what the default
+    chose, and what it left out."""
+    data = [n for n in names if n not in model.weights]
+    weights = [n for n in names if n in model.weights]
+    parts = [f"{'input' if len(data) == 1 else 'inputs'} {name_list(data)}"] if data else []
+    if weights:
+        parts.append(f"{len(weights)} {'weight' if len(weights) == 1 else 'weights'}")
+    left = [f"the targets {', '.join(model.targets)}"] if model.targets else []
+    return (
+        f"differentiated with respect to {' and '.join(parts)} (every floating input and trainable weight"
+        f"{', not ' + ', '.join(left) if left else ''}; `wrt` narrows)"
+    )
+
+
 def _check_finite_inputs(model: Model) -> None:
     require_finite(model.name, "input", model.point, "; gradients need a finite point")
 
@@ -528,9 +565,17 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
     antialiasing; ``_float64_gradient_failure``, one reverse-mode product each),
     runs in its own dtypes, with a note naming the op, and the tolerances
     follow that dtype (``compare.DEFAULT_TOLERANCES``).
+
+    Inputs written as Python numbers (``inputs = {"x": [1.0, 2.0]}``,
+    ``Model.python_numbers``) have no dtype of their own: numpy reads them as
+    float64, TensorFlow as float32 (``tf.constant([1.0])``). They are checked
+    in float64 like the rest; when the model does not run in float64 (a float32
+    constant meets them), their own dtype is TensorFlow's, float32, and they
+    are routed as float32 arrays are, with a note (``_as_python_floats``).
     """
     native = dict(model.point)
     changed = [n for n in model.wrt if native[n].dtype != CHECK_DTYPE]
+    written = [n for n in model.wrt if n in model.python_numbers and native[n].dtype == CHECK_DTYPE]
     if float64 and model.runs_in_float64:
         promoted = {
             n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
@@ -539,12 +584,16 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
             model.outputs, model.point = _forward(model, promoted), promoted
             failure = _float64_gradient_failure(model, native, rng_seed) if changed else None
         except ModelError as exc:
-            if not changed:
+            if not changed and not written:
                 raise
-            model.notes.append(
-                f"the model does not run in float64 ({str(exc).split(': ', 1)[-1]}); "
-                f"checking in {native[changed[0]].dtype} with steps and tolerances for that dtype"
-            )
+            reason = str(exc).split(': ', 1)[-1]
+            if written:
+                native, written = _as_python_floats(model, native, written, reason), []
+            else:
+                model.notes.append(
+                    f"the model does not run in float64 ({reason}); "
+                    f"checking in {native[changed[0]].dtype} with steps and tolerances for that dtype"
+                )
         else:
             if failure is None:
                 if changed:
@@ -557,8 +606,27 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
                 f"the gradient does not run in float64 ({failure}); checking in "
                 f"{native[changed[0]].dtype} with steps and tolerances for that dtype"
             )
-    model.outputs, model.point = _forward(model, native), native
+    try:
+        model.outputs, model.point = _forward(model, native), native
+    except ModelError as exc:  # float64 Python numbers beside float32 constants: TensorFlow's float32
+        if not written:
+            raise
+        native = _as_python_floats(model, native, written, str(exc).split(': ', 1)[-1])
+        model.outputs, model.point = _forward(model, native), native
     _check_finite_outputs(model)
+
+
+def _as_python_floats(model: Model, values: dict, written: list[str], reason: str) -> dict:
+    """``values`` with the inputs ``written`` as Python numbers in float32, the
+    dtype TensorFlow gives Python floats, which becomes their own dtype
+    (``Model.native_dtypes``), with a note saying why (``_settle_dtype``)."""
+    model.native_dtypes.update({n: np.dtype(np.float32) for n in written})
+    model.notes.append(
+        f"the model does not run in float64 ({reason}); {name_list(written)} "
+        f"{'is' if len(written) == 1 else 'are'} written as Python numbers: checking in float32, "
+        "TensorFlow's dtype for them, with steps and tolerances for that dtype"
+    )
+    return {**values, **{n: values[n].astype(np.float32) for n in written}}
 
 
 def _reverse_product(model: Model, values: dict, cotangents: dict) -> tuple[BaseException | None, dict | None]:

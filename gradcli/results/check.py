@@ -127,6 +127,10 @@ class Tolerance:
     rtol: float
     atol: float
     rule: str  # which rule chose these numbers, for the report
+    #: the inconclusive rule's fraction: a pass counts when the error estimate
+    #: (times FD_SAFETY) stays within it of the derivatives
+    #: (``verdicts.compare.RESOLVE_FRACTIONS``)
+    resolve: float = 0.1
 
 
 @dataclass

@@ -16,7 +16,8 @@ failing element in every mode and order, and the verdict says which side is
 not finite (``_verdict``). This is the one place that decides it.
 
 A pass only counts if finite differences could have seen a failure: when the
-error estimate itself exceeds ``RESOLVE_FRACTION`` of the derivative's size, the
+error estimate itself exceeds ``RESOLVE_FRACTION`` of the derivative's size
+(``RESOLVE_FRACTIONS`` for bfloat16; ``Tolerance.resolve`` carries it), the
 verdict is ``inconclusive`` (a failure), so float32 round-off never passes as
 a verdict. Zero rule: when every analytic value is exactly 0 and every numeric
 value lies within its resolution (``allowed_error`` at analytic 0), the verdict
@@ -86,6 +87,14 @@ DEFAULT_TOLERANCES = {
 }
 FD_SAFETY = 2.0
 RESOLVE_FRACTION = 0.1
+#: The same fraction where the dtype's round-off cannot reach a tenth. A central
+#: difference at the step rule's h = eps**(1/3) max(1, |x|) resolves a derivative
+#: to about eps**(2/3) |f|: float16's (eps 2**-10) is a few percent, within a
+#: tenth, and float16 models pass at it; bfloat16's eps, 2**-7, is 8 times
+#: float16's, so its quotients resolve 8**(2/3) = 4 times less, and the tenth
+#: float16 passes at becomes 0.4. A gradient 2x off still fails (its error is the
+#: size of the derivative, beyond rtol plus the error estimate).
+RESOLVE_FRACTIONS = {"bfloat16": 0.4}
 #: How many failing elements a report keeps (worst first).
 MAX_FAILING = 10
 #: Round-off of an analytic projection, in units of eps |u| |v| ||J||_F, which
@@ -105,6 +114,7 @@ def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None) 
         rtol=default_rtol if rtol is None else rtol,
         atol=default_atol if atol is None else atol,
         rule=rule,
+        resolve=RESOLVE_FRACTIONS.get(str(dtype), RESOLVE_FRACTION),
     )
 
 
@@ -473,7 +483,7 @@ def _verdict(pair, a, n, fd_error, disconnected, tol, scale=None) -> PairResult:
         return pair
     # Elements confirmed as exact zeros (the zero rule) say nothing about resolution.
     significant = (magnitude > tol.atol) & ~((a == 0) & (np.abs(n) <= resolution))
-    if np.any(significant) and np.max(FD_SAFETY * fd_error[significant]) > RESOLVE_FRACTION * np.max(
+    if np.any(significant) and np.max(FD_SAFETY * fd_error[significant]) > tol.resolve * np.max(
         magnitude[significant]
     ):
         pair.verdict, pair.failed = INCONCLUSIVE, True

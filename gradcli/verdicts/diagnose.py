@@ -36,7 +36,12 @@ differences alone never excuse a failure:
   overwritten scatter or stitch entry), and the op whose own gradient is wrong
   is named (``ModelGraph.culprit``); without a traced graph, ``inconclusive``.
 * elements whose slopes do not settle (error estimate, times ``FD_SAFETY``,
-  over ``atol`` + ``RESOLVE_FRACTION`` of the slope) are ``inconclusive``.
+  over ``atol`` + ``Tolerance.resolve`` of the slope) are ``inconclusive``,
+  unless the slopes agree with each other and the analytic value lies outside
+  both of them by more than the element rule allows with their own error
+  estimates: unsettled slopes still bound the derivative, so that is a
+  ``mismatch`` (16-bit compute, whose one-sided slopes rarely settle to a
+  tenth, against a gradient 2x off).
 * anything else stays ``mismatch``.
 
 Ladder rule: h_k = h0 * 2**-k for k = 0..LADDER, with h0 the central-difference
@@ -229,7 +234,7 @@ def nonfinite_analytic(model, input_name, output, analytic, fd, f0, x_shape, y_s
     The one-sided ladder (``_ladder``) runs on up to COLUMNS_PER_BATCH columns
     with non-finite elements. An element is *smooth* when both one-sided slopes
     are finite, resolved (error estimate within ``compare.allowed_error`` of 0
-    relative to RESOLVE_FRACTION of the slope) and agree within
+    relative to ``Tolerance.resolve`` of the slope) and agree within
     ``compare.allowed_error``: the derivative exists, so a non-finite analytic
     value is a wrong gradient and the caller reports a ``mismatch`` with the
     returned explanation. Otherwise (slopes that disagree, are not finite or do
@@ -245,7 +250,7 @@ def nonfinite_analytic(model, input_name, output, analytic, fd, f0, x_shape, y_s
     with np.errstate(invalid="ignore"):
         settled = (
             np.isfinite(left) & np.isfinite(right)
-            & (np.maximum(left_err, right_err) <= tol.atol + compare.RESOLVE_FRACTION * slope)
+            & (np.maximum(left_err, right_err) <= tol.atol + tol.resolve * slope)
         )
         agree = np.abs(left - right) <= compare.allowed_error(left, right, left_err + right_err, tol)
     smooth = sub & settled & agree
@@ -520,9 +525,17 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     # the surrogate rule's to judge.
     locally_constant = sub_bad & constant & (np.abs(sub_a) > tol.atol)
     resolved = sub_bad & ~locally_constant & ~gap & settled & agrees
+    # Slopes that do not settle still bound the derivative by their error
+    # estimates: where they agree with each other and the analytic value lies
+    # outside both bands, it is refuted however coarse the resolution (16-bit
+    # compute, whose one-sided slopes rarely settle to a tenth, against a
+    # gradient 2x off): a mismatch, not inconclusive.
+    refuted = sub_bad & ran[None, :] & ~locally_constant & ~gap & ~settled & _outside_both(
+        sub_a, left, right, left_err, right_err, tol
+    )
     # Slopes that do not settle, or a gap with no non-smooth op that the analytic
     # value lies within: finite differences cannot resolve the derivative here.
-    unresolved = sub_bad & ran[None, :] & ~locally_constant & ~is_kink & ~resolved & (
+    unresolved = sub_bad & ran[None, :] & ~locally_constant & ~is_kink & ~resolved & ~refuted & (
         ~settled | (gap & between)
     )
     # Surrogate rule: locally constant, a non-zero analytic value, AND a
@@ -704,16 +717,27 @@ def slope_tests(a, left, right, left_err, right_err, tol):
     return gap, settled, between, agrees
 
 
+def _outside_both(a, left, right, left_err, right_err, tol):
+    """The analytic value farther from each finite one-sided slope than the
+    element rule allows with that slope's error estimate."""
+    with np.errstate(invalid="ignore"):
+        return (
+            np.isfinite(left) & np.isfinite(right)
+            & (np.abs(a - left) > compare.allowed_error(a, left, left_err, tol))
+            & (np.abs(a - right) > compare.allowed_error(a, right, right_err, tol))
+        )
+
+
 def _settled(left, right, left_err, right_err, tol):
     """Both one-sided slopes finite and resolved: each error estimate, with the
-    element rule's safety factor, within atol + RESOLVE_FRACTION of the slope
-    (``compare``'s inconclusive rule)."""
+    element rule's safety factor, within atol + ``Tolerance.resolve`` of the
+    slope (``compare``'s inconclusive rule)."""
     with np.errstate(invalid="ignore"):
         slope = np.maximum(np.abs(left), np.abs(right))
         return (
             np.isfinite(left) & np.isfinite(right)
             & (compare.FD_SAFETY * np.maximum(left_err, right_err)
-               <= tol.atol + compare.RESOLVE_FRACTION * slope)
+               <= tol.atol + tol.resolve * slope)
         )
 
 
