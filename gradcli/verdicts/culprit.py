@@ -532,28 +532,34 @@ class ModelGraph:
         ops = self.user_gradient_ops(name, output)
         if not ops:
             return None
-        memo = self.__dict__.setdefault("_spread_memo", {})  # op name -> finding: pairs share ops
+        memo = self.__dict__.setdefault("_spread_memo", {})  # (op, inputs) -> finding: pairs share ops
         feeds, feed_values, seen = self._seen_values(ops)
+        start = self.inputs[name].op
         for count, op in enumerate(ops, start=1):
-            if op.name in memo:
-                if memo[op.name] is not None:
-                    return memo[op.name]
+            # Only the op's inputs that ``name`` reaches: its gradient with
+            # respect to the others is another pair's (a custom matmul wrong in
+            # its kernel gradient must not fail the data input's pair).
+            only = {x.ref() for x in self._local_inputs(op) if self._depends_on(x.op, {start})}
+            key = (op.name, tuple(sorted(x.name for x in self._local_inputs(op) if x.ref() in only)))
+            if key in memo:
+                if memo[key] is not None:
+                    return memo[key]
                 continue
-            memo[op.name] = None
+            memo[key] = None
             for label, at in SPREAD_POINTS:
                 found = None
                 for where in (at, _nearby(at)):
                     try:
                         found = self._check_op(op, feeds, feed_values, seen, tol,
-                                               np.random.default_rng(0), at=where)
+                                               np.random.default_rng(0), at=where, only=only)
                     except Exception:  # an op that cannot be fed or differenced alone
                         found = None
                     if found is None or isinstance(found, _WrongShape):
                         found = None
                         break
                 if found is not None:
-                    memo[op.name] = self._culprit(op, found, count, f"own gradient at {label}"), label
-                    return memo[op.name]
+                    memo[key] = self._culprit(op, found, count, f"own gradient at {label}"), label
+                    return memo[key]
         return None
 
     def forward_culprit(self, name, output, probe) -> Culprit | None:
@@ -871,17 +877,20 @@ class ModelGraph:
         inputs = list(op.inputs)[_custom_result_count(op) or 0:]
         return next((i for i, t in enumerate(inputs) if t.ref() == x.ref()), 0)
 
-    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at=None):
+    def _check_op(self, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at=None, only=None):
         """The op's gradient against differences of the op alone, or with ``to``
         (a model output) of the function from the op's inputs to ``to``; with
         ``order=2`` the function is the op's gradient (``_first_gradients``).
         ``at``: a function of the op's input values (as it saw them) giving the
         input values to check it at instead (the spread, ``spread_culprit``);
         a point where the op's values or differences are not finite is outside
-        its domain and gives no verdict."""
+        its domain and gives no verdict. ``only``: the op's inputs to check
+        (the others held at their values), all when None."""
         from gradcli.numerics.finite_diff import FiniteDifferences
 
         xs, ys = self._local_inputs(op), ([to] if to is not None else self._local_outputs(op))
+        if only is not None:
+            xs = [x for x in xs if x.ref() in only]
         shape_rule = to is None and order == 1  # an op's own first-order gradient
         if order == 2:
             ys = self._first_gradients(xs, ys, rng)
