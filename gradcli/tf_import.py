@@ -12,6 +12,40 @@ from __future__ import annotations
 import os
 import sys
 
+def keep_out_of_home() -> None:
+    """A run of the command line leaves nothing in the user's home. Importing
+    Keras writes ``~/.keras/keras.json`` when it is not there, and the
+    matplotlib it imports writes a font cache in ``~/.cache/matplotlib`` (and
+    makes ``~/.config/matplotlib``). Each of ``KERAS_HOME`` and ``MPLCONFIGDIR``
+    that is not set, and whose folder in the home does not exist yet (when it
+    does, it is the user's, read as it is), points at a private temporary
+    folder removed when the process ends. Set in the environment, they hold
+    for the worker processes too. The command layer calls this before it runs
+    a command; the Python API leaves the caller's process as it is."""
+    home = os.path.expanduser("~")
+    config = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(home, ".cache")
+    wanted = [  # (variable, the module that reads it, the user's own folders)
+        ("KERAS_HOME", "keras", [os.path.join(home, ".keras", "keras.json")]),
+        ("MPLCONFIGDIR", "matplotlib", [os.path.join(config, "matplotlib"), os.path.join(cache, "matplotlib")]),
+    ]
+    private = [
+        (variable, module) for variable, module, theirs in wanted
+        if variable not in os.environ and module not in sys.modules
+        and not any(os.path.exists(path) for path in theirs)
+    ]
+    if not private:
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="gradcli-settings-")
+    atexit.register(shutil.rmtree, folder, True)
+    for variable, name in private:
+        os.environ[variable] = os.path.join(folder, name)
+        os.mkdir(os.environ[variable])
+
 
 def import_tensorflow():
     if "tensorflow" in sys.modules:

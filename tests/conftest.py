@@ -25,6 +25,21 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("GRADCLI_IN_PROCESS", "1")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """``pytest`` uses the machine's cores (pytest-xdist's ``-n auto``): the
+    suite spends most of its time in TensorFlow, one test at a time. Not when
+    the run says otherwise (``-n``/``--numprocesses``, ``--dist``, ``--tx``),
+    when xdist is absent or disabled (``pytest -p no:xdist``: one process), or
+    inside an xdist worker. Runs before xdist's own hook, which turns
+    ``auto`` into a count (and into one process under ``--pdb``)."""
+    if not config.pluginmanager.hasplugin("xdist") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    option = config.option
+    if option.numprocesses is None and option.dist == "no" and not option.tx:
+        option.numprocesses = "auto"
+
+
 class Run:
     """The outcome of one CLI call, with stdout and stderr kept apart."""
 

@@ -604,3 +604,28 @@ def test_activations_are_captured_from_the_capturing_thread_only():
         other.start()
         other.join()
     assert [(c.path, c.index) for c in sink] == [("only", 1)]
+
+
+def test_the_power_column_is_a_percentage_below_the_rms_element_and_a_multiple_above():
+    """A Rescaling layer's gradient is a sparse diagonal: its RMS element is
+    small, and the smallest error its projections see is 47.7 times it. The
+    table says ``47.7x`` (it said ``4.77e+03%``); a dense layer's 3.2% stays a
+    percentage."""
+    from types import SimpleNamespace
+
+    from gradcli.render.layers_text import render_layers
+    from gradcli.render.text import plain_text
+    from gradcli.results import Power
+    from gradcli.results.by_layer import LayerResult
+
+    def layer(name, class_name, relative):
+        return LayerResult(
+            name=name, path=f"net/{name}", class_name=class_name, call_site="", call_index=1, calls=1,
+            weights=0, elements=64, mode="fast", verdict="pass", failed=False,
+            power=Power(absolute=relative * 0.01, relative=relative, element_size=0.01, probability=0.95, probes=3),
+        )
+
+    model = SimpleNamespace(layers=[layer("rescaling", "Rescaling", 47.7), layer("dense", "Dense", 0.032)])
+    text = plain_text(lambda out: render_layers(model, out))
+    rows = {line.split("│")[1].strip(): line.split("│")[6].strip() for line in text.splitlines() if line.startswith("│")}
+    assert rows == {"net/rescaling": "47.7x", "net/dense": "3.2%"}, text

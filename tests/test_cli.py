@@ -53,3 +53,26 @@ def test_a_missing_model_file_is_one_line_and_exit_2_before_tensorflow(tmp_path)
         assert json.loads(last) == [2, []], done.stderr
         assert lines == [f"Error: no such model file: {shown}"], done.stderr
         assert done.stdout == ""
+
+
+def test_the_suite_runs_on_every_core_unless_told_otherwise():
+    """``pytest`` alone spreads the tests over xdist workers (-n auto; the
+    count pinned here by PYTEST_XDIST_AUTO_NUM_WORKERS); ``-p no:xdist`` and
+    ``-n 0`` keep one process."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(PYTEST_XDIST_AUTO_NUM_WORKERS="2", PYTHONPATH=str(ROOT))
+    test = "tests/test_cli.py::test_unknown_command_exits_2_with_one_line"
+    outputs = {}
+    for extra in ((), ("-p", "no:xdist"), ("-n", "0")):
+        done = subprocess.run([sys.executable, "-m", "pytest", test, *extra], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs[extra] = done.stdout
+    assert "created: 2/2 workers" in outputs[()], outputs[()]
+    assert "workers" not in outputs[("-p", "no:xdist")] and "workers" not in outputs[("-n", "0")]

@@ -459,3 +459,28 @@ def test_a_supervised_worker_relays_its_progress(monkeypatch):
         answer = run_isolated("gradcli.progress:report", "relay", "finite differences", 3, 7, "x")
     assert answer is None
     assert events == [("finite differences", 3, 7, "x")]
+
+
+def test_a_keras_check_leaves_nothing_in_the_home_folder(tmp_path):
+    """Keras writes ~/.keras/keras.json when first imported, and the matplotlib
+    it imports a font cache in ~/.cache: a run of gradcli, in its own process
+    (GRADCLI_IN_PROCESS=1) or in a worker, leaves the home folder empty, and
+    the private folder it used instead is gone when it ends."""
+    runs = []
+    for in_process in ("1", "0"):
+        home, temporary = tmp_path / f"home{in_process}", tmp_path / f"tmp{in_process}"
+        home.mkdir()
+        temporary.mkdir()
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("KERAS_HOME", "MPLCONFIGDIR", "XDG_CONFIG_HOME", "XDG_CACHE_HOME")}
+        env.update(HOME=str(home), TMPDIR=str(temporary), PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="3",
+                   GRADCLI_IN_PROCESS=in_process)
+        process = subprocess.Popen([sys.executable, "-m", "gradcli", "check", sample("keras_mlp.py"), "-q"],
+                                   cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        runs.append((home, temporary, process))
+    for home, temporary, process in runs:
+        stdout, stderr = process.communicate(timeout=300)
+        assert process.returncode == 0, stderr
+        assert stdout.splitlines()[-1] == "1 of 1 model passed"
+        assert sorted(p.name for p in home.iterdir()) == []
+        assert [p.name for p in temporary.iterdir() if p.name.startswith("gradcli-settings-")] == []

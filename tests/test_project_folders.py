@@ -187,3 +187,27 @@ def test_reading_decides_what_defines_model_and_undecidable_files_are_loaded(tmp
         path = tmp_path / f"case{number}.py"
         path.write_text(source + "\n")
         assert defines_model(str(path)) is expected, source
+
+
+def test_a_model_file_in_a_package_imports_its_neighbours_relatively(monkeypatch):
+    """tests/models/pkg_relative holds __init__.py, and net.py does
+    ``from ._layers import softclip`` (y = 2 tanh(x)): named as a file, as its
+    folder, and as ``.`` from inside it, the file is imported as
+    ``pkg_relative.net`` and checked (it stopped with "attempted relative
+    import with no known parent package"). The analytic gradient is
+    2 (1 - tanh(x)^2) at x = [0.5, -1]."""
+    from conftest import FIXTURES
+
+    package = FIXTURES / "pkg_relative"
+    expected = 2 * (1 - np.tanh(np.array([0.5, -1.0])) ** 2)
+    for folder, spelled in ((FIXTURES.parent.parent, str(package / "net.py")),
+                            (FIXTURES.parent.parent, str(package)), (package, ".")):
+        monkeypatch.chdir(folder)
+        run = gradcli("check", spelled, "--json")
+        assert run.exit_code == 0, run
+        (model,) = run.result["models"]
+        assert model["error"] is None and model["name"].endswith("net.py")
+        (pair,) = model["pairs"]
+        assert pair["verdict"] == "pass"
+        assert any(pair["worst"]["analytic"] == pytest.approx(e, rel=1e-9) for e in expected), pair
+    assert "pkg_relative" not in sys.modules and "pkg_relative.net" not in sys.modules

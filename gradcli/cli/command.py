@@ -87,7 +87,9 @@ class GradcliCommand(click.Command):
         ctx.meta[VERBOSITY] = -1 if params.get("quiet") else int(params.get("verbose") or 0)
         ctx.meta[COLOR] = params.get("color")
         from gradcli.cli.reports import Reports
+        from gradcli.tf_import import keep_out_of_home
 
+        keep_out_of_home()  # before a model file or gradcli imports Keras, here or in a worker
         reports = Reports(self.name, params, {p.name for p in self.params})
         with reports.interruptible():
             try:

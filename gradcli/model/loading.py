@@ -67,20 +67,29 @@ def import_model_file(path: str) -> ModuleType:
     ``models/net.py``. Those are its own modules (``own_modules``): a batch
     with two folders that each hold a ``helpers.py`` gives each model file its
     own, and ``sys.path`` and ``sys.modules`` are as before once the import is
-    done.
+    done. A file inside a package (``package_of``: its folder holds
+    ``__init__.py``) is imported under its package's name, as pytest does,
+    with the folder above the package on ``sys.path`` too, so its relative
+    imports (``from .layers import softclip``) work.
     """
     if not os.path.isfile(path):
         raise UsageError(f"no such model file: {path}")
     path = os.path.abspath(path)
-    digest = hashlib.sha1(path.encode()).hexdigest()[:10]
-    module_name = f"gradcli_model_{digest}"
+    package, above = package_of(path)
+    if package:
+        module_name = f"{package}.{os.path.splitext(os.path.basename(path))[0]}"
+    else:
+        module_name = f"gradcli_model_{hashlib.sha1(path.encode()).hexdigest()[:10]}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise ModelError(f"{path}: not a Python file")
     module = importlib.util.module_from_spec(spec)
-    with own_modules(os.path.dirname(path), project_folder(path)):
+    folders = [os.path.dirname(path), project_folder(path)] + ([above] if package else [])
+    with own_modules(*folders):
         sys.modules[module_name] = module
         try:
+            if package:
+                importlib.import_module(package)  # its __init__.py files run first, as in Python
             spec.loader.exec_module(module)
         except SyntaxError as exc:
             sys.modules.pop(module_name, None)
@@ -96,6 +105,24 @@ def import_model_file(path: str) -> ModuleType:
                 f"{where_raised(exc, path)}: {type(exc).__name__} while importing the model file: {exc}"
             ) from None
     return module
+
+
+def package_of(path: str) -> tuple[str | None, str | None]:
+    """pytest's rule for a file in a package: walk up while the folder holds
+    ``__init__.py``; the package is the dotted path from the topmost such
+    folder (``models.sub``), imported from the folder above it. ``(None,
+    None)`` for a file outside a package, or in a folder whose name is not a
+    module name."""
+    folder, parts = os.path.dirname(os.path.abspath(path)), []
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parent, name = os.path.split(folder)
+        if not name.isidentifier() or parent == folder:
+            return None, None
+        parts.insert(0, name)
+        folder = parent
+    if not parts or not os.path.splitext(os.path.basename(path))[0].isidentifier():
+        return None, None
+    return ".".join(parts), folder
 
 
 def import_modules(names, root: str) -> None:

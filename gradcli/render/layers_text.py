@@ -17,7 +17,7 @@ def render_layers(model, out: Console) -> None:
     """Failures first (they come sorted), then up to ``PASSING_ROWS`` others;
     under the table each failing layer with its class, path, ``call`` line,
     worst element and culprit."""
-    from gradcli.render.text import VERDICT_STYLES, fmt, render_call_proof, render_diagnosis, render_failure
+    from gradcli.render.text import VERDICT_STYLES, render_call_proof, render_diagnosis, render_failure, times_rms
 
     layers = model.layers
     if not layers:
@@ -29,7 +29,7 @@ def render_layers(model, out: Console) -> None:
         table.add_column(column, justify="right" if column in ("weights", "power", "seconds") else "left")
     for r in shown:
         style = VERDICT_STYLES.get(r.verdict, "bold red" if r.failed else "yellow")
-        power = f"{fmt(100 * r.power.relative)}%" if r.power is not None else ("every element" if r.mode == "full" else "-")
+        power = times_rms(r.power.relative, table=True) if r.power is not None else ("every element" if r.mode == "full" else "-")
         table.add_row(escape(r.label), r.class_name, str(r.weights), r.mode or "-", Text(r.verdict, style=style),
                       power, f"{r.seconds:.2f}")
     out.print(table)
@@ -40,7 +40,8 @@ def render_layers(model, out: Console) -> None:
     if fast:
         out.print(Text(
             "  power: the smallest single-element error of a layer's gradient that its random "
-            f"projections see with probability {fast[0].power.probability:.0%}, relative to its RMS element",
+            f"projections see with probability {fast[0].power.probability:.0%}, relative to its RMS element "
+            "(a percentage of it, or a multiple: 12x)",
             style="dim",
         ))
     for r in failing:

@@ -83,6 +83,16 @@ def fmt(value: float) -> str:
     return f"{value:.3g}" if value != 0 else "0"
 
 
+def times_rms(ratio: float, table: bool = False) -> str:
+    """A power relative to the RMS element: a percentage below it (``3.2% of``),
+    a multiple above (``47.7 times``; ``47.7x`` in a table). A sparse gradient
+    (a ``Rescaling`` layer's diagonal) has a small RMS element, and a
+    percentage of it reads as nonsense (``4.77e+03%``)."""
+    if ratio < 1:
+        return f"{fmt(100 * ratio)}%" + ("" if table else " of")
+    return f"{fmt(ratio)}x" if table else f"{fmt(ratio)} times"
+
+
 def where(element: Element, pair: PairResult) -> str:
     if pair.mode == "fast" and not element.output_index and len(element.input_index) == 1:
         return f"probe {element.input_index[0]}"
@@ -292,8 +302,8 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
     if power is not None:
         out.print(
             f"  power {pair.input} -> {pair.output}: {plural(power.probes, 'random projection')} would "
-            f"see a single element off by {fmt(power.absolute)} or more ({fmt(100 * power.relative)}% "
-            f"of the RMS element {fmt(power.element_size)}) with probability {power.probability:.0%}"
+            f"see a single element off by {fmt(power.absolute)} or more ({times_rms(power.relative)} "
+            f"the RMS element {fmt(power.element_size)}) with probability {power.probability:.0%}"
         )
     culprit = pair.culprit
     if culprit is not None:

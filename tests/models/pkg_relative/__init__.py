@@ -1,0 +1,1 @@
+"""A package of model files: net.py imports its neighbour relatively."""
