@@ -343,3 +343,32 @@ def test_plugin_turns_a_warning_verdict_into_a_pytest_warning(pytester, monkeypa
     result.assert_outcomes(passed=1, warnings=1)
     text = result.stdout.str()
     assert "GradientCheckWarning: gradcli check" in text and "disconnected x -> output" in text, text
+
+
+def test_a_newline_in_a_model_file_name_is_escaped_in_every_format(tmp_path, monkeypatch):
+    """``bad\\nname.py`` (the buggy softplus): the text report, the GitHub
+    annotations' messages, the Markdown summary and the JUnit classname show
+    it as ``bad\\\\nname.py`` on one line; the culprit bullet of the summary
+    was cut in two. The annotation's file= property keeps the real name,
+    in GitHub's escaping (%0A)."""
+    import shutil
+
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(sample("buggy_custom_gradient.py"), tmp_path / "bad\nname.py")
+    shown = "bad\\nname.py"
+    definition = line_of(sample("buggy_custom_gradient.py"), "def softplus")
+    run = gradcli("check", "bad\nname.py", "--format", "github", "--summary", "s.md", "--junit-xml", "j.xml")
+    assert run.exit_code == 1, run
+    lines = run.stdout.splitlines()
+    assert lines[0].startswith(f"{shown}  [full, float64")
+    assert not any(line.startswith("name.py") for line in lines), run.stdout
+    (culprit,) = [line for line in lines if line.strip().startswith("culprit:")]
+    assert culprit.endswith(f"defined at {shown}:{definition}")
+    (annotation,) = [line for line in lines if line.startswith("::error") and "culprit" in line]
+    assert annotation.startswith(f"::error file=bad%0Aname.py,line={definition},")
+    assert annotation.endswith(f"(x -> output of {shown})")
+    summary = (tmp_path / "s.md").read_text()
+    assert f"  - at `{shown}:{definition}`: culprit: tf.custom_gradient softplus" in summary
+    assert f"### `{shown}`" in summary and not any(l.startswith("name.py") for l in summary.splitlines())
+    case = ET.parse(tmp_path / "j.xml").getroot().find("testsuite/testcase")
+    assert case.get("classname") == shown

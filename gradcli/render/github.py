@@ -32,7 +32,7 @@ import os
 
 from gradcli.model.paths import split_spec
 from gradcli.results import PASS, CheckResult, ModelResult, PairResult
-from gradcli.render.text import fmt, model_verdict, plural, render_check, where
+from gradcli.render.text import fmt, model_verdict, plural, printable, render_check, where
 
 TITLE = "gradcli check"
 
@@ -53,7 +53,7 @@ def annotations(result: CheckResult) -> list[str]:
             # Load errors start "file:line: ..." when they know where (a syntax error).
             at = _location(model.error.partition(": ")[0])
             file, line = at if at is not None else (path, None)
-            lines.append(command("error", model.error, file=file, line=line, title=f"{TITLE}: could not check"))
+            lines.append(command("error", printable(model.error), file=file, line=line, title=f"{TITLE}: could not check"))
             continue
         if model.not_the_users_function:
             lines.append(command(
@@ -78,7 +78,7 @@ def _warning(pair: PairResult, path: str) -> str:
     if located is not None:
         file, line, what = located
         if file != path:
-            message += f" (in {path})"
+            message += f" (in {printable(path)})"
     return command("warning", message, file=file, line=line, title=f"{TITLE}: {pair.verdict}")
 
 
@@ -92,7 +92,7 @@ def _failure(model: ModelResult, pair: PairResult, path: str) -> list[str]:
     located = _culprit_line(pair)
     if located is not None:
         file, line, what = located
-        lines.append(command("error", f"{what} ({pair.input} -> {pair.output} of {path})",
+        lines.append(command("error", f"{what} ({pair.input} -> {pair.output} of {printable(path)})",
                              file=file, line=line, title=title))
     return lines
 
@@ -202,7 +202,7 @@ def summary_markdown(result: CheckResult, interrupted: bool = False) -> str:
                 lines.append(f"- **{pair.verdict}** {_cell(pair.input)} -> {_cell(pair.output)}: {_cell(pair.explanation)}")
                 located = _culprit_line(pair)
                 if located is not None:
-                    lines.append(f"  - at `{located[0]}:{located[1]}`: {_cell(located[2])}")
+                    lines.append(f"  - at {_code(f'{located[0]}:{located[1]}')}: {_cell(located[2])}")
     return "\n".join(lines) + "\n"
 
 
@@ -212,7 +212,7 @@ _HEADER = ("input", "output", "verdict", "max abs err", "max rel err", "worst (e
 def _html(text: str) -> str:
     import html
 
-    return html.escape(str(text))
+    return html.escape(printable(text))
 
 
 def _row(pair: PairResult) -> tuple:
@@ -235,8 +235,8 @@ def _table(header, rows) -> list[str]:
 
 
 def _cell(text: str) -> str:
-    """Markdown table cells end at ``|`` and at a newline."""
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """Markdown table cells end at ``|`` and at a newline (``printable`` spells it ``\\n``)."""
+    return printable(text).replace("|", "\\|")
 
 
 def _code(text: str) -> str:

@@ -123,6 +123,8 @@ def document(cases: list[Case], suite: str) -> ET.ElementTree:
         "skipped": str(sum(c.outcome == "skipped" for c in cases)),
         "time": f"{sum(c.time for c in cases):.3f}",
     }
+    from gradcli.render.text import printable  # a file name's newline would split the test's name
+
     root = ET.Element("testsuites", counts)
     testsuite = ET.SubElement(
         root, "testsuite",
@@ -131,7 +133,7 @@ def document(cases: list[Case], suite: str) -> ET.ElementTree:
     )
     for case in cases:
         node = ET.SubElement(testsuite, "testcase", {
-            "classname": xml_text(case.classname), "name": xml_text(case.name),
+            "classname": printable(xml_text(case.classname)), "name": xml_text(case.name),
             "time": f"{case.time:.3f}",
         })
         if case.outcome == "skipped":

@@ -83,6 +83,24 @@ def fmt(value: float) -> str:
     return f"{value:.3g}" if value != 0 else "0"
 
 
+#: How ``printable`` spells the control characters that have a short escape.
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def printable(text: str) -> str:
+    """``text`` (a model file's name, a path in a location) on one line: each
+    control character as its escape (a newline as ``\\n``, ESC as ``\\x1b``),
+    so a file named with a newline cannot cut a report line, a Markdown
+    bullet or a table row in two. Every format shows names through this."""
+    import unicodedata
+
+    return "".join(
+        _ESCAPES.get(c, f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+        if unicodedata.category(c) == "Cc" else c
+        for c in str(text)
+    )
+
+
 def times_rms(ratio: float, table: bool = False) -> str:
     """A power relative to the RMS element: a percentage below it (``3.2% of``),
     a multiple above (``47.7 times``; ``47.7x`` in a table). A sparse gradient
@@ -151,10 +169,10 @@ def render_summary(result: CheckResult, out: Console, interrupted: bool = False)
         verdict = model_verdict(model)
         style = "green" if verdict == "pass" else "bold red"
         inputs = len(dict.fromkeys(p.input for p in model.pairs))
-        table.add_row(model.name, str(inputs), str(len(model.pairs)), Text(verdict, style=style),
+        table.add_row(printable(model.name), str(inputs), str(len(model.pairs)), Text(verdict, style=style),
                       f"{model.seconds:.2f} s")
     for name in result.skipped:
-        table.add_row(name, "-", "-", Text("not finished" if interrupted else "not run", style="yellow"), "-")
+        table.add_row(printable(name), "-", "-", Text("not finished" if interrupted else "not run", style="yellow"), "-")
     out.print(table)
 
 
@@ -171,10 +189,10 @@ def plain_text(render, width: int = LOG_WIDTH) -> str:
 
 def render_model(model: ModelResult, out: Console, verbosity: int = 0) -> None:
     if model.error is not None:
-        out.print(Text(f"{model.name}: error: {model.error}", style="bold red"))
+        out.print(Text(f"{printable(model.name)}: error: {printable(model.error)}", style="bold red"))
         return
     table = Table(
-        title=escape(f"{model.name}  [{model.mode}, {model.dtype}, rtol={model.tolerance.rtol:g}, "
+        title=escape(f"{printable(model.name)}  [{model.mode}, {model.dtype}, rtol={model.tolerance.rtol:g}, "
         f"atol={model.tolerance.atol:g}]"),
         title_justify="left",
     )
@@ -310,10 +328,10 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         site = culprit.site
         text = (
             f"    culprit: {site.description} ({site.op_type} '{site.op_name}') at "
-            f"{site.location or 'an unknown line'}"
+            f"{printable(site.location) or 'an unknown line'}"
         )
         if culprit.definition:
-            text += f", defined at {culprit.definition}"
+            text += f", defined at {printable(culprit.definition)}"
         out.print(Text(text, style="bold red"))
         if culprit.checked not in ("gradient's shape", "first non-finite value"):  # no probe to show
             out.print(
