@@ -307,20 +307,20 @@ def test_whole_model_is_checked_along_joint_directions_when_the_layer_pass_runs(
         assert run.exit_code == (1 if wrong else 0), run
         (model,) = run.result["models"]
         (pair,) = model["pairs"]
-        assert pair["input"] == "all 4 inputs jointly" and pair["mode"] == "fast"
+        assert pair["input"] == "all 5 inputs jointly" and pair["mode"] == "fast"
         assert pair["failed"] == wrong and pair["power"]["probes"] == 3
-        assert any("along joint directions (4 inputs moved at once)" in n for n in model["notes"])
+        assert any("along joint directions (5 inputs moved at once)" in n for n in model["notes"])
         assert [r["failed"] for r in model["layers"] if r["path"] == "net/swish"] == [wrong]
 
 
 def test_memory_guard_refuses_the_joint_check_before_any_work():
-    # (2 probes' worth + 2 points) x 83 elements x 8 bytes x 4 copies with 50
-    # probes is about 270 kB; the layer pass of this model needs about 20 kB.
+    # (2 probes' worth + 2 points) x 107 elements (4 weights and x) x 8 bytes x 4 copies
+    # with 50 probes is about 350 kB; the layer pass of this model needs about 20 kB.
     path = fixture("by_layer_functional.py")
     run = gradcli("check", path, "--mode", "fast", "--by-layer", "--probes", "50", "--max-memory", "100000")
     assert run.exit_code == 2, run
     line = error_line(run)
-    assert "the whole-model check along joint directions (50 probes x 83 elements)" in line
+    assert "the whole-model check along joint directions (50 probes x 107 elements)" in line
     # Raised inside the model's check, it names the flags the user types.
     assert "Use fewer --probes, or check the whole model input by input (--by-layer off)" in line
 
@@ -334,7 +334,7 @@ def test_a_dead_unit_on_the_relu_kink_is_a_kink_along_the_joint_probes():
     assert run.exit_code == 0, run
     (model,) = run.result["models"]
     (pair,) = model["pairs"]
-    assert pair["input"] == "all 4 inputs jointly"
+    assert pair["input"] == "all 5 inputs jointly"
     assert pair["verdict"] == "kink" and not pair["failed"]
     assert "the analytic value lies between them" in pair["explanation"]
     rows = {r["path"]: r for r in model["layers"]}
@@ -432,7 +432,7 @@ def test_joint_row_at_exact_kinks_of_many_elements_is_judged_at_a_nearby_point()
     assert run.exit_code == 0, run
     (result,) = run.result["models"]
     (pair,) = result["pairs"]
-    assert pair["input"] == "all 6 inputs jointly" and pair["verdict"] == "kink" and not pair["failed"]
+    assert pair["input"] == "all 7 inputs jointly" and pair["verdict"] == "kink" and not pair["failed"]
     assert "at a nearby point" in pair["explanation"] and "passes" in pair["explanation"]
     assert all(not row["failed"] for row in result["layers"])
     # Each zero-row element moves its row's 32 relu kinks: shared, so the
@@ -490,7 +490,7 @@ def test_the_joint_check_runs_beside_the_layer_pass_with_the_same_numbers(monkey
     # The same draws, the same steps, the same verdicts: running beside changes
     # when the numbers are computed, not what they are.
     for a, b in zip(beside.pairs, alone.pairs, strict=True):
-        assert (a.input, a.verdict, a.failed) == (b.input, b.verdict, b.failed) == ("all 4 inputs jointly", "mismatch", True)
+        assert (a.input, a.verdict, a.failed) == (b.input, b.verdict, b.failed) == ("all 5 inputs jointly", "mismatch", True)
         assert a.power.absolute == b.power.absolute
         assert (a.explanation, a.warnings) == (b.explanation, b.warnings)
     assert [(r.path, r.verdict) for r in beside.layers] == [(r.path, r.verdict) for r in alone.layers]
@@ -579,8 +579,8 @@ def test_a_joint_check_outlasting_the_layer_pass_shows_as_a_stage(monkeypatch):
     with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total, detail))):
         result = check_model(load_model(fixture("by_layer_functional_ok.py")), CheckOptions(mode="fast", by_layer=True))
     waiting = [r for r in reports if r[0] == JOINT_STAGE]
-    assert waiting[0] == (JOINT_STAGE, 0, None, "all 4 inputs jointly")
-    assert waiting[-1] == (JOINT_STAGE, 1, 1, "all 4 inputs jointly") and len(waiting) >= 3
+    assert waiting[0] == (JOINT_STAGE, 0, None, "all 5 inputs jointly")
+    assert waiting[-1] == (JOINT_STAGE, 1, 1, "all 5 inputs jointly") and len(waiting) >= 3
     assert [p.verdict for p in result.pairs] == ["pass"]
 
 

@@ -24,7 +24,8 @@ def only_pairs(run):
         ("two_by_two.py", {("a", "u"), ("a", "v"), ("b", "u"), ("b", "v")}),
         ("linear_regression.py", {("W", "output"), ("b", "output")}),
         ("tanh_net.py", {("w1", "output"), ("w2", "output")}),
-        ("keras_mlp.py", {(w, "output") for w in ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias")}),
+        # a Keras model: every weight and, by default, its data x
+        ("keras_mlp.py", {(w, "output") for w in ("dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias", "x")}),
     ],
 )
 @pytest.mark.parametrize("mode", ["full", "fast"])

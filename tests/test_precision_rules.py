@@ -257,7 +257,8 @@ def test_a_multi_head_attention_block_rebuilds_in_float64_and_passes(attention):
     assert model["dtype"] == "float64" and model["tolerance"]["rtol"] == pytest.approx(1e-6)
     assert not any("could not rebuild" in n or "computes in" in n for n in model["notes"]), model["notes"]
     forward, weights = attention
-    assert {p["input"] for p in model["pairs"]} == set(weights)
+    assert {p["input"] for p in model["pairs"]} == set(weights) | {"x"}  # the data x too, by default
+    assert pair(doc, "x")["verdict"] == "pass" and pair(doc, "x")["max_abs_error"] < 1e-8
     for key in ("query/kernel", "key/kernel", "value/kernel", "layer_normalization/gamma"):
         worst = pair(doc, key)["worst"]
         truth = complex_step(forward, weights, key, worst["output_index"], worst["input_index"])
@@ -312,7 +313,8 @@ def test_nested_models_shared_layers_and_batch_norm_rebuild_in_float64():
         n = (g - mean) / np.sqrt(var + norm.epsilon) * p["norm/gamma"] + p["norm/beta"]
         return n @ p["head/kernel"] + p["head/bias"]
 
-    assert {p["input"] for p in only_model(doc)["pairs"]} == set(weights)
+    assert {p["input"] for p in only_model(doc)["pairs"]} == set(weights) | {"x"}  # the data x too, by default
+    assert pair(doc, "x")["verdict"] == "pass" and pair(doc, "x")["max_abs_error"] < 1e-8
     for key in weights:
         worst = pair(doc, key)["worst"]
         truth = complex_step(forward, weights, key, worst["output_index"], worst["input_index"])

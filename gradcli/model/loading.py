@@ -616,6 +616,12 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
             reason = str(exc).split(': ', 1)[-1]
             if written:
                 native, written = _as_python_floats(model, native, written, reason), []
+                if not changed:  # only they change: float32 must run, else the float64 error stands
+                    try:
+                        model.outputs, model.point = _forward(model, native), native
+                    except ModelError:
+                        raise exc from None
+                    return _check_finite_outputs(model)
             else:
                 model.notes.append(
                     f"the model does not run in float64 ({reason}); "
@@ -639,7 +645,10 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
         if not written:
             raise
         native = _as_python_floats(model, native, written, str(exc).split(': ', 1)[-1])
-        model.outputs, model.point = _forward(model, native), native
+        try:
+            model.outputs, model.point = _forward(model, native), native
+        except ModelError:
+            raise exc from None
     _check_finite_outputs(model)
 
 
