@@ -127,3 +127,15 @@ def test_every_derivative_is_taken_through_the_one_seam():
         if derivative_call(node)
     ]
     assert found == [], found
+
+
+def test_forward_mode_unavailable_through_an_op_is_a_named_warning_not_a_mismatch():
+    run, document = check_json(fixture("forward_unavailable_resize.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(document)[("x", "output")]
+    assert pair["verdict"] == "pass", pair
+    line = line_of(fixture("forward_unavailable_resize.py"), "tf.image.resize(")
+    (warning,) = [w for w in pair["warnings"] if w.startswith("forward mode unavailable")]
+    assert warning.startswith(
+        f"forward mode unavailable through ResizeBilinear at tests/models/forward_unavailable_resize.py:{line}:"
+    ), warning

@@ -681,7 +681,8 @@ class _FullCheck:
         """``forward_failures``; a forward pass that raises leaves the reverse-mode
         verdicts standing, with a warning on every pair that says why."""
         try:
-            return self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
+            failures = self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
+            return {key: worst for key, worst in failures.items() if not self.forward_unavailable(pairs, *key)}
         except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
             if _raised_in_gradcli(exc):
                 raise
@@ -689,6 +690,24 @@ class _FullCheck:
             for pair in pairs:
                 pair.warnings.append(f"forward mode could not be checked: {problem}")
             return {}
+
+    def forward_unavailable(self, pairs, name, o) -> bool:
+        """Whether forward mode cannot be taken from ``name`` to ``o`` at all
+        (``autodiff.forward_reaches``: no tangent arrives, while reverse mode
+        reached it): then its zero is no wrong derivative but a missing rule,
+        and the pair gets a named warning instead of a failure."""
+        if autodiff.forward_reaches(self.model.function, self.model.point, name, o):
+            return False
+        site = self.graph.forward_rule_missing(name, o) if self.graph is not None else None
+        where = f" through {site.description}" + (f" at {site.location}" if site.location else "") if site else ""
+        for pair in pairs:
+            if (pair.input, pair.output) == (name, o):
+                pair.warnings.append(
+                    f"forward mode unavailable{where}: TensorFlow's forward mode gives no JVP there "
+                    "(it transposes the op's gradient, which has no gradient of its own); "
+                    "forward mode not checked for this pair"
+                )
+        return True
 
     def vjps(self, seeds: list[dict]) -> list[dict]:
         """J^T c at the point for each cotangent c of ``seeds``: one forward

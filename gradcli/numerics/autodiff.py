@@ -221,6 +221,19 @@ def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | No
     return result
 
 
+def forward_reaches(function: Callable, point: dict, name: str, output: str) -> bool:
+    """Whether forward mode carries a tangent of input ``name`` to ``output``
+    at all (``ForwardAccumulator.jvp`` is not None). TensorFlow's forward mode
+    transposes each op's gradient function, so an op whose gradient has no
+    gradient itself (``ResizeBilinearGrad``) stops every tangent there: the
+    JVP comes back as None, which ``jvp`` gives as zeros."""
+    values, primals = sources_of(function, _tensors(point), [name])
+    tangent = tf.ones_like(primals[0])
+    with forward_accumulator(primals, [tangent]) as acc:
+        y = function(values)[output]
+    return acc.jvp(y) is not None
+
+
 @dataclass
 class Jacobians:
     """``blocks[(output, input)]``: array of shape ``output.shape + input.shape``

@@ -562,6 +562,30 @@ class ModelGraph:
                     return memo[key]
         return None
 
+    def forward_rule_missing(self, name, output) -> GraphSite | None:
+        """The first op on the path whose forward mode TensorFlow cannot take:
+        forward mode transposes an op's gradient, so it needs the gradient of
+        that gradient with respect to the cotangent, and an op whose gradient
+        has none (``ResizeBilinear``'s ``ResizeBilinearGrad``) stops it."""
+        if not self._trace():
+            return None
+        for op in self.path_ops(name, output):
+            xs, ys = self._local_inputs(op), self._local_outputs(op)
+            if not xs or not ys or op.type in TRIVIAL_OPS:
+                continue
+            try:
+                with self.graph.as_default():
+                    seeds = [tf.compat.v1.placeholder(y.dtype, y.shape) for y in ys]
+                    grads = [g for g in graph_gradients(ys, xs, grad_ys=seeds, stop_gradients=xs)
+                             if g is not None]
+                    if grads and all(g is None for g in graph_gradients(grads, seeds)):
+                        return self.site(op, self.describe_op(op))  # declared not differentiable
+            except LookupError:  # no gradient registered for the gradient's ops
+                return self.site(op, self.describe_op(op))
+            except Exception:  # noqa: BLE001 - an op that cannot be differentiated here says nothing
+                continue
+        return None
+
     def forward_culprit(self, name, output, probe) -> Culprit | None:
         """Where forward mode parts from reverse mode: TensorFlow's forward mode
         differentiates the forward ops of a ``tf.custom_gradient`` (and
