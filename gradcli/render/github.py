@@ -56,9 +56,12 @@ def annotations(result: CheckResult) -> list[str]:
             lines.append(command("error", printable(model.error), file=file, line=line, title=f"{TITLE}: could not check"))
             continue
         if model.not_the_users_function:
+            proof = model.call_proof
             lines.append(command(
-                "error", f"the function checked is not the user's own: {model.call_proof.detail}",
-                file=path, title=f"{TITLE}: not the user's function",
+                "error", proof.detail if proof.nondeterministic
+                else f"the function checked is not the user's own: {proof.detail}",
+                file=path, title=f"{TITLE}: " + ("nondeterministic gradient" if proof.nondeterministic
+                                                 else "not the user's function"),
             ))
         for pair in model.pairs:
             if pair.failed:

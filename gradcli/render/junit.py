@@ -78,8 +78,10 @@ def check_cases(result: CheckResult) -> list[Case]:
         if model.not_the_users_function:  # every verdict above is about another function
             from gradcli.render.text import render_call_proof
 
+            proof = model.call_proof
+            kind = "nondeterministic gradient" if proof.nondeterministic else "not the user's function"
             case = Case(model.name, "same function", 0.0, "failure",
-                        f"not the user's function: {model.call_proof.detail}", "not the user's function")
+                        proof.detail if proof.nondeterministic else f"not the user's function: {proof.detail}", kind)
             case.text = plain_text(lambda out, p=model.call_proof: render_call_proof(p, out))
             cases.append(case)
         if model.sweep is not None:  # one testcase for the points around the given one

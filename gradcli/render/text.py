@@ -239,6 +239,9 @@ def render_model(model: ModelResult, out: Console, verbosity: int = 0) -> None:
 def render_call_proof(proof, out: Console) -> None:
     """The failed proof that the checked function is the user's own: every
     verdict above is about another function."""
+    if proof.nondeterministic:
+        out.print(Text(f"  FAIL {proof.detail}; no verdict above can be trusted", style="bold red"))
+        return
     out.print(Text(
         f"  FAIL the function checked is not the user's own: one gradient through gradcli's "
         f"call and through {proof.call} differ ({proof.detail}); the verdicts above are not "

@@ -199,6 +199,11 @@ class CallProof:
     rtol: float  # the bound it was held to (sqrt(eps) of ``dtype``)
     dtype: str  # the coarsest dtype either side computed in
     detail: str = ""  # why it is not proven
+    # The same product through gradcli's call, taken twice with the same
+    # cotangent, differs: the gradient is nondeterministic (``site``: the op
+    # whose own gradient differs run to run), not another function.
+    nondeterministic: bool = False
+    site: GraphSite | None = None
 
 
 @dataclass

@@ -562,6 +562,44 @@ class ModelGraph:
                     return memo[key]
         return None
 
+    def nondeterministic_gradient(self) -> GraphSite | None:
+        """The first op on a differentiated path whose own gradient, run twice
+        at the values the op saw with the same cotangent (ones), gives two
+        different results: a random op or state inside a gradient function."""
+        if not self._trace():
+            return None
+        path = set()
+        for name in self.model.wrt:
+            for output in self.outputs:
+                if name in self.inputs:
+                    path |= set(self.path_ops(name, output))
+        ordered = [op for op in self.graph.get_operations() if op in path]
+        inside = self._inside_custom_gradients(ordered)
+        ops = [op for op in ordered if op not in inside and self._checkable(op)]
+        try:
+            feeds, feed_values, seen = self._seen_values(ops)
+        except Exception:  # the model cannot be run in graph form: no search
+            return None
+        for op in ops:
+            xs, ys = self._local_inputs(op), self._local_outputs(op)
+            try:
+                with self.graph.as_default():
+                    grads = [g for g in graph_gradients(ys, xs, grad_ys=[tf.ones_like(y) for y in ys],
+                                                        stop_gradients=xs) if g is not None]
+                if not grads:
+                    continue
+                fed_refs = {t.ref() for t in feeds}
+                extra = [x for x in xs if x.ref() not in fed_refs]
+                run = self._wrapped.prune(feeds + extra, grads)
+                values = list(feed_values) + [tf.constant(seen[x.ref()]) for x in extra]
+                first, second = run(*values), run(*values)
+            except Exception:  # noqa: BLE001 - an op that cannot be run alone says nothing
+                continue
+            if any(not np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True)
+                   for a, b in zip(first, second)):
+                return self.site(op, self.describe_op(op))
+        return None
+
     def forward_rule_missing(self, name, output) -> GraphSite | None:
         """The first op on the path whose forward mode TensorFlow cannot take:
         forward mode transposes an op's gradient, so it needs the gradient of

@@ -99,13 +99,45 @@ def prove(model, seed: int = 0, taken=None) -> CallProof | None:
             model.taken_vjp = (model.point, cotangents, ours)
         dtypes.add(np.dtype(model.dtype) if point is model.point else _coarsest(
             [np.asarray(point[n]).dtype for n in model.wrt]))
-        return _compare(model.wrt, ours, theirs, _coarsest(dtypes), own.description)
+        proof = _compare(model.wrt, ours, theirs, _coarsest(dtypes), own.description)
+        if proof.differs:
+            proof = _reentrant(model, point, cotangents, ours, proof) or proof
+        return proof
     exc = errors[-1]
     first = (str(exc).strip().splitlines() or [""])[0]
     return CallProof(
         proven=False, differs=False, call=own.description, input="", rel_difference=float("nan"),
         rtol=float("nan"), dtype="",
         detail=f"could not run the user's own call to compare ({type(exc).__name__}: {first})",
+    )
+
+
+def _reentrant(model, point, cotangents, ours, proof) -> CallProof | None:
+    """The reentrancy rule: before a difference is blamed on the call, the
+    product through gradcli's own call is taken again with the same
+    cotangent. When the two passes differ by the proof's own rule, the
+    gradient is nondeterministic (a random op or state in a gradient
+    function): that is the finding, with the op whose own gradient differs run
+    to run (``ModelGraph.nondeterministic_gradient``); else None."""
+    from gradcli.numerics import autodiff
+    from gradcli.verdicts.culprit import ModelGraph
+
+    again = autodiff.vjp(model.function, point, model.wrt, cotangents)
+    repeat = _compare(model.wrt, ours, again, proof.dtype, "gradcli's call again")
+    if not repeat.differs:
+        return None
+    try:
+        site = ModelGraph(model).nondeterministic_gradient()
+    except Exception:  # noqa: BLE001 - naming the op is a bonus
+        site = None
+    where = f" ({site.description} at {site.location or site.op_name})" if site is not None else ""
+    return CallProof(
+        proven=False, differs=True, call=proof.call, input=repeat.input, rel_difference=repeat.rel_difference,
+        rtol=repeat.rtol, dtype=repeat.dtype, nondeterministic=True, site=site,
+        detail=(
+            f"nondeterministic gradient{where}: two reverse passes through the same call with the same "
+            f"cotangent differ ({repeat.detail.replace('the user' + chr(39) + 's call', 'the second pass')})"
+        ),
     )
 
 
