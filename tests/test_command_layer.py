@@ -329,6 +329,23 @@ def test_an_internal_error_is_one_line_exit_3_and_debug_shows_the_traceback(monk
     assert isinstance(run.exception, ZeroDivisionError)
 
 
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_is_taken_where_the_internal_error_message_says_it(monkeypatch, where):
+    """The message says 'run with --debug': after the command's own options
+    too, not only as ``gradcli --debug COMMAND``."""
+    from gradcli.analyses import inspection
+
+    def broken(model):
+        raise ZeroDivisionError("division by zero in a renderer")
+
+    monkeypatch.setattr(inspection, "forward", broken)
+    monkeypatch.delenv("GRADCLI_DEBUG", raising=False)
+    args = ["--debug", "forward", SQUARE] if where == "before" else ["forward", SQUARE, "--debug"]
+    run = run_cli(*args)
+    monkeypatch.delenv("GRADCLI_DEBUG", raising=False)  # set by --debug for the library
+    assert isinstance(run.exception, ZeroDivisionError), run
+
+
 def test_an_internal_error_in_one_model_is_its_error_row_and_the_batch_goes_on(monkeypatch, tmp_path):
     from gradcli.analyses import check as check_module
 

@@ -30,18 +30,23 @@ from gradcli.errors import (
 )
 
 
-def _debug_requested(args) -> bool:
-    """``gradcli --debug ...`` (read before parsing, so parse errors honour it too)."""
-    if "--debug" in (sys.argv[1:] if args is None else args):
+def _debug_requested(args) -> tuple[bool, list]:
+    """``--debug`` anywhere on the command line (``gradcli --debug check ...``
+    or ``gradcli check ... --debug``, as the internal-error message says), read
+    before parsing so parse errors honour it too; returns it and the arguments
+    without it."""
+    args = list(sys.argv[1:] if args is None else args)
+    if "--debug" in args:
         os.environ[DEBUG_VARIABLE] = "1"  # the library reads it (a batch's internal errors)
-    return debugging()
+        args = [a for a in args if a != "--debug"]
+    return debugging(), args
 
 
 class GradcliGroup(click.Group):
     """Prints every error as one line on stderr, never a traceback (unless debugging)."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
-        debug = _debug_requested(args)
+        debug, args = _debug_requested(args)
         try:
             code = super().main(
                 args=args, prog_name=prog_name or "gradcli", complete_var=complete_var,
