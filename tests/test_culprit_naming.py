@@ -238,6 +238,22 @@ def test_one_rule_for_the_verdict_and_the_count_of_second_order_pairs():
                 assert (pair["verdict"] == "pass") <= (pair["n_failing"] == 0), pair
 
 
+def test_second_order_culprit_is_the_innermost_rule_at_fault():
+    """outer_cube's gradient calls inner_square, whose own gradient is 3x
+    instead of 2x: the second derivative is wrong in inner_square, which is
+    named, with its probe off by exactly 3/2 (closed form)."""
+    name = "blame_second_order_inner.py"
+    run, doc = check_json(name, "--order", "2")
+    assert run.exit_code == 1, run
+    found = pairs(doc)
+    assert found[("x", "output")]["verdict"] == "pass"  # the first derivative is right
+    culprit = found[("x", "d(output)/dx")]["culprit"]
+    assert culprit["site"]["description"] == "tf.custom_gradient inner_square", culprit
+    assert culprit["definition"] == at(name, "def inner_square(")
+    assert culprit["checked"] == "own gradient, called in the gradient of tf.custom_gradient outer_cube"
+    assert culprit["analytic"] == pytest.approx(1.5 * culprit["numeric"], rel=1e-6)
+
+
 # -- Keras ----------------------------------------------------------------------------
 
 

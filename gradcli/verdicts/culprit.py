@@ -486,6 +486,8 @@ class ModelGraph:
             if hit is not None:
                 op, found, count = hit
                 inner = self._inside_library_wrapper(op, feeds, feed_values, seen, tol, rng, order)
+                if inner is None and order == 2:
+                    inner = self._rule_inside_gradient(op, tol)
                 return inner or self._culprit(op, found, count, what)
         return None
 
@@ -680,6 +682,35 @@ class ModelGraph:
         library = definition.split("site-packages" + os.sep)[-1]
         culprit.site.description += f", inside {_describe(op)} (a library wrapper, {library})"
         return culprit
+
+    def _rule_inside_gradient(self, op, tol) -> Culprit | None:
+        """At order 2, the innermost rule at fault: ``op``'s gradient function
+        (for a fixed random cotangent) may itself call gradients the user wrote
+        (a custom gradient calling a custom-gradient function); the first of
+        them whose own first-order gradient is wrong is where the second
+        derivative goes wrong, not ``op`` that calls it. None when none is."""
+        rng = np.random.default_rng(0)
+        before = set(self.graph.get_operations())
+        try:
+            self._first_gradients(self._local_inputs(op), self._local_outputs(op), rng)
+        except Exception:  # noqa: BLE001 - a gradient that cannot be built here says nothing
+            return None
+        created = [o for o in self.graph.get_operations() if o not in before]
+        nested = self._inside_custom_gradients(created)
+        rules = [
+            o for o in created if o not in nested and self._checkable(o)
+            and (_custom_result_count(o) is not None or _override(o) is not None)
+        ]
+        if not rules:
+            return None
+        try:
+            feeds, feed_values, seen = self._seen_values(rules)
+        except Exception:  # noqa: BLE001 - the gradient's ops cannot be run alone
+            return None
+        hit = self._first_wrong(rules, feeds, feed_values, seen, tol, rng, None, 1)
+        if hit is None:
+            return None
+        return self._culprit(*hit, f"own gradient, called in the gradient of {_describe(op)}")
 
     def _culprit(self, op, found, count, what) -> Culprit:
         """The culprit record of ``op``: what it is (``describe_op``), where its
