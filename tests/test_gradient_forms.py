@@ -139,3 +139,20 @@ def test_forward_mode_unavailable_through_an_op_is_a_named_warning_not_a_mismatc
     assert warning.startswith(
         f"forward mode unavailable through ResizeBilinear at tests/models/forward_unavailable_resize.py:{line}:"
     ), warning
+
+
+def test_forward_mode_through_a_tf_function_with_a_while_loop_is_checked(tmp_path):
+    run, document = check_json(fixture("forward_while_function.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(document)[("x", "output")]
+    assert pair["verdict"] == "pass" and not any("forward mode" in w for w in pair["warnings"]), pair
+    x = np.linspace(-1.0, 1.0, 48).reshape(6, 8)
+    derivative, y = np.ones_like(x), x
+    for _ in range(3):
+        derivative, y = derivative * 1.5 * np.cos(y), 1.5 * np.sin(y)
+    tangent = np.zeros_like(x)
+    tangent[2, 3] = 1.0
+    run = gradcli("jvp", fixture("forward_while_function.py"), "--tangent", f"x={tangent.tolist()}",
+                  "--save", tmp_path / "t.npz")
+    assert run.exit_code == 0, run
+    np.testing.assert_allclose(np.load(tmp_path / "t.npz")["output"], derivative * tangent, rtol=1e-12, atol=1e-15)

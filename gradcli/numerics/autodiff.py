@@ -29,6 +29,7 @@ probes (``analyses.by_layer._Traced.probe``).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from dataclasses import dataclass
 from typing import Callable
@@ -204,10 +205,38 @@ EAGER_MAX_TANGENTS = 32
 EAGER_MAX_ROWS = 32
 
 
+@contextlib.contextmanager
+def functions_run_eagerly():
+    """``tf.function`` calls run their Python bodies (``run_functions_eagerly``)
+    for the duration, the setting restored: in a graph being traced their ops
+    are inlined; eagerly they run op by op."""
+    previous = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    try:
+        yield
+    finally:
+        tf.config.run_functions_eagerly(previous)
+
+
 def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | None = None) -> dict:
     """J t for every output (or those named), by forward mode
     (``tf.autodiff.ForwardAccumulator``). Outputs the tangents do not reach get zeros.
+
+    TensorFlow's forward mode cannot enter some traced functions (a
+    ``tf.function`` holding a while loop raises on its variant accumulators):
+    then the JVP is taken with the functions' bodies run eagerly, the same
+    ops, so forward mode is still checked; a failure there raises.
     """
+    try:
+        return _jvp(function, point, tangents, outputs)
+    except Exception:  # noqa: BLE001 - TensorFlow raises many types here
+        if tf.config.functions_run_eagerly():
+            raise
+    with functions_run_eagerly():
+        return _jvp(function, point, tangents, outputs)
+
+
+def _jvp(function, point, tangents, outputs):
     names = list(tangents)
     values, primals = sources_of(function, _tensors(point), names)
     with forward_accumulator(primals, [tf.cast(tangents[n], primals[i].dtype) for i, n in enumerate(names)]) as acc:
@@ -435,8 +464,13 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
         return {o: _jvp_or_zero(acc, result[o]) for o in outputs}
 
     run = tf.function(lambda t: tf.vectorized_map(one, t), autograph=False)
-    with FORWARD_MODE:
-        result = run({n: tf.convert_to_tensor(t) for n, t in tangents.items()})
+    try:
+        with FORWARD_MODE:
+            result = run({n: tf.convert_to_tensor(t) for n, t in tangents.items()})
+    except Exception:  # noqa: BLE001 - not vectorizable (a while loop's variant accumulators)
+        # The same products one eager JVP at a time: a real failure raises again here.
+        rows = [jvp(function, point, {n: tangents[n][i] for n in names}, outputs) for i in range(k)]
+        return {o: np.stack([r[o] for r in rows]) for o in outputs}
     return {o: np.asarray(v) for o, v in result.items()}
 
 

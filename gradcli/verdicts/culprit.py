@@ -42,7 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from gradcli.numerics.autodiff import graph_gradients
+from gradcli.numerics.autodiff import functions_run_eagerly, graph_gradients
 from gradcli.verdicts import compare
 from gradcli.model.paths import relative_path
 from gradcli.results import Culprit, GraphSite
@@ -134,18 +134,6 @@ def _floating(t) -> bool:
     return t.dtype.is_floating
 
 
-@contextlib.contextmanager
-def _functions_inlined():
-    """``tf.function`` calls run their Python bodies (``run_functions_eagerly``):
-    traced into the graph being built, their ops inlined; the setting is restored."""
-    previous = tf.config.functions_run_eagerly()
-    tf.config.run_functions_eagerly(True)
-    try:
-        yield
-    finally:
-        tf.config.run_functions_eagerly(previous)
-
-
 def _holds_calls(graph) -> bool:
     """Whether a graph calls a function (a ``tf.function`` traced as a call)."""
     return any(op.type in ("PartitionedCall", "StatefulPartitionedCall") for op in graph.get_operations())
@@ -183,7 +171,7 @@ class ModelGraph:
         error = None
         for inline in (False, True):
             try:
-                with _functions_inlined() if inline else contextlib.nullcontext():
+                with functions_run_eagerly() if inline else contextlib.nullcontext():
                     wrapped = tf.compat.v1.wrap_function(traced, specs)
             except Exception as exc:  # not traceable in graph mode: no graph findings
                 error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
