@@ -341,8 +341,10 @@ def test_debug_is_taken_where_the_internal_error_message_says_it(monkeypatch, wh
     monkeypatch.setattr(inspection, "forward", broken)
     monkeypatch.delenv("GRADCLI_DEBUG", raising=False)
     args = ["--debug", "forward", SQUARE] if where == "before" else ["forward", SQUARE, "--debug"]
-    run = run_cli(*args)
-    monkeypatch.delenv("GRADCLI_DEBUG", raising=False)  # set by --debug for the library
+    try:
+        run = run_cli(*args)
+    finally:  # --debug sets it for the library; monkeypatch would restore it at teardown
+        os.environ.pop("GRADCLI_DEBUG", None)
     assert isinstance(run.exception, ZeroDivisionError), run
 
 
