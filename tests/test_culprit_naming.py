@@ -254,6 +254,18 @@ def test_second_order_culprit_is_the_innermost_rule_at_fault():
     assert culprit["analytic"] == pytest.approx(1.5 * culprit["numeric"], rel=1e-6)
 
 
+def test_a_wrong_rule_inside_a_while_loop_is_named_in_the_loops_culprit():
+    name = "blame_while_body.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    culprit = pairs(doc)[("x", "output")]["culprit"]
+    body_line = source_line(fixture(name), "lambda i, y: (i + 1, soft(y)")
+    assert culprit["site"]["description"] == (
+        f"StatelessWhile, whose body holds tf.custom_gradient soft at tests/models/{name}:{body_line} "
+        f"(defined at {at(name, 'def soft(')})"
+    ), culprit
+
+
 # -- Keras ----------------------------------------------------------------------------
 
 

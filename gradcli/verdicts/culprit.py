@@ -700,11 +700,46 @@ class ModelGraph:
             return None
         return self._culprit(*hit, f"own gradient, called in the gradient of {_describe(op)}")
 
+    def rules_in_body(self, op) -> list:
+        """The gradients the user wrote (``tf.custom_gradient``, overrides)
+        inside the functions ``op`` runs: a while loop's body and condition,
+        a function call's body, recursively. An LSTM or a loop of the user's
+        is one ``While`` op in the graph; when its gradient is wrong, these are
+        the code inside it that defines gradients of its own (TensorFlow's
+        registered gradients are taken as right)."""
+        found, stack, seen = [], [op], set()
+        while stack:
+            current = stack.pop()
+            for attr in ("body", "cond", "f", "then_branch", "else_branch"):
+                try:
+                    name = current.get_attr(attr).name
+                except Exception:  # noqa: BLE001 - no such attribute on this op
+                    continue
+                if name in seen:
+                    continue
+                seen.add(name)
+                function = self.graph._get_function(name) if hasattr(self.graph, "_get_function") else None
+                body = getattr(function, "graph", None)
+                if body is None:
+                    continue
+                for inner in body.get_operations():
+                    if _custom_result_count(inner) is not None or _override(inner) is not None:
+                        found.append(inner)
+                    stack.append(inner)
+        return found
+
     def _culprit(self, op, found, count, what) -> Culprit:
         """The culprit record of ``op``: what it is (``describe_op``), where its
         gradient is defined, and the probe that convicted it (NaN for a
         gradient of the wrong shape, which no probe can be formed from)."""
         description = self.describe_op(op)
+        rules = self.rules_in_body(op)
+        if rules:  # a loop or call whose own gradient is wrong: the user's rules inside it
+            description += ", whose body holds " + ", ".join(
+                f"{_describe(r)} at {self.location(r) or r.name}"
+                + (f" (defined at {_gradient_definition(r)})" if _gradient_definition(r) else "")
+                for r in rules
+            )
         if isinstance(found, _WrongShape):
             arg = _input_label(op, found.index)
             return Culprit(
