@@ -157,9 +157,6 @@ def test_model_file_inputs_that_are_not_real_numbers_are_model_errors_at_their_l
     [
         ("edge_returns_none.py", "the model returned None; return a tensor, a tuple of tensors "
          "or a dict of name -> tensor"),
-        ("edge_nested_dict.py", "output 'parts' is a nested dict; each output must be one tensor "
-         "(return a flat dict of name -> tensor)"),
-        ("edge_sparse_output.py", "output 'output' is a tf.SparseTensor; return tf.sparse.to_dense(...) instead"),
         ("edge_ragged_output.py", "output 'rows' is a tf.RaggedTensor; return its .to_tensor() instead"),
     ],
 )
