@@ -73,6 +73,11 @@ FROM_TESTS = {
     "tests/models/spread_keras.py": ("pass", None, {}),
     "tests/models/spread_keras_wrong.py": ("fail", "softclip", {}),
     "tests/models/spread_log.py": ("pass", None, {}),
+    # Nested values and sparse inputs (issue 31, items 2 and 3).
+    "tests/models/nest_pytree.py": ("pass", None, {}),
+    "tests/models/nest_pytree_wrong.py": ("fail", "affine", {}),
+    "tests/models/sparse_input.py": ("pass", None, {}),
+    "tests/models/sparse_input_wrong.py": ("fail", "square", {}),
 }
 
 
