@@ -78,6 +78,9 @@ FROM_TESTS = {
     "tests/models/nest_pytree_wrong.py": ("fail", "affine", {}),
     "tests/models/sparse_input.py": ("pass", None, {}),
     "tests/models/sparse_input_wrong.py": ("fail", "square", {}),
+    # Complex inputs under TensorFlow's convention (issue 31, item 1).
+    "tests/models/complex_input.py": ("pass", None, {}),
+    "tests/models/complex_input_wrong.py": ("fail", None, {}),
 }
 
 

@@ -136,7 +136,6 @@ def test_tangents_and_cotangents_follow_the_same_rules(command, message):
 @pytest.mark.parametrize(
     "name, text, message",
     [
-        ("edge_input_complex.py", "inputs =", f"input 'x' {COMPLEX}"),
         ("edge_input_strings.py", "def inputs", "input 'label' is a string array (<U1), not numbers"),
         ("edge_input_dates.py", "inputs =", "input 'when' is a datetime64[D] array (dates or durations), not numbers"),
         ("edge_input_object.py", "inputs =", "input 'extra' is not numeric (object)"),

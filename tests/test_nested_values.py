@@ -289,3 +289,49 @@ def test_a_list_of_numbers_is_one_array_and_a_list_of_arrays_nests():
     assert set(found) == {("output", "x.0"), ("output", "x.1")}
     np.testing.assert_allclose(found[("output", "x.0")], np.diag(b), rtol=1e-15)
     np.testing.assert_allclose(found[("output", "x.1")], np.diag(a), rtol=1e-15)
+
+
+# --- complex inputs (issue 31, item 1) ---------------------------------------------------
+
+Z = np.array([1.0 + 2.0j, -0.5 + 1.0j, 3.0 - 1.0j])
+COMPLEX_NOTE = (
+    "z is complex: checked as its real and imaginary parts (z.real, z.imag), TensorFlow's "
+    "convention: the gradient of a real loss f is df/dx + i df/dy"
+)
+
+
+def test_a_complex_input_is_checked_as_its_real_and_imaginary_parts():
+    # |z|**2 = x**2 + y**2: TensorFlow's gradient 2x + 2iy; by part diag(2x), diag(2y)
+    run = run_cli("jacobian", fixture("complex_input.py"), "--json")
+    assert run.exit_code == 0, run
+    found = blocks(run)
+    np.testing.assert_allclose(found[("output", "z.real")], np.diag(2 * Z.real), rtol=1e-15)
+    np.testing.assert_allclose(found[("output", "z.imag")], np.diag(2 * Z.imag), rtol=1e-15)
+    check = run_cli("check", fixture("complex_input.py"), "--json")
+    assert check.exit_code == 0, check
+    assert COMPLEX_NOTE in check.result["models"][0]["notes"]
+
+
+def test_a_conjugated_complex_gradient_fails_on_the_imaginary_part_only():
+    run = run_cli("check", fixture("complex_input_wrong.py"), "--json")
+    assert run.exit_code == 1, run
+    found = pairs_of(run)
+    assert [k for k, p in found.items() if p["failed"]] == [("z.imag", "output")]
+    for e in found[("z.imag", "output")]["failing"]:
+        (k,) = e["input_index"]
+        assert e["numeric"] == pytest.approx(2 * Z.imag[k], rel=1e-8)
+        assert e["analytic"] == pytest.approx(-2 * Z.imag[k], rel=1e-12)
+
+
+def test_python_api_checks_a_complex_input_and_names_its_parts():
+    import tensorflow as tf
+
+    # Re(z * z) = x**2 - y**2: d/dx = 2x, d/dy = -2y
+    result = gradcli.check(lambda z: tf.math.real(z * z), {"z": Z})
+    assert result.exit_code == 0
+    (model,) = result.models
+    assert [p.input for p in model.pairs] == ["z.real", "z.imag"]
+    vjp = gradcli.vjp(lambda z: tf.math.real(z * z), {"z": Z})
+    grads = {g.name: g.values for g in vjp.gradients}
+    np.testing.assert_allclose(grads["z.real"], 2 * Z.real, rtol=1e-15)
+    np.testing.assert_allclose(grads["z.imag"], -2 * Z.imag, rtol=1e-15)

@@ -28,6 +28,16 @@ dense form's on those elements, and the dense form keeps one shape when a
 perturbation changes which values are stored (``tf.sparse.from_dense`` of a
 value crossing zero), where the values alone would change length.
 
+Complex inputs: a complex array is two real leaves, ``NAME.real`` and
+``NAME.imag``, and the user's function receives ``tf.complex(real, imag)``.
+Finite differences then move each part alone, and reverse mode through
+``tf.complex`` hands each part its share of TensorFlow's gradient, whose
+convention for a real loss f of z = x + iy is df/dx + i df/dy: the real part
+of the gradient is checked against df/dx, the imaginary part against df/dy. A
+custom gradient that returns the conjugate (df/dx - i df/dy, the other common
+convention) fails on the imaginary part. Complex outputs are not split: the
+checks skip them, as they skip any output that is not floating.
+
 The user's function always receives its arguments rebuilt (``Structure.rebuild``):
 the same dicts (keys in the order given), lists, tuples and sparse tensors.
 """
@@ -68,6 +78,14 @@ class Sparse:
     dense_shape: tuple
 
 
+@dataclass(frozen=True)
+class Complex:
+    """A complex array held as two real leaves, its real and imaginary parts."""
+
+    real: str
+    imag: str
+
+
 @dataclass
 class Structure:
     """How the model function's arguments nest: top-level name -> tree of leaves."""
@@ -75,6 +93,8 @@ class Structure:
     top: dict[str, Any]
     #: sparse inputs: ``NAME`` -> its values leaf (``x`` -> ``x.values``)
     sparse: dict[str, str] = field(default_factory=dict)
+    #: complex inputs: ``NAME`` -> its two real leaves (``z`` -> ``z.real``, ``z.imag``)
+    complex: dict[str, tuple] = field(default_factory=dict)
     #: leaves the model file wrote as Python numbers (``values`` reads them as float64)
     python_numbers: list[str] = field(default_factory=list)
     #: outputs that came back sparse, compared in their dense form (set by ``flatten_outputs``)
@@ -111,6 +131,11 @@ class Structure:
             f"({leaf}), indices fixed"
             for name, leaf in self.sparse.items() if leaf in wrt
         ]
+        inputs += [
+            f"{name} is complex: checked as its real and imaginary parts ({real}, {imag}), "
+            "TensorFlow's convention: the gradient of a real loss f is df/dx + i df/dy"
+            for name, (real, imag) in self.complex.items() if real in wrt or imag in wrt
+        ]
         outputs = [
             f"output {name} is sparse: compared in its dense form (tf.sparse.to_dense)"
             for name in sorted(self.sparse_outputs)
@@ -144,6 +169,13 @@ def flatten_inputs(raw: dict, to_array: Callable[[Any, str], np.ndarray], site: 
             add(leaf, to_array(value.values, leaf), value.values)
             structure.sparse[name] = leaf
             return Sparse(leaf, np.asarray(value.indices), tuple(int(d) for d in np.asarray(value.dense_shape)))
+        parts = _complex_parts(value)
+        if parts is not None:
+            real, imag = f"{name}{SEP}real", f"{name}{SEP}imag"
+            add(real, parts[0], parts[0])
+            add(imag, parts[1], parts[1])
+            structure.complex[name] = (real, imag)
+            return Complex(real, imag)
         add(name, to_array(value, name), value)
         return Leaf(name)
 
@@ -169,6 +201,17 @@ def nests(value) -> bool:
     )
 
 
+def _complex_parts(value) -> tuple[np.ndarray, np.ndarray] | None:
+    """The real and imaginary parts of a complex array or tensor, else None."""
+    try:
+        array = np.asarray(value.numpy() if hasattr(value, "numpy") else value)
+    except (ValueError, TypeError):  # ragged, or not an array: ``to_array`` says what it is
+        return None
+    if array.dtype.kind != "c":
+        return None
+    return np.ascontiguousarray(array.real), np.ascontiguousarray(array.imag)
+
+
 def _is_sparse(value) -> bool:
     return type(value).__name__ in ("SparseTensor", "SparseTensorValue") and hasattr(value, "indices")
 
@@ -176,6 +219,8 @@ def _is_sparse(value) -> bool:
 def _leaves(node) -> list[str]:
     if isinstance(node, Leaf):
         return [node.name]
+    if isinstance(node, Complex):
+        return [node.real, node.imag]
     if isinstance(node, Sparse):
         return [node.name]
     return [leaf for child in node.children for leaf in _leaves(child)]
@@ -184,10 +229,12 @@ def _leaves(node) -> list[str]:
 def _rebuild(node, flat: dict):
     if isinstance(node, Leaf):
         return flat[node.name]
-    if isinstance(node, Sparse):
+    if isinstance(node, (Sparse, Complex)):
         from gradcli.tf_import import import_tensorflow
 
         tf = import_tensorflow()
+        if isinstance(node, Complex):
+            return tf.complex(flat[node.real], flat[node.imag])
         return tf.SparseTensor(node.indices, flat[node.name], node.dense_shape)
     children = [_rebuild(child, flat) for child in node.children]
     if node.kind is dict:
