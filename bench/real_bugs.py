@@ -73,6 +73,14 @@ FROM_TESTS = {
     "tests/models/spread_keras.py": ("pass", None, {}),
     "tests/models/spread_keras_wrong.py": ("fail", "softclip", {}),
     "tests/models/spread_log.py": ("pass", None, {}),
+    # Nested values and sparse inputs (issue 31, items 2 and 3).
+    "tests/models/nest_pytree.py": ("pass", None, {}),
+    "tests/models/nest_pytree_wrong.py": ("fail", "affine", {}),
+    "tests/models/sparse_input.py": ("pass", None, {}),
+    "tests/models/sparse_input_wrong.py": ("fail", "square", {}),
+    # Complex inputs under TensorFlow's convention (issue 31, item 1).
+    "tests/models/complex_input.py": ("pass", None, {}),
+    "tests/models/complex_input_wrong.py": ("fail", None, {}),
 }
 
 

@@ -158,6 +158,8 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
 
     try:
         tensors = {k: tf.convert_to_tensor(v) for k, v in model.point.items()}
+        if model.structure is not None:  # nested inputs rebuilt, as the model function receives them
+            tensors = model.structure.rebuild(tensors)
         value = Calling.of(fn, tensors)(fn, tensors)  # as the user calls it
     except KeyboardInterrupt:
         raise

@@ -28,6 +28,7 @@ import numpy as np
 from gradcli.errors import GradcliError, ModelError
 from gradcli.model.calling import Calling, OwnCall
 from gradcli.model.paths import relative_path
+from gradcli.model.structure import flatten_outputs
 from gradcli.tf_import import import_tensorflow
 
 #: The dtype checks run in whenever the model runs in it (``loading._settle_dtype``).
@@ -77,6 +78,9 @@ class Model:
     pure_call: bool = False
     #: seconds of one eager call of ``function`` at the point, timed at load
     forward_seconds: float | None = None
+    #: how a model function's arguments nest (``structure.Structure``): ``point``
+    #: holds the leaves (``params.w``, ``x.values``), the function rebuilds the rest
+    structure: object | None = None
 
     @property
     def dtype(self) -> np.dtype:
@@ -234,11 +238,15 @@ def run_model(model: Model, values: dict) -> dict:
         ) from None
 
 
-def call_model(target: Callable, values: dict, site: str, path: str, calling: Calling | None = None) -> dict:
+def call_model(
+    target: Callable, values: dict, site: str, path: str, calling: Calling | None = None, structure=None,
+) -> dict:
     """The model file's callable on a dict of tensors, called as the user calls
     it (``calling.Calling``: positionally in signature order, so a
     ``tf.custom_gradient`` model runs its own gradient), outputs named and
-    checked (``normalize_outputs``, errors at ``site``).
+    checked (``normalize_outputs``, errors at ``site``). With a ``structure``
+    (``structure.Structure``), ``values`` are its leaves and the function
+    receives its arguments rebuilt: nested dicts, lists, sparse tensors.
 
     An exception that is not an ``Exception`` (``sys.exit()``, ``GeneratorExit``,
     the user's own ``BaseException``) becomes a ModelError wherever the model is
@@ -246,6 +254,8 @@ def call_model(target: Callable, values: dict, site: str, path: str, calling: Ca
     ``sys.exit(0)`` would end the run with exit 0 and no report. Ctrl-C stays
     Ctrl-C; ordinary exceptions keep their meaning for the callers (a model that
     cannot be traced falls back to eager calls)."""
+    if structure is not None:
+        values = structure.rebuild(values)
     calling = calling or Calling.of(target, values)
     try:
         result = calling(target, values)
@@ -255,7 +265,7 @@ def call_model(target: Callable, values: dict, site: str, path: str, calling: Ca
         raise ModelError(
             f"{where_raised(exc, path)}: forward pass raised {type(exc).__name__}: {first_line(exc)}"
         ) from None
-    return normalize_outputs(result, site)
+    return normalize_outputs(result, site, structure=structure)
 
 
 def require_finite(model_name: str, kind: str, arrays: dict, why: str) -> None:
@@ -269,12 +279,15 @@ def require_finite(model_name: str, kind: str, arrays: dict, why: str) -> None:
             )
 
 
-def normalize_outputs(result, site: str = "the model", what: str = "the model") -> dict:
-    """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys.
+def normalize_outputs(result, site: str = "the model", what: str = "the model", structure=None) -> dict:
+    """A tensor -> {"output": t}; a tuple -> {"0": ..., "1": ...}; a dict -> str keys;
+    nested dicts, lists and tuples of tensors -> one output per leaf, named by
+    its path (``parts.p``, ``structure.flatten_outputs``); a ``tf.SparseTensor``
+    -> its dense form (recorded in ``structure.sparse_outputs`` for the note).
 
-    Anything that is not one dense tensor per output (None, a nested dict, a
-    SparseTensor or RaggedTensor, an object TensorFlow cannot convert) is a
-    ModelError at ``site``, the ``file:line`` of the function that returned it.
+    Anything that is not a tensor per leaf (None, an empty dict, a RaggedTensor,
+    an object TensorFlow cannot convert) is a ModelError at ``site``, the
+    ``file:line`` of the function that returned it.
     """
     if result is None:
         raise ModelError(
@@ -289,12 +302,14 @@ def normalize_outputs(result, site: str = "the model", what: str = "the model") 
         items = {"output": result}
     if not items:
         raise ModelError(f"{site}: {what} returned an empty {type(result).__name__}: no outputs")
-    return {k: _dense_tensor(v, k, site) for k, v in items.items()}
+    return flatten_outputs(
+        items, lambda v, k: _dense_tensor(v, k, site), site,
+        None if structure is None else structure.sparse_outputs,
+    )
 
 
 #: Output types that are not one dense tensor, and what to return instead.
 _NOT_DENSE = {
-    "SparseTensor": "return tf.sparse.to_dense(...) instead",
     "RaggedTensor": "return its .to_tensor() instead",
 }
 
@@ -303,12 +318,13 @@ def _dense_tensor(value, name: str, site: str):
     tf = import_tensorflow()
 
     kind = type(value).__name__
-    if isinstance(value, (tf.SparseTensor, tf.RaggedTensor)):
+    if isinstance(value, tf.RaggedTensor):
         raise ModelError(f"{site}: output {name!r} is a tf.{kind}; {_NOT_DENSE[kind]}")
-    if isinstance(value, dict) or value is None:
+    if isinstance(value, (dict, list, tuple)) and not value:
+        raise ModelError(f"{site}: output {name!r} is an empty {kind}; each output must hold a tensor")
+    if value is None:
         raise ModelError(
-            f"{site}: output {name!r} is {'None' if value is None else 'a nested dict'}; "
-            "each output must be one tensor (return a flat dict of name -> tensor)"
+            f"{site}: output {name!r} is None; each output must be a tensor (or a nest of them)"
         )
     try:
         return tf.convert_to_tensor(value)

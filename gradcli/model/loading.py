@@ -50,6 +50,7 @@ from gradcli.model.keras import keras_file_model, load_keras_file
 from gradcli.model.paths import is_saved_model, relative_path, split_spec
 from gradcli.model.project import project_folder
 from gradcli.model.savedmodel import load_saved_model
+from gradcli.model.structure import Structure, flat_structure, flatten_inputs
 from gradcli.model.variables import expose_weights  # the file's layers, tf.Modules, tf.Variables
 from gradcli.model.values import check_unknown, fit_value, require_numeric
 from gradcli.options import LoadOptions
@@ -344,28 +345,34 @@ def load_model(
     if not isinstance(settings, dict):
         raise ModelError(f"{relative_path(path)}: `check` must be a dict of option defaults")
     display = f"{relative_path(path)}:{entry}" if entry else relative_path(path)
-    raw_inputs = _read_inputs(module, path, rng_seed, required=not is_keras(target))
+    raw_inputs, structure = _read_inputs(module, path, rng_seed, required=not is_keras(target))
     file_wrt = getattr(module, "wrt", None)
     if is_keras(target):
+        if structure.nested:
+            raise ModelError(
+                f"{definition_site(module, path, 'inputs')}: `inputs` nests values (dicts, lists, "
+                "sparse tensors); a Keras model takes its data inputs as arrays"
+            )
         model = keras_file_model(target, module, raw_inputs, display, path, float64)
     elif callable(target):
         site = definition_site(module, path, name)
-        _check_parameters(target, raw_inputs, site, definition_site(module, path, "inputs"))
-        calling = Calling.of(target, raw_inputs)
+        _check_parameters(target, structure.names, site, definition_site(module, path, "inputs"))
+        calling = Calling.of(target, structure.names)
         model = Model(
             name=display,
             path=path,
-            function=_plain_function(target, site, path, calling),
+            function=_plain_function(target, site, path, calling, structure),
             point=raw_inputs,
             wrt=[],
             native_dtypes={},
             own_call=OwnCall(
-                call=lambda data: normalize_outputs(calling(target, data), site),
+                call=lambda data: normalize_outputs(calling(target, structure.rebuild(data)), site),
                 variables={},
                 description=describe_call(name, calling),
             ),
+            structure=structure,
         )
-        model.python_numbers = _python_numbers(module, raw_inputs)
+        model.python_numbers = structure.python_numbers if isinstance(getattr(module, "inputs", None), dict) else []
         expose_weights(model, module, target)
     else:
         raise ModelError(
@@ -373,7 +380,10 @@ def load_model(
         )
     model.module = module
     model.settings = dict(settings)
-    return _finish(model, overrides, wrt, file_wrt, float64, rng_seed)
+    model = _finish(model, overrides, wrt, file_wrt, float64, rng_seed)
+    if model.structure is not None:
+        model.notes.extend(model.structure.notes(model.point, model.wrt))
+    return model
 
 
 def _saved_model(path: str, entry: str | None, data: dict, float64: bool, loss=None) -> Model | None:
@@ -411,7 +421,9 @@ def seed_everything(seed: int) -> None:
         pass
 
 
-def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
+def _read_inputs(module, path, rng_seed, required) -> tuple[dict[str, np.ndarray], Structure]:
+    """The model file's ``inputs`` as named arrays, nested values flattened to
+    their leaves (``structure.flatten_inputs``), and how they nest."""
     raw = getattr(module, "inputs", None)
     if raw is None:
         if required:
@@ -419,7 +431,7 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
                 f"{relative_path(path)}: defines no `inputs` (a dict of name -> value, or a "
                 "callable taking a numpy Generator)"
             )
-        return {}
+        return {}, flat_structure([])
     site = definition_site(module, path, "inputs")
     if callable(raw) and not isinstance(raw, dict):
         if not _takes_one_argument(raw):
@@ -437,19 +449,7 @@ def _read_inputs(module, path, rng_seed, required) -> dict[str, np.ndarray]:
             ) from None
     if not isinstance(raw, dict):
         raise ModelError(f"{site}: `inputs` must be a dict or return one, not {type(raw).__name__}")
-    return {str(k): _to_array(v, k, site) for k, v in raw.items()}
-
-
-def _python_numbers(module, raw_inputs: dict) -> list[str]:
-    """The floating inputs the file wrote as Python numbers (lists, floats),
-    not as arrays or tensors with a dtype (``_settle_dtype``)."""
-    raw = getattr(module, "inputs", None)
-    if not isinstance(raw, dict):  # a callable's values are read once, by _read_inputs
-        return []
-    return [
-        str(k) for k, v in raw.items()
-        if isinstance(v, (list, tuple, float)) and is_floating(raw_inputs.get(str(k), np.zeros(0, int)))
-    ]
+    return flatten_inputs(raw, lambda value, name: _to_array(value, name, site), site)
 
 
 def _takes_one_argument(function) -> bool:
@@ -504,6 +504,12 @@ def _check_parameters(target: Callable, names, site: str, inputs_site: str) -> N
 
 
 def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
+    for name in overrides:
+        leaves = _leaves_under(model, name)
+        if leaves:
+            raise UsageError(
+                f"{{@overrides}} {name}: a nested input; set its leaves ({name_list(leaves)})"
+            )
     check_unknown(overrides, model.point, "input for {@overrides}")
     for name, value in overrides.items():
         model.point[name] = fit_value(value, model.point[name], f"{{@overrides}} {name}")
@@ -521,6 +527,8 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
         names, source, error = list(cli_wrt), "{@wrt}", UsageError
     elif file_wrt:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
+    if cli_wrt or file_wrt:  # a nested input (``params``) stands for its leaves
+        names = list(dict.fromkeys(leaf for n in names for leaf in (_leaves_under(model, n) or [n])))
     else:
         names = [n for n, v in model.point.items() if is_floating(v) and n not in model.targets]
         if model.kind == "savedmodel":
@@ -558,6 +566,14 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
                 f"{list(np.shape(model.point[name]))}): nothing to differentiate"
             )
     return names
+
+
+def _leaves_under(model: Model, name: str) -> list[str]:
+    """The leaves of the nested input ``name`` (``params`` -> ``params.w``,
+    ``params.b``); [] when it is not one."""
+    if model.structure is None or name in model.point:
+        return []
+    return model.structure.leaves_under(name)
 
 
 def _default_wrt_note(model: Model, names: list[str]) -> str:
@@ -782,9 +798,11 @@ def _check_finite_outputs(model: Model) -> None:
     require_finite(model.name, "output", model.outputs, " at the given point")
 
 
-def _plain_function(target: Callable, site: str, path: str, calling: Calling) -> Callable[[dict], dict]:
+def _plain_function(
+    target: Callable, site: str, path: str, calling: Calling, structure: Structure
+) -> Callable[[dict], dict]:
     def function(values: dict) -> dict:
-        return call_model(target, values, site, path, calling)
+        return call_model(target, values, site, path, calling, structure)
 
     return function
 

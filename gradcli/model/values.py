@@ -53,7 +53,8 @@ def require_numeric(array: np.ndarray, what: str, error=UsageError) -> np.ndarra
 
     Complex values are refused rather than cast: casting drops the imaginary
     part silently, and the checks differentiate real inputs only (a complex
-    input can be passed as two real ones, its real and imaginary parts).
+    input can be passed as two real ones, its real and imaginary parts, which
+    is what loading does with a model file's complex inputs: ``structure``).
     """
     kind = array.dtype.kind
     if kind in "biuf":

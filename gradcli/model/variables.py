@@ -187,10 +187,11 @@ def find_weights(module: ModuleType) -> _Weights:
     return weights
 
 
-def call(target, values: dict, path: str = "") -> dict:
-    """The user's function on named tensors, outputs named and checked, errors
-    located in ``path`` (``core.call_model``)."""
-    return call_model(target, values, code_site(target) or "the model", path)
+def call(target, values: dict, path: str = "", structure=None) -> dict:
+    """The user's function on named tensors (the leaves of ``structure``, when
+    its arguments nest), outputs named and checked, errors located in ``path``
+    (``core.call_model``)."""
+    return call_model(target, values, code_site(target) or "the model", path, structure=structure)
 
 
 def expose_weights(model, module: ModuleType, target) -> None:
@@ -209,7 +210,7 @@ def expose_weights(model, module: ModuleType, target) -> None:
 
     def function(values: dict) -> dict:
         with weights.substituted(values):
-            return call(plain, {n: values[n] for n in data_names}, model.path)
+            return call(plain, {n: values[n] for n in data_names}, model.path, model.structure)
 
     # The seam differentiates these as variables (numerics.autodiff.sources_of).
     function.variables = frozenset(weights.names)
@@ -236,7 +237,7 @@ def _unbuilt_keras(module) -> bool:
 def _build(model, target, data) -> None:
     tf = import_tensorflow()
     try:
-        call(target, {n: tf.convert_to_tensor(v) for n, v in data.items()}, model.path)
+        call(target, {n: tf.convert_to_tensor(v) for n, v in data.items()}, model.path, model.structure)
     except ModelError:  # already located (call_model)
         raise
     except Exception as exc:
@@ -264,7 +265,7 @@ def _verify_reached(model, weights: _Weights, target, data) -> None:
     variables = list(weights.keras.values()) + [v for _, _, v in weights.slots.values()]
     try:
         with tf.GradientTape() as tape:
-            direct = total(call(target, {n: tensors[n] for n in data}, model.path))
+            direct = total(call(target, {n: tensors[n] for n in data}, model.path, model.structure))
         reached_directly = reverse(tape, direct, variables)
         with tf.GradientTape() as tape:
             tape.watch([tensors[n] for n in weights.names])

@@ -1,4 +1,5 @@
-"""Outputs must be a flat dict of tensors, not a nested one."""
+"""A nested dict output: flattened to the outputs loss, parts.a and parts.b
+(tests/test_nested_values.py)."""
 import tensorflow as tf
 
 

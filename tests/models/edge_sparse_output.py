@@ -1,4 +1,5 @@
-"""A SparseTensor output: must be densified by the model."""
+"""A SparseTensor output: compared in its dense form, x * x
+(tests/test_nested_values.py)."""
 import tensorflow as tf
 
 
