@@ -73,6 +73,8 @@ FROM_TESTS = {
     "tests/models/spread_keras.py": ("pass", None, {}),
     "tests/models/spread_keras_wrong.py": ("fail", "softclip", {}),
     "tests/models/spread_log.py": ("pass", None, {}),
+    "tests/models/complex_output.py": ("pass", None, {}),
+    "tests/models/complex_output_wrong.py": ("fail", None, {}),
     # Nested values and sparse inputs (issue 31, items 2 and 3).
     "tests/models/nest_pytree.py": ("pass", None, {}),
     "tests/models/nest_pytree_wrong.py": ("fail", "affine", {}),

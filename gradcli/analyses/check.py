@@ -42,6 +42,7 @@ from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, UsageError, deb
 from gradcli.options import CheckOptions
 from gradcli.numerics.finite_diff import FiniteDifferences, coarser
 from gradcli.model.core import first_cotangents
+from gradcli.model.structure import split_complex_outputs
 from gradcli.model.loading import Model, differentiable, host_array, load_model, run_model
 from gradcli.analyses.reach import require_gradient
 from gradcli.analyses import by_layer
@@ -209,6 +210,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     """Check one loaded model. ``proof``: its ``same_function.prove`` result when
     the caller took it already (``check_spec`` does for a Keras rebuild)."""
     started = time.perf_counter()
+    split_complex_outputs(model)
     outputs = [o for o, v in model.outputs.items() if differentiable(v)]
     graph = ModelGraph(model)
     dtype, precision_note = _compute_precision(model, graph)

@@ -288,6 +288,9 @@ def analyse_path(spec: str, options: HessianOptions) -> HessianResult:
 
 
 def analyse(model: Model, options: HessianOptions) -> HessianResult:
+    from gradcli.model.structure import split_complex_outputs
+
+    split_complex_outputs(model)  # complex outputs as their real and imaginary parts
     started = time.perf_counter()
     rng = np.random.default_rng(options.rng_seed)
     cotangents, description = choose_cotangents(model, options.cotangents)

@@ -22,6 +22,7 @@ import numpy as np
 from gradcli.analyses.reach import require_gradient
 from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.memory import dense_bytes, require_memory
+from gradcli.model.structure import split_complex_outputs
 from gradcli.model.loading import Model, differentiable, is_floating
 from gradcli.model.values import check_unknown, fit_value
 from gradcli.results.inspection import (
@@ -95,6 +96,9 @@ def named(name: str, values, source: str = "", error: float | None = None, shape
 
 
 def floating_outputs(model: Model) -> list[str]:
+    """The outputs differentiated: floating ones with elements, complex ones
+    as their real and imaginary parts (``structure.split_complex_outputs``)."""
+    split_complex_outputs(model)
     return [o for o, v in model.outputs.items() if differentiable(v)]
 
 

@@ -81,6 +81,8 @@ class Model:
     #: how a model function's arguments nest (``structure.Structure``): ``point``
     #: holds the leaves (``params.w``, ``x.values``), the function rebuilds the rest
     structure: object | None = None
+    #: complex outputs were split into real and imaginary parts (``structure.split_complex_outputs``)
+    complex_outputs_split: bool = False
 
     @property
     def dtype(self) -> np.dtype:

@@ -35,8 +35,16 @@ Finite differences then move each part alone, and reverse mode through
 convention for a real loss f of z = x + iy is df/dx + i df/dy: the real part
 of the gradient is checked against df/dx, the imaginary part against df/dy. A
 custom gradient that returns the conjugate (df/dx - i df/dy, the other common
-convention) fails on the imaginary part. Complex outputs are not split: the
-checks skip them, as they skip any output that is not floating.
+convention) fails on the imaginary part.
+
+Complex outputs (``split_complex_outputs``, for the analyses that
+differentiate: check, vjp, jvp, jacobian, hessian; ``forward`` shows them as
+they are): an output y is two real outputs, ``y.real`` and ``y.imag``,
+``tf.math.real`` and ``tf.math.imag`` of it. Reverse mode through them hands
+the model's own gradient functions TensorFlow's complex cotangent for a
+real loss <c_re, Re y> + <c_im, Im y>, namely c_re + i c_im, and its result is
+checked against finite differences of both parts: a custom rule that misses
+a conjugate fails. No output is skipped for being complex.
 
 The user's function always receives its arguments rebuilt (``Structure.rebuild``):
 the same dicts (keys in the order given), lists, tuples and sparse tensors.
@@ -274,3 +282,53 @@ def flatten_outputs(
     for name, value in items.items():
         walk(value, name)
     return flat
+
+
+def split_complex_outputs(model) -> None:
+    """Each complex output of ``model`` as two real outputs, ``NAME.real`` and
+    ``NAME.imag`` (module docstring), in place: its function, outputs and own
+    call, with a note. Nothing happens for a model without complex outputs."""
+    complex_names = [o for o, v in model.outputs.items() if np.iscomplexobj(np.asarray(v))]
+    if not complex_names or getattr(model, "complex_outputs_split", False):
+        return
+    from gradcli.tf_import import import_tensorflow
+
+    tf = import_tensorflow()
+
+    def split(outputs: dict) -> dict:
+        flat = {}
+        for name, value in outputs.items():
+            if name in complex_names:
+                flat[f"{name}{SEP}real"] = tf.math.real(value)
+                flat[f"{name}{SEP}imag"] = tf.math.imag(value)
+            else:
+                flat[name] = value
+        return flat
+
+    function = model.function
+
+    def split_function(values: dict) -> dict:
+        return split(function(values))
+
+    split_function.__dict__.update(getattr(function, "__dict__", {}))  # e.g. ``variables``
+    model.function = split_function
+    model.outputs = {
+        part: array
+        for name, value in model.outputs.items()
+        for part, array in (
+            [(f"{name}{SEP}real", np.real(value)), (f"{name}{SEP}imag", np.imag(value))]
+            if name in complex_names else [(name, value)]
+        )
+    }
+    own = model.own_call
+    if own is not None:
+        call = own.call
+        own.call = lambda data: split(call(data))
+    model.taken_vjp = None  # taken with the complex outputs left out
+    model.complex_outputs_split = True
+    model.notes.append(
+        f"output{'s' if len(complex_names) > 1 else ''} {', '.join(complex_names)} "
+        f"{'are' if len(complex_names) > 1 else 'is'} complex: checked as real and imaginary parts "
+        f"({', '.join(f'{n}{SEP}real, {n}{SEP}imag' for n in complex_names)}); reverse mode hands the "
+        "model's gradient functions TensorFlow's complex cotangent c_re + i c_im"
+    )
