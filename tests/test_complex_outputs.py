@@ -62,3 +62,16 @@ def test_forward_still_shows_the_complex_output_whole():
     assert run.exit_code == 0, run
     (output,) = run.result["outputs"]
     assert output["dtype"] == "complex128"
+
+
+def test_a_complex_value_set_on_a_complex_input_sets_both_parts(tmp_path):
+    """``--set z=@z.npy`` with a complex array: f = |z|^2 (complex_input.py)
+    has the gradient 2x + 2iy, read back as the two parts."""
+    z = np.array([1 + 1j, 2 - 1j, 0.5j])
+    np.save(tmp_path / "z.npy", z)
+    run = gradcli("vjp", fixture("complex_input.py"), "--set", f"z=@{tmp_path / 'z.npy'}",
+                  "--save", tmp_path / "g.npz")
+    assert run.exit_code == 0, run
+    saved = np.load(tmp_path / "g.npz")
+    np.testing.assert_allclose(saved["z.real"], 2 * z.real, rtol=1e-12)
+    np.testing.assert_allclose(saved["z.imag"], 2 * z.imag, rtol=1e-12)

@@ -60,8 +60,8 @@ def value_files(tmp_path_factory):
 
 
 COMPLEX = (
-    "is complex (complex128); gradcli differentiates real inputs only: pass the real "
-    "and imaginary parts as two real inputs"
+    "is complex (complex128) where a real value is expected; a complex input takes complex "
+    "values, and its parts are set as NAME.real and NAME.imag"
 )
 
 

@@ -504,6 +504,7 @@ def _check_parameters(target: Callable, names, site: str, inputs_site: str) -> N
 
 
 def _apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
+    overrides = _complex_overrides(model, overrides)
     for name in overrides:
         leaves = _leaves_under(model, name)
         if leaves:
@@ -566,6 +567,22 @@ def _choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
                 f"{list(np.shape(model.point[name]))}): nothing to differentiate"
             )
     return names
+
+
+def _complex_overrides(model: Model, overrides: dict) -> dict:
+    """A complex value set on a complex input (``--set z=@z.npy``) is its two
+    leaves' values, ``z.real`` and ``z.imag`` (``structure``); a real value
+    there sets the real part with the imaginary part zero."""
+    complex_inputs = getattr(model.structure, "complex", None) or {}
+    split = {}
+    for name, value in overrides.items():
+        if name in complex_inputs:
+            real, imag = complex_inputs[name]
+            value = np.asarray(value)
+            split[real], split[imag] = np.real(value), np.imag(value)
+        else:
+            split[name] = value
+    return split
 
 
 def _leaves_under(model: Model, name: str) -> list[str]:

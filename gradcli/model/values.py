@@ -19,7 +19,9 @@ from gradcli.errors import UsageError
 def parse_value(text: str, what: str = "VALUE") -> np.ndarray:
     """Return the array a VALUE stands for; ``what`` names it in errors."""
     if text.startswith("@"):
-        return require_numeric(_load_file_value(text[1:], what), what, UsageError)
+        # complex values pass here: a complex input takes them (loading splits
+        # them into its two leaves); ``fit_value`` refuses them for a real one
+        return require_numeric(_load_file_value(text[1:], what), what, UsageError, complex_ok=True)
     try:
         data = json.loads(text)
     except json.JSONDecodeError:
@@ -46,23 +48,23 @@ def _has_boolean(data) -> bool:
     return isinstance(data, bool)
 
 
-def require_numeric(array: np.ndarray, what: str, error=UsageError) -> np.ndarray:
+def require_numeric(array: np.ndarray, what: str, error=UsageError, complex_ok: bool = False) -> np.ndarray:
     """``array`` if its dtype is a real number or boolean dtype; else ``error``
     (``UsageError`` for values given to gradcli, ``ModelError`` for a model
     file's ``inputs``) in one line saying what it is instead.
 
-    Complex values are refused rather than cast: casting drops the imaginary
-    part silently, and the checks differentiate real inputs only (a complex
-    input can be passed as two real ones, its real and imaginary parts, which
-    is what loading does with a model file's complex inputs: ``structure``).
+    Complex values are refused (unless ``complex_ok``: a value that may be
+    meant for a complex input) rather than cast: casting drops the imaginary
+    part silently. A complex input is two real leaves (``structure``), and a
+    complex value given for it is split into them by loading.
     """
     kind = array.dtype.kind
-    if kind in "biuf":
+    if kind in "biuf" or (complex_ok and kind == "c"):
         return array
     if kind == "c":
         problem = (
-            f"is complex ({array.dtype}); gradcli differentiates real inputs only: "
-            "pass the real and imaginary parts as two real inputs"
+            f"is complex ({array.dtype}) where a real value is expected; a complex input "
+            "takes complex values, and its parts are set as NAME.real and NAME.imag"
         )
     elif kind in "mM":
         problem = f"is a {array.dtype} array (dates or durations), not numbers"
