@@ -156,3 +156,17 @@ def test_forward_mode_through_a_tf_function_with_a_while_loop_is_checked(tmp_pat
                   "--save", tmp_path / "t.npz")
     assert run.exit_code == 0, run
     np.testing.assert_allclose(np.load(tmp_path / "t.npz")["output"], derivative * tangent, rtol=1e-12, atol=1e-15)
+
+
+def test_forward_mode_of_a_tf_function_is_checked_traced_and_eagerly():
+    """Closed form: the eager JVP along u is <v, x u> (the forward ops'
+    derivative x), finite differences give <v, 2x u>: the reported forward
+    value is half the numeric one."""
+    run, document = check_json(fixture("forward_custom_in_function.py"))
+    assert run.exit_code == 1, run
+    pair = pairs(document)[("x", "output")]
+    assert pair["verdict"] == "mismatch", pair
+    assert "with the model's tf.functions run eagerly" in pair["explanation"], pair
+    forward, numeric = pair["forward_probe"]
+    assert forward == pytest.approx(0.5 * numeric, rel=1e-7)
+    assert pair["culprit"]["site"]["description"].startswith("tf.custom_gradient square: forward mode differentiates")

@@ -684,6 +684,15 @@ class _FullCheck:
         verdicts standing, with a warning on every pair that says why."""
         try:
             failures = self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
+            if self.graph is not None and self.graph.traced and self.graph.calls_functions:
+                # TensorFlow takes a JVP through a traced tf.function by its own
+                # rules (a custom gradient's rule transposed) and eagerly through
+                # the forward ops: both are the user's forward mode, both checked.
+                with autodiff.functions_run_eagerly():
+                    eager = self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
+                for key, worst in eager.items():
+                    if key not in failures:
+                        failures[key] = (*worst[:3], "with the model's tf.functions run eagerly")
             return {key: worst for key, worst in failures.items() if not self.forward_unavailable(pairs, *key)}
         except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
             if _raised_in_gradcli(exc):

@@ -308,12 +308,14 @@ def apply_fail_on(pairs: list[PairResult], fail_on) -> None:
             pair.explanation += f" (fails: fail_on lists {pair.verdict})"
 
 
-def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: float) -> None:
-    """A pair whose output failed the joint forward-mode probes fails too, and says how."""
+def mark_forward_failure(pair: PairResult, probe: int, forward: float, numeric: float, how: str = "") -> None:
+    """A pair whose output failed the joint forward-mode probes fails too, and
+    says how (``how``: the way forward mode was taken, when it is not the
+    model's call as it is)."""
     if pair.failed and pair.verdict not in (MISMATCH, PASS, ZERO):
         return  # a more specific verdict (disconnected, inconclusive...) stands
     pair.explanation = _mode_explanation(pair.failed, True) + (
-        f" (random tangent and cotangent, probe {probe}: forward mode gives {forward:.10g}, "
+        f" (random tangent and cotangent, probe {probe}{', ' + how if how else ''}: forward mode gives {forward:.10g}, "
         f"finite differences {numeric:.10g}, and reverse mode disagrees with forward mode)"
     )
     pair.reverse_failed = pair.failed  # what reverse mode's own comparison found

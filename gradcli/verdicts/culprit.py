@@ -148,6 +148,9 @@ class ModelGraph:
         self.error: str | None = None
         self.traced = False
 
+    #: whether the model's function calls ``tf.function``s (``_trace``)
+    calls_functions = False
+
     def _trace(self) -> bool:
         if self._wrapped is not None or self.error is not None:
             return self._wrapped is not None
@@ -179,6 +182,7 @@ class ModelGraph:
             self._wrapped = wrapped
             if inline or not _holds_calls(wrapped.graph):
                 break
+            self.calls_functions = True  # the model runs tf.functions (traced as calls)
         if self._wrapped is None:
             self.error = error
             return False
