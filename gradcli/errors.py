@@ -31,10 +31,32 @@ def debugging() -> bool:
     return os.environ.get(DEBUG_VARIABLE, "") not in ("", "0")
 
 
+#: First lines of TensorFlow's errors that only announce the cause below them.
+_HEADERS = ("graph execution error:", "in user code:", "detected at node")
+
+
+def error_line(exc: BaseException) -> str:
+    """The one line of an exception's message that says what went wrong: its
+    first line, unless that line only announces a cause given further down
+    (TensorFlow's "Graph execution error:" and a tf.function's "in user
+    code:", which end with the cause after the frames): then the last line
+    that is neither a frame nor TensorFlow's node and op annotations."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if not lines[0].lower().startswith(_HEADERS):
+        return lines[0]
+    for line in reversed(lines[1:]):
+        if line.startswith(("File ", "[[", "{{")) or line.lower().startswith(_HEADERS):
+            continue
+        return re.sub(r"\s*\[\[\{\{node [^}]*\}\}\]\].*$|\s*\[Op:[^\]]*\].*$", "", line).strip() or line
+    return lines[0]
+
+
 def internal_error_message(exc: BaseException) -> str:
     """One line for an exception gradcli did not expect: a bug in gradcli (or
     in TensorFlow), never the user's fault, and never silent."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = error_line(exc)
     return (
         f"internal error: {type(exc).__name__}" + (f": {text}" if text else "")
         + f" (run with --debug or {DEBUG_VARIABLE}=1 for the traceback)"

@@ -199,6 +199,9 @@ def test_folder_checks_every_model(tmp_path):
         ("not_callable.py", "not_callable.py: `model` is a int, not a callable or Keras model"),
         ("no_inputs.py", "no_inputs.py: defines no `inputs`"),
         ("forward_raises.py", "forward_raises.py:5: forward pass raised InvalidArgumentError"),
+        # A tf.function's runtime error: the cause, not TensorFlow's "Graph execution error:" header
+        ("edge_graph_error.py", "edge_graph_error.py: forward pass raised InvalidArgumentError: assertion "
+         "failed: [x must be positive.  ] [Condition x > 0 did not hold element-wise:]"),
         ("nan_output.py", "nan_output.py: output 'output' is nan at element [1] at the given point"),
         ("integer_inputs.py", "integer_inputs.py: nothing floating to differentiate (inputs: n (int64), k (int64))"),
     ],

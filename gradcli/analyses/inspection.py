@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.errors import error_line
 from gradcli.analyses.reach import require_gradient
 from gradcli.errors import GradcliError, ModelError, UsageError
 from gradcli.memory import dense_bytes, require_memory
@@ -123,7 +124,7 @@ def _analytic(model: Model, what: str, compute):
     except GradcliError:
         raise
     except Exception as exc:  # TensorFlow raises many types when it cannot differentiate
-        first = (str(exc).strip().splitlines() or [""])[0]
+        first = error_line(exc)
         raise ModelError(
             f"{model.name}: TensorFlow could not compute the {what} ({type(exc).__name__}: "
             f"{first}); a model that computes outside TensorFlow needs --numeric"

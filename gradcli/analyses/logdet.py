@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.errors import error_line
 from gradcli.numerics import autodiff
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
@@ -166,7 +167,7 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
     except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error
         raise ModelError(
             f"{where_raised(exc, model.path)}: log_det_jacobian raised "
-            f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            f"{type(exc).__name__}: {error_line(exc)}"
         ) from None
     site = definition_site(model.module, model.path, "log_det_jacobian")
     outputs = normalize_outputs(value, site, what="log_det_jacobian")

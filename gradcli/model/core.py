@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from gradcli.errors import GradcliError, ModelError
+from gradcli.errors import error_line, GradcliError, ModelError
 from gradcli.model.calling import Calling, OwnCall
 from gradcli.model.paths import relative_path
 from gradcli.model.structure import flatten_outputs
@@ -143,8 +143,8 @@ def name_list(names) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else ""
+    """The line of ``exc``'s message that says what went wrong (``errors.error_line``)."""
+    return error_line(exc)
 
 
 def where_raised(exc: BaseException, path: str) -> str:

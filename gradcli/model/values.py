@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 
+from gradcli.errors import error_line
 from gradcli.errors import UsageError
 
 
@@ -111,8 +112,7 @@ def _load_file_value(spec: str, what: str) -> np.ndarray:
 
 
 def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    return error_line(exc) or type(exc).__name__
 
 
 def parse_assignment(text: str, option: str) -> tuple[str, np.ndarray]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.errors import error_line
 from gradcli.numerics import autodiff
 from gradcli.results.hessian import Block
 from gradcli.errors import GradcliError, ModelError, UsageError
@@ -213,7 +214,7 @@ class Objective:
         except Exception as exc:
             raise ModelError(
                 f"{where_raised(exc, self.model.path)}: differentiating the model raised "
-                f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+                f"{type(exc).__name__}: {error_line(exc)}"
             ) from None
 
 

@@ -42,6 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from gradcli.errors import error_line
 from gradcli.numerics.autodiff import functions_run_eagerly, graph_gradients
 from gradcli.verdicts import compare
 from gradcli.model.paths import relative_path
@@ -177,7 +178,7 @@ class ModelGraph:
                 with functions_run_eagerly() if inline else contextlib.nullcontext():
                     wrapped = tf.compat.v1.wrap_function(traced, specs)
             except Exception as exc:  # not traceable in graph mode: no graph findings
-                error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                error = f"{type(exc).__name__}: {error_line(exc)}"
                 continue
             self._wrapped = wrapped
             if inline or not _holds_calls(wrapped.graph):

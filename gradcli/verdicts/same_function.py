@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.errors import error_line
 from gradcli.model.core import first_cotangents
 from gradcli.results import CallProof
 from gradcli.tf_import import import_tensorflow
@@ -104,7 +105,7 @@ def prove(model, seed: int = 0, taken=None) -> CallProof | None:
             proof = _reentrant(model, point, cotangents, ours, proof) or proof
         return proof
     exc = errors[-1]
-    first = (str(exc).strip().splitlines() or [""])[0]
+    first = error_line(exc)
     return CallProof(
         proven=False, differs=False, call=own.description, input="", rel_difference=float("nan"),
         rtol=float("nan"), dtype="",
