@@ -266,6 +266,20 @@ def test_a_wrong_rule_inside_a_while_loop_is_named_in_the_loops_culprit():
     ), culprit
 
 
+def test_an_lstm_culprit_names_its_layer_and_the_rule_in_its_body():
+    name = "blame_lstm_activation.py"
+    run, doc = check_json(name)
+    assert run.exit_code == 1, run
+    culprits = [p["culprit"] for p in pairs(doc).values() if p["failed"] and p["culprit"]]
+    assert culprits, run
+    defined = at(name, "def act(")
+    for culprit in culprits:
+        assert culprit["site"]["description"] == (
+            f"StatelessWhile in Keras layer 'lstm', whose body holds tf.custom_gradient act at {defined} "
+            f"(defined at {defined})"
+        ), culprit
+
+
 # -- Keras ----------------------------------------------------------------------------
 
 

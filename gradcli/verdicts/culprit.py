@@ -740,11 +740,11 @@ class ModelGraph:
         description = self.describe_op(op)
         rules = self.rules_in_body(op)
         if rules:  # a loop or call whose own gradient is wrong: the user's rules inside it
-            description += ", whose body holds " + ", ".join(
+            description += ", whose body holds " + ", ".join(dict.fromkeys(  # once each
                 f"{_describe(r)} at {self.location(r) or r.name}"
                 + (f" (defined at {_gradient_definition(r)})" if _gradient_definition(r) else "")
                 for r in rules
-            )
+            ))
         if isinstance(found, _WrongShape):
             arg = _input_label(op, found.index)
             return Culprit(
@@ -776,10 +776,24 @@ class ModelGraph:
             text += f", its gradient overridden by registered gradient '{name}'"
             if function:
                 text += f" ({function})"
-        layer = self.keras_layer(op)
+        layer = self.keras_layer(op) or self._scope_layer(op)
         if layer:
             text += f" in {layer}"
         return text
+
+    def _scope_layer(self, op) -> str:
+        """``Keras layer 'NAME'`` for an op no line of the user's code made (a
+        built-in layer's, an LSTM's ``While``): the model's layer named by the
+        op's name scope, so a report never ends at an op with nothing to find
+        it by. "" when the op has a line or no scope names a layer."""
+        if self.location(op):
+            return ""
+        names = _layer_names(self.model)
+        for scope in op.name.split("/")[:-1]:
+            for name in (scope, re.sub(r"_\d+$", "", scope)):
+                if name in names:
+                    return f"Keras layer '{name}'"
+        return ""
 
     def keras_layer(self, op) -> str:
         """``Keras layer 'NAME' (Class.call)`` when ``op`` was made in the ``call``
