@@ -324,11 +324,16 @@ def _check_user_gradients(result, graph, tol) -> None:
     for pair in result.pairs:
         if pair.failed or pair.verdict != PASS or not graph.traced:
             continue
-        ops = graph.user_gradient_ops(pair.input, pair.output)
-        checked |= {graph.describe_op(op) for op in ops}
-        found = graph.spread_culprit(pair.input, pair.output, tol) if ops else None
-        if found is not None:
-            compare.mark_spread_failure(pair, *found)
+        # A joint pair (the layer pass's whole-model row) names no one input:
+        # the gradients on the path of each of the graph's inputs are its own.
+        names = [pair.input] if pair.input in graph.inputs else [n for n in graph.model.wrt if n in graph.inputs]
+        for name in names:
+            ops = graph.user_gradient_ops(name, pair.output)
+            checked |= {graph.describe_op(op) for op in ops}
+            found = graph.spread_culprit(name, pair.output, tol) if ops else None
+            if found is not None:
+                compare.mark_spread_failure(pair, *found)
+                break
     if checked:
         from gradcli.verdicts.culprit import SPREAD_POINTS
 
