@@ -56,6 +56,9 @@ class Kink:
     analytic: float
     subgradient: bool  # analytic lies between left and right: valid, not a failure
     tie: bool = False  # refused by the tie rule (``diagnose.tie_direction``), though between its slopes
+    #: The function jumps here (``diagnose._ladder``): no derivative exists, and the
+    #: slopes are the quotients of the jump at the smallest step, not limits.
+    jump: bool = False
 
 
 @dataclass
