@@ -1,0 +1,98 @@
+"""Keras' own code must pass (issue 28, item 10): the false alarms a sweep over
+Keras 3's ops, layers and networks found (``bench/keras_sweep.py``), one small
+fixture each, and a twin with a wrong gradient where an excuse is new.
+
+Truth is independent of gradcli: closed forms (an average pool's 1/8), the
+Keras model evaluated directly at points around the fixture's, and the known
+factor of a planted bug."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from conftest import check_json, fixture, pairs
+
+
+def _module(name):
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), fixture(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- a weightless Keras model given float64 data falls back to its own dtype ---------
+
+def test_weightless_keras_layer_with_float64_data_is_checked_in_its_float32():
+    """AvgPool3D has no float64 kernel on CPU; the layer has no weights, and the
+    data was given as float64, so the check had no float32 to fall back to and
+    stopped with exit 3 (NotFoundError). Keras computes it in float32."""
+    run, doc = check_json(fixture("keras_weightless_float64_data.py"))
+    assert run.exit_code == 0, run
+    (model,) = doc["result"]["models"]
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    assert any("Keras converts it to the model's input dtype float32" in n for n in model["notes"])
+    assert any("does not run in float64" in n and "AvgPool3D" in n for n in model["notes"])
+
+
+def test_weightless_keras_layer_jacobian_is_the_average_pools():
+    import gradcli
+
+    (block,) = gradcli.jacobian(fixture("keras_weightless_float64_data.py")).blocks
+    values = np.asarray(block.values).reshape(4, 32)  # outputs (2x2 windows) x inputs 4x4x2
+    truth = np.zeros((2, 2, 4, 4, 2))
+    for i in range(2):
+        for j in range(2):
+            truth[i, j, 2 * i:2 * i + 2, 2 * j:2 * j + 2, :] = 1 / 8
+    np.testing.assert_allclose(values, truth.reshape(4, 32), atol=1e-7)
+
+
+# --- a jump (a Keras mask at an exact 0) is named, not inconclusive -------------------
+
+def _jumps_directly(name):
+    """The padded elements, and |f(x + t e) - f(x)| at t = 1e-9 and 1e-6 for each,
+    evaluated with the Keras model itself in float32 (no gradcli)."""
+    module = _module(name)
+    x = module.inputs["x"]
+    f0 = np.asarray(module.model(x))
+    padded = [tuple(i) for i in np.argwhere(x == 0.0)]
+    sizes = {}
+    for index in padded:
+        moved = []
+        for t in (1e-9, 1e-6):
+            y = x.copy()
+            y[index] = t
+            moved.append(np.abs(np.asarray(module.model(y)) - f0).max())
+        sizes[index] = moved
+    return padded, sizes
+
+
+def test_masked_step_jumps_and_is_not_inconclusive():
+    padded, sizes = _jumps_directly("keras_masked_step.py")
+    # Independent evidence of the jump: a step 1000x smaller moves f as much.
+    for small, large in sizes.values():
+        assert small > 1e-3 and small == pytest.approx(large, rel=1e-2)
+    run, doc = check_json(fixture("keras_masked_step.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "kink" and not pair["failed"]
+    assert "jumps" in pair["explanation"] and "NotEqual" in pair["explanation"]
+    assert pair["kinks"] and all(k["jump"] for k in pair["kinks"])
+    assert {tuple(k["input_index"]) for k in pair["kinks"]} == set(padded)
+    # The other inputs (the weights) are judged as before: they pass.
+    assert all(p["verdict"] == "pass" for key, p in pairs(doc).items() if key[0] != "x")
+
+
+def test_a_jump_does_not_hide_a_wrong_gradient_beside_it():
+    run, doc = check_json(fixture("keras_masked_step_wrong.py"))
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and pair["failed"]
+    # The planted factor: analytic 2 x**2 against 3 x**2, so analytic / numeric = 2/3.
+    padded, _ = _jumps_directly("keras_masked_step_wrong.py")
+    failing = [e for e in pair["failing"] if tuple(e["input_index"]) not in padded]
+    assert len(failing) >= 8
+    assert all(e["analytic"] / e["numeric"] == pytest.approx(2 / 3, rel=1e-4) for e in failing)
+    assert {tuple(k["input_index"]) for k in pair["kinks"] if k["jump"]} == set(padded)
