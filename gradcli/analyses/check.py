@@ -245,7 +245,8 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             fd.evaluations = spent
     result = ModelResult(
         name=model.name, path=model.path, dtype=dtype, mode=mode, tolerance=tol,
-        notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else []),
+        notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else [])
+        + ([graph.run_note] if graph.run_note else []),
         predicted_full_seconds=predicted,
     )
     result.call_proof = _prove_own_function(model, options, result.notes, proof)

@@ -137,8 +137,24 @@ def name_list(names) -> str:
 
 
 def first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else ""
+    """The first line of an exception's message; for an error raised inside a
+    traced graph, whose first line is only "Graph execution error:", that line
+    with the cause TensorFlow gives after the node's creation traceback, and
+    the node ("Graph execution error: Fused conv implementation does not
+    support grouped convolutions for now. (at node conv2d_1/BiasAdd)")."""
+    import re
+
+    whole = str(exc).strip()
+    text = whole.splitlines()
+    if not text:
+        return ""
+    if text[0].strip() == "Graph execution error:":
+        causes = [ln.strip() for ln in text[1:] if ln.strip() and not ln[0].isspace()
+                  and not ln.startswith(("Detected at node", "[[", "File "))]
+        node = re.search(r"Detected at node '?([\w/.:-]+?)'? defined", whole)
+        if causes:
+            return f"{text[0].strip()} {causes[0]}" + (f" (at node {node.group(1)})" if node else "")
+    return text[0]
 
 
 def where_raised(exc: BaseException, path: str) -> str:

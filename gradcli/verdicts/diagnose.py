@@ -188,7 +188,7 @@ def raised(exc: BaseException, model, analytic: bool, graph=None, forward: bool 
     import re
     import traceback
 
-    from gradcli.model.core import where_raised
+    from gradcli.model.core import first_line, where_raised
     from gradcli.model.paths import relative_path
 
     text = str(exc)
@@ -203,7 +203,7 @@ def raised(exc: BaseException, model, analytic: bool, graph=None, forward: bool 
                  if os.path.abspath(f) == model_file]
         if lines:
             where = f"{relative_path(model.path)}:{lines[-1]}"
-    message = re.sub(r"\{\{[^}]*\}\}\s*", "", text)
+    message = re.sub(r"\{\{[^}]*\}\}\s*", "", first_line(exc))
     message = re.sub(r"\s*\[Op:\w+\].*", "", message).strip().splitlines()
     doing = "computing the gradient" if analytic else "evaluating the model within a step of the point"
     if forward:
