@@ -96,3 +96,44 @@ def test_a_jump_does_not_hide_a_wrong_gradient_beside_it():
     assert len(failing) >= 8
     assert all(e["analytic"] / e["numeric"] == pytest.approx(2 / 3, rel=1e-4) for e in failing)
     assert {tuple(k["input_index"]) for k in pair["kinks"] if k["jump"]} == set(padded)
+
+
+# --- a graph that cannot run inlined: its tf.functions are called as they are ----------
+
+def test_grouped_convolution_runs_through_its_compiled_function_and_passes():
+    """Keras' grouped convolution runs inside a jit-compiled tf.function; the
+    inlined graph loses the compilation and raised "Fused conv implementation
+    does not support grouped convolutions" (exit 3, shown only as "Graph
+    execution error:"). The model trains fine: the check must run too."""
+    run, doc = check_json(fixture("keras_grouped_conv.py"))
+    assert run.exit_code == 0, run
+    (model,) = doc["result"]["models"]
+    assert model["dtype"] == "float64" and all(p["verdict"] == "pass" for p in model["pairs"])
+    assert max(p["max_rel_error"] for p in model["pairs"]) < 1e-4
+    note = next(n for n in model["notes"] if "inlined does not run" in n)
+    assert "Fused conv implementation does not support grouped convolutions" in note
+
+
+def test_grouped_convolution_twin_with_a_wrong_gradient_fails_at_its_factor():
+    run, doc = check_json(fixture("keras_grouped_conv_wrong.py"))
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and "cube" in pair["culprit"]["site"]["description"]
+    assert all(e["analytic"] / e["numeric"] == pytest.approx(2 / 3, rel=1e-5) for e in pair["failing"])
+
+
+def test_an_error_raised_in_a_graph_shows_its_cause_and_node():
+    import tensorflow as tf
+
+    from gradcli.model.core import first_line
+
+    @tf.function
+    def f(x):
+        return tf.debugging.check_numerics(tf.math.log(x), "log of a negative number")
+
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        f(tf.constant([-1.0]))
+    assert str(raised.value).splitlines()[0].strip() == "Graph execution error:"
+    line = first_line(raised.value)
+    assert line.startswith("Graph execution error: log of a negative number")
+    assert "(at node CheckNumerics)" in line
