@@ -137,3 +137,49 @@ def test_an_error_raised_in_a_graph_shows_its_cause_and_node():
     line = first_line(raised.value)
     assert line.startswith("Graph execution error: log of a negative number")
     assert "(at node CheckNumerics)" in line
+
+
+# --- ties of relu zeros in overlapping pools: the ordered tie break -------------------
+
+def test_overlapping_pools_over_relu_zeros_earn_their_kink_when_sampled():
+    """A sampled re-check leaves the kinks' tied partners out, so the mixed
+    difference sees no shared kink; the pool failed as 'not a valid
+    subgradient'. Independent truth: TensorFlow's max-pool gradient at the
+    captured activations equals its gradient with the ties broken in index
+    order (earlier elements larger by 1e-9), where the pool is differentiable."""
+    import gradcli
+    import tensorflow as tf
+
+    result = gradcli.check(fixture("by_layer_pool_zero_ties.py"), layers=["pool"], budget=0.2)
+    (model,) = result.models
+    assert result.exit_code == 0, model.layers
+    (pool,) = [layer for layer in model.layers if layer.path == "stem/pool"]
+    (pair,) = pool.pairs
+    assert pool.verdict == "kink" and not pool.failed
+    assert pair.tie_broken_agrees and pair.kinks_shared is False
+    assert any("drawn at random" in w for w in pair.warnings)
+
+    # The closed-form check of the evidence, outside gradcli.
+    module = _module("by_layer_pool_zero_ties.py")
+    net = module.model
+    pre = keras_relu_output(net, module.inputs["x"])
+    assert (pre == 0).mean() > 0.5
+    cotangent = np.random.default_rng(0).standard_normal((1, 19, 19, 16))
+
+    def gradient(x):
+        x = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(tf.nn.max_pool2d(x, 3, 2, "VALID") * cotangent)
+        return tape.gradient(y, x).numpy()
+
+    order = 1.0 - np.arange(pre.size).reshape(pre.shape) / pre.size
+    first = gradient(pre + 2.0**-30 * order)
+    last = gradient(pre + 2.0**-30 * (1.0 - order))
+    assert np.array_equal(gradient(pre), first) and not np.array_equal(first, last)
+
+
+def keras_relu_output(net, x):
+    import keras
+
+    return np.asarray(keras.Model(net.inputs, net.get_layer("relu").output)(x), dtype=np.float64)

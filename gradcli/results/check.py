@@ -185,6 +185,9 @@ class PairResult:
     # Whether the kinks outside their own slopes share their non-smoothness with
     # other kink elements (``diagnose.shared_kinks``; None: none on a tie).
     kinks_shared: bool | None = None
+    #: The analytic value at ties equals the one at the ties broken in index order
+    #: (``analyses.by_layer._ordered_tie_break``): one active piece's gradient.
+    tie_broken_agrees: bool = False
     tie_refused: list[Element] = field(default_factory=list)
 
 
