@@ -33,7 +33,7 @@ def test_weightless_keras_layer_with_float64_data_is_checked_in_its_float32():
     assert run.exit_code == 0, run
     (model,) = doc["result"]["models"]
     assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
-    assert any("Keras converts it to the model's input dtype float32" in n for n in model["notes"])
+    assert any("x is given as float64; the model converts it to float32 when called" in n for n in model["notes"])
     assert any("does not run in float64" in n and "AvgPool3D" in n for n in model["notes"])
 
 

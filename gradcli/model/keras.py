@@ -211,12 +211,12 @@ def keras_model(
                 f"{where_raised(exc, path)}: building the Keras model raised "
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from None
-    data, notes = _as_keras_converts(layer, data)
+    own_dtypes = _keras_converts(layer, data)
     weights = {weight_name(v.path): v for v in layer.trainable_variables}
     if len(weights) != len(layer.trainable_variables):  # clashing short names
         weights = {v.path: v for v in layer.trainable_variables}
     frozen = list(layer.non_trainable_variables)
-    notes += training_notes(layer, training)
+    notes = training_notes(layer, training)
     runner, switched = layer, False
     if float64:
         try:
@@ -268,44 +268,34 @@ def keras_model(
         own_call=own_call,
         float64_by_policies=switched,
         pure_call=not switched and not training,
+        own_dtypes=own_dtypes,
     )
     return model
 
 
-def _as_keras_converts(layer, data: dict) -> tuple[dict, list[str]]:
-    """The floating data in the dtype Keras converts it to when the model is
-    called, which is its own dtype: a functional model's ``Input`` dtype, else
-    (a layer given as the model) the layer's ``input_dtype`` when it autocasts.
-
-    Why: float64 data given to a float32 model is computed in float32 by Keras
-    itself. Kept as float64, it would leave the check no dtype of the model's
-    own to fall back to when the float64 rebuild cannot run
-    (``loading._settle_dtype``: ``AveragePooling3D`` has no float64 kernel on
-    CPU, and a weightless model has no float32 weights to go back to). With a
-    note, so the report says why the point's dtype is not the one given."""
-    targets = {}
+def _keras_converts(layer, data: dict) -> dict:
+    """The floating dtype Keras converts each floating data input to when the
+    model is called, where it differs from the data's own: a functional model's
+    ``Input`` dtype, else (a layer given as the model) the layer's
+    ``input_dtype`` when it autocasts. That is the model's own dtype for the
+    input, the one ``loading._settle_dtype`` falls back to when float64 does not
+    run: float64 data given to a weightless float32 layer without a float64
+    kernel (``AveragePooling3D`` on CPU) had none and stopped with exit 3."""
     inputs = _built_inputs(layer)
+    targets = {}
     if len(inputs) == len(data):
         targets = {n: str(t.dtype) for n, t in zip(data, inputs)}
     elif len(data) == 1 and getattr(layer, "autocast", False) and getattr(layer, "_convert_input_args", False):
         targets = {next(iter(data)): str(layer.input_dtype)}
-    converted, changed = dict(data), []
+    own = {}
     for name, value in data.items():
         target = targets.get(name)
         value = np.asarray(value)
         if target is None or not is_floating(value) or value.dtype == target:
             continue
-        if not np.issubdtype(np.dtype(target), np.floating):
-            continue
-        converted[name], changed = value.astype(target), changed + [name]
-    notes = []
-    if changed:
-        notes.append(
-            f"{name_list(changed)} given as {np.asarray(data[changed[0]]).dtype}; Keras converts "
-            f"{'it' if len(changed) == 1 else 'them'} to the model's input dtype "
-            f"{converted[changed[0]].dtype}, which is the dtype the model computes in"
-        )
-    return converted, notes
+        if np.issubdtype(np.dtype(target), np.floating):
+            own[name] = np.dtype(target)
+    return own
 
 
 def _built_inputs(layer) -> list:
