@@ -103,12 +103,14 @@ DEEP_LADDER = 20
 #: The function must be exactly constant at this many of the smallest steps
 #: (h0/2**7 .. h0/2**10) on both sides to count as piecewise constant.
 SURROGATE_STEPS = 4
-#: A jump (``_ladder``): |f(x +- h) - f(x)| at this many of the smallest steps
-#: (a factor 2**(JUMP_STEPS - 1) = 8 in h) stays within a factor JUMP_RATIO, where
-#: a function with a finite one-sided slope shrinks it 8-fold; and it is over
-#: JUMP_ROUNDOFF times the round-off of f, so two evaluation paths' rounding is no jump.
+#: A jump (``_ladder``) is looked for at this many of the smallest steps, a
+#: factor 2**(JUMP_STEPS - 1) = 8 in h.
 JUMP_STEPS = 4
+#: ... where |f(x +- h) - f(x)| stays within this factor of its largest value: a
+#: function with a finite one-sided slope shrinks it 8-fold over those steps.
 JUMP_RATIO = 0.5
+#: ... and is over this many times the round-off of f, so the rounding of two
+#: evaluation paths (f(x) from the model's call, the ladder's) is no jump.
 JUMP_ROUNDOFF = 64
 #: Input elements whose ladders are evaluated in one batch.
 COLUMNS_PER_BATCH = 64
