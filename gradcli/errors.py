@@ -40,16 +40,21 @@ def error_line(exc: BaseException) -> str:
     first line, unless that line only announces a cause given further down
     (TensorFlow's "Graph execution error:" and a tf.function's "in user
     code:", which end with the cause after the frames): then the last line
-    that is neither a frame nor TensorFlow's node and op annotations."""
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    that is neither a frame nor TensorFlow's node and op annotations, with
+    the node TensorFlow names ("... (at node conv2d_1/BiasAdd)")."""
+    whole = str(exc).strip()
+    lines = [line.strip() for line in whole.splitlines() if line.strip()]
     if not lines:
         return ""
     if not lines[0].lower().startswith(_HEADERS):
         return lines[0]
+    node = re.search(r"Detected at node '?([\w/.:-]+?)'? defined", whole)
+    where = f" (at node {node.group(1)})" if node else ""
     for line in reversed(lines[1:]):
         if line.startswith(("File ", "[[", "{{")) or line.lower().startswith(_HEADERS):
             continue
-        return re.sub(r"\s*\[\[\{\{node [^}]*\}\}\]\].*$|\s*\[Op:[^\]]*\].*$", "", line).strip() or line
+        cause = re.sub(r"\s*\[\[\{\{node [^}]*\}\}\]\].*$|\s*\[Op:[^\]]*\].*$", "", line).strip() or line
+        return cause + where
     return lines[0]
 
 

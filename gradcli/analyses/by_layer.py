@@ -194,6 +194,13 @@ FORWARD_MULTIPLE = 40.0
 #: pairs), and under 1% of the activation's size, the same region of the
 #: layer's input range.
 TIE_BREAK = 2.0**-7
+#: The ordered tie break (``_ordered_tie_break``): tied elements moved by
+#: ORDERED_BREAK max(1, |x|) (1 - i / n), i their flat index, n the input's size,
+#: so earlier elements end up larger (or, the other order, smaller). About 1e-9
+#: relative: the increments of neighbouring indices (ORDERED_BREAK / n) stay
+#: above float64's ulp for inputs of up to 10**6 elements, and far below any gap
+#: between distinct values of a real activation.
+ORDERED_BREAK = 2.0**-30
 
 
 @dataclass
@@ -815,6 +822,8 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked, tra
 
     structure, leaves, inputs, _ = _call_parts(call)
     values = {name: np.asarray(leaves[i]) for i, name in inputs.items()}
+    if any(p.verdict == KINK and p.failed and p.kinks_shared is not True for p in checked.pairs):
+        _ordered_tie_break(parent, call, options, checked, values)
     if not _on_ties(checked, values):
         return checked, None
     rng = np.random.default_rng([options.rng_seed, call.order, 2])
@@ -859,6 +868,69 @@ def _at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked, tra
     )
 
 
+def _ordered_tie_break(parent, call: LayerCall, options: CheckOptions, checked, values: dict) -> None:
+    """Evidence that a failing kink at ties is the gradient of one active piece
+    (sets ``PairResult.tie_broken_agrees``), for the ties ``diagnose.shared_kinks``
+    does not see as shared (its mixed difference moves only the elements it
+    examined, and a tied partner may be one it did not).
+
+    Every element of a floating input whose value another element holds is
+    moved by ``ORDERED_BREAK max(1, |x|) (1 - i / n)`` (earlier elements end up
+    larger), then by the same with the order reversed. Each move breaks every
+    tie (checked: the moved values are distinct) and, being so small, leaves
+    every other order of the values as it was: the unit is differentiable
+    there, and along the move the same piece stays active, so its gradient
+    there is a limit of gradients at differentiable points. Where the unit's
+    analytic vector-Jacobian product (a fixed cotangent, from ``rng_seed``) at
+    the point equals the one at the moved point within the check's tolerance,
+    the analytic value at the ties is that piece's gradient (a max pool that
+    takes the first maximum of a window agrees with the first order). Whether
+    that gradient is right is left to the nearby check of ``_at_broken_ties``.
+    Deterministic: no random order, so the verdict is the same in every run."""
+    from gradcli.numerics import autodiff
+
+    local = layer_model(parent, call, options.rng_seed)
+    names = [n for n in values if n in local.point and np.issubdtype(np.asarray(values[n]).dtype, np.floating)]
+    if not names:
+        return
+    rng = np.random.default_rng([options.rng_seed, call.order, 3])
+    cotangents = {o: rng.standard_normal(np.shape(v)) for o, v in local.outputs.items()}
+    wrt = [n for n in local.wrt if n in names]
+
+    def product(point):
+        found = autodiff.vjp(local.function, point, wrt, cotangents)
+        return {n: (None if found[n] is None else np.asarray(found[n], dtype=np.float64)) for n in wrt}
+
+    try:
+        here = product(local.point)
+        for sign in (1.0, -1.0):
+            moved = dict(local.point)
+            for name in wrt:
+                x = np.asarray(local.point[name])
+                flat = x.reshape(-1)
+                _, first, counts = np.unique(flat, return_inverse=True, return_counts=True)
+                tied = counts[first] > 1
+                order = 1.0 - np.arange(flat.size) / flat.size
+                step = ORDERED_BREAK * np.maximum(1.0, np.abs(flat)) * (order if sign > 0 else 1.0 - order)
+                shifted = np.where(tied, flat + step, flat).astype(x.dtype)
+                if np.unique(shifted[tied]).size != int(tied.sum()):
+                    return  # the move did not break every tie: no evidence
+                moved[name] = shifted.reshape(x.shape)
+            there = product(moved)
+            tol = checked.tolerance
+            if all(
+                (here[n] is None) == (there[n] is None)
+                and (here[n] is None or np.all(np.abs(here[n] - there[n]) <= tol.atol + tol.rtol * np.abs(here[n])))
+                for n in wrt
+            ):
+                for p in checked.pairs:
+                    if p.verdict == KINK and p.failed and p.input in wrt:
+                        p.tie_broken_agrees = True
+                return
+    except Exception:  # noqa: BLE001 - no evidence, the failure stands
+        return
+
+
 def moved_off(x: np.ndarray, rng) -> np.ndarray:
     """``x + TIE_BREAK max(1, |x|) r`` (r standard normal): off the ties and
     exact kinks of the point, in the same region of its range (``TIE_BREAK``)."""
@@ -877,7 +949,8 @@ def _on_ties(checked, values: dict) -> bool:
     ``diagnose.tie_direction`` (moved together, the tied elements show a
     wrong derivative where the layer is differentiable: that is evidence at
     the captured activations, which nearby points do not outweigh)."""
-    if any(p.n_tie_refused or (p.verdict == KINK and p.failed and p.kinks_shared is not True)
+    if any(p.n_tie_refused or (p.verdict == KINK and p.failed and p.kinks_shared is not True
+                               and not p.tie_broken_agrees)
            for p in checked.pairs):
         return False  # a kink of one element: its own slopes bound a subgradient (``diagnose.shared_kinks``)
     bad = [(p.input, k) for p in checked.pairs if p.verdict == KINK and p.failed

@@ -247,7 +247,8 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             fd.evaluations = spent
     result = ModelResult(
         name=model.name, path=model.path, dtype=dtype, mode=mode, tolerance=tol,
-        notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else []),
+        notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else [])
+        + ([graph.run_note] if graph.run_note else []),
         predicted_full_seconds=predicted,
     )
     result.call_proof = _prove_own_function(model, options, result.notes, proof)
@@ -324,13 +325,25 @@ def _check_user_gradients(result, graph, tol) -> None:
     says which gradients were checked at which points."""
     checked = set()
     for pair in result.pairs:
-        if pair.failed or pair.verdict != PASS or not graph.traced or pair.input not in graph.inputs:
-            continue  # a joint row's inputs are the layer pass's to search, unit by unit
-        ops = graph.user_gradient_ops(pair.input, pair.output)
-        checked |= {graph.describe_op(op) for op in ops}
-        found = graph.spread_culprit(pair.input, pair.output, tol) if ops else None
-        if found is not None:
-            compare.mark_spread_failure(pair, *found)
+        if pair.failed or pair.verdict != PASS or not graph.traced:
+            continue
+        # A joint pair (the layer pass's whole-model row) names no one input:
+        # the gradients on the path of each of the graph's inputs are its own.
+        # Each input's gradients are checked once: an input whose gradients an
+        # earlier input's check covered adds nothing (every swish of an
+        # EfficientNet lies on the path of its first weight).
+        names = [pair.input] if pair.input in graph.inputs else [n for n in graph.model.wrt if n in graph.inputs]
+        covered = set()
+        for name in names:
+            ops = graph.user_gradient_ops(name, pair.output)
+            checked |= {graph.describe_op(op) for op in ops}
+            if {op.name for op in ops} <= covered:
+                continue
+            covered |= {op.name for op in ops}
+            found = graph.spread_culprit(name, pair.output, tol) if ops else None
+            if found is not None:
+                compare.mark_spread_failure(pair, *found)
+                break
     if checked:
         from gradcli.verdicts.culprit import SPREAD_POINTS
 

@@ -58,6 +58,10 @@ class Model:
     #: float64 to numpy, float32 to TensorFlow (``loading._settle_dtype``)
     python_numbers: list[str] = field(default_factory=list)
     runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
+    #: Inputs the model itself converts to another floating dtype when called (a
+    #: Keras model's data: its Input's dtype): name -> dtype, the dtype
+    #: ``loading._settle_dtype`` falls back to when float64 does not run.
+    own_dtypes: dict = field(default_factory=dict)
     own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
     #: (point, cotangents, VJP) taken through ``function`` at the point with
     #: ``first_cotangents`` (loading's float64 gradient test, or

@@ -211,6 +211,7 @@ def keras_model(
                 f"{where_raised(exc, path)}: building the Keras model raised "
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from None
+    own_dtypes = _keras_converts(layer, data)
     weights = {weight_name(v.path): v for v in layer.trainable_variables}
     if len(weights) != len(layer.trainable_variables):  # clashing short names
         weights = {v.path: v for v in layer.trainable_variables}
@@ -267,8 +268,41 @@ def keras_model(
         own_call=own_call,
         float64_by_policies=switched,
         pure_call=not switched and not training,
+        own_dtypes=own_dtypes,
     )
     return model
+
+
+def _keras_converts(layer, data: dict) -> dict:
+    """The floating dtype Keras converts each floating data input to when the
+    model is called, where it differs from the data's own: a functional model's
+    ``Input`` dtype, else (a layer given as the model) the layer's
+    ``input_dtype`` when it autocasts. That is the model's own dtype for the
+    input, the one ``loading._settle_dtype`` falls back to when float64 does not
+    run: float64 data given to a weightless float32 layer without a float64
+    kernel (``AveragePooling3D`` on CPU) had none and stopped with exit 3."""
+    inputs = _built_inputs(layer)
+    targets = {}
+    if len(inputs) == len(data):
+        targets = {n: str(t.dtype) for n, t in zip(data, inputs)}
+    elif len(data) == 1 and getattr(layer, "autocast", False) and getattr(layer, "_convert_input_args", False):
+        targets = {next(iter(data)): str(layer.input_dtype)}
+    own = {}
+    for name, value in data.items():
+        target = targets.get(name)
+        value = np.asarray(value)
+        if target is None or not is_floating(value) or value.dtype == target:
+            continue
+        if np.issubdtype(np.dtype(target), np.floating):
+            own[name] = np.dtype(target)
+    return own
+
+
+def _built_inputs(layer) -> list:
+    try:
+        return list(layer.inputs or [])
+    except Exception:  # a layer or subclassed model that was never called symbolically
+        return []
 
 
 def load_keras_file(

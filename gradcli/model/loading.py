@@ -636,6 +636,7 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
     native = dict(model.point)
     changed = [n for n in model.wrt if native[n].dtype != CHECK_DTYPE]
     written = [n for n in model.wrt if n in model.python_numbers and native[n].dtype == CHECK_DTYPE]
+    own = {n: d for n, d in model.own_dtypes.items() if n in native and native[n].dtype != d}
     if float64 and model.runs_in_float64:
         promoted = {
             n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
@@ -644,7 +645,7 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
             model.outputs, model.point = _forward(model, promoted), promoted
             failure = _float64_gradient_failure(model, native, rng_seed) if changed else None
         except ModelError as exc:
-            if not changed and not written:
+            if not changed and not written and not own:
                 raise
             reason = str(exc).split(': ', 1)[-1]
             if written:
@@ -656,9 +657,10 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
                         raise exc from None
                     return _check_finite_outputs(model)
             else:
+                native = _as_own_dtypes(model, native, own)
                 model.notes.append(
-                    f"the model does not run in float64 ({reason}); "
-                    f"checking in {native[changed[0]].dtype} with steps and tolerances for that dtype"
+                    f"the model does not run in float64 ({reason}); checking in "
+                    f"{native[(changed or list(own))[0]].dtype} with steps and tolerances for that dtype"
                 )
         else:
             if failure is None:
@@ -683,6 +685,22 @@ def _settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
         except ModelError:
             raise exc from None
     _check_finite_outputs(model)
+
+
+def _as_own_dtypes(model: Model, values: dict, own: dict) -> dict:
+    """``values`` with the inputs the model converts itself (``Model.own_dtypes``:
+    float64 data of a float32 Keras model) in the dtype it converts them to,
+    which becomes their own dtype, with a note (``_settle_dtype``)."""
+    if not own:
+        return values
+    model.native_dtypes.update(own)
+    names = list(own)
+    model.notes.append(
+        f"{name_list(names)} {'is' if len(names) == 1 else 'are'} given as {values[names[0]].dtype}; "
+        f"the model converts {'it' if len(names) == 1 else 'them'} to {own[names[0]]} when called, "
+        "its own dtype"
+    )
+    return {**values, **{n: values[n].astype(d) for n, d in own.items()}}
 
 
 def _as_python_floats(model: Model, values: dict, written: list[str], reason: str) -> dict:

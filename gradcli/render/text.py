@@ -307,7 +307,9 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         out.print(f"  kink {pair.input} -> {pair.output}: {plural(pair.n_kinks, 'element')} on a "
                   "non-differentiability (one-sided slopes):")
         for k in pair.kinks:
-            if k.subgradient:
+            if k.jump:
+                ok = "a jump: no derivative exists"
+            elif k.subgradient:
                 ok = "valid subgradient"
             elif k.tie:
                 ok = "between its slopes, but not a subgradient: at a tie, moved with the tied elements"

@@ -56,6 +56,7 @@ class Kink:
     analytic: float
     subgradient: bool  # analytic lies between left and right: valid, not a failure
     tie: bool = False  # refused by the tie rule (``diagnose.tie_direction``), though between its slopes
+    jump: bool = False  # the function jumps here (``diagnose._ladder``): no derivative; left/right are quotients
 
 
 @dataclass
@@ -182,6 +183,7 @@ class PairResult:
     # Whether the kinks outside their own slopes share their non-smoothness with
     # other kink elements (``diagnose.shared_kinks``; None: none on a tie).
     kinks_shared: bool | None = None
+    tie_broken_agrees: bool = False  # ties broken in index order leave the VJP as it is (by_layer._ordered_tie_break)
     tie_refused: list[Element] = field(default_factory=list)
 
 

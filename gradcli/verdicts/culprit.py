@@ -45,6 +45,7 @@ import numpy as np
 from gradcli.errors import error_line
 from gradcli.numerics.autodiff import functions_run_eagerly, graph_gradients
 from gradcli.verdicts import compare
+from gradcli.model.core import first_line
 from gradcli.model.paths import relative_path
 from gradcli.results import Culprit, GraphSite
 from gradcli.tf_import import import_tensorflow
@@ -148,6 +149,8 @@ class ModelGraph:
         self._wrapped = None
         self.error: str | None = None
         self.traced = False
+        self._called = None  # the trace with tf.function calls kept, when the graph inlined them
+        self.run_note: str | None = None  # why ``callable`` gave no graph to run
 
     #: whether the model's function calls ``tf.function``s (``_trace``)
     calls_functions = False
@@ -180,6 +183,8 @@ class ModelGraph:
             except Exception as exc:  # not traceable in graph mode: no graph findings
                 error = f"{type(exc).__name__}: {error_line(exc)}"
                 continue
+            if inline:
+                self._called = self._wrapped
             self._wrapped = wrapped
             if inline or not _holds_calls(wrapped.graph):
                 break
@@ -200,12 +205,38 @@ class ModelGraph:
         runs no Python of the model (``FiniteDifferences.traced``)."""
         if not self._trace():
             return None
-        names, wrapped = list(self.model.point), self._wrapped
+        names = list(self.model.point)
+        point = [tf.constant(self.model.point[n]) for n in names]
+        # Inlining strips a tf.function's own settings: the body of a
+        # ``jit_compile=True`` function (Keras' grouped convolution on CPU) may
+        # not run outside XLA ("Fused conv implementation does not support
+        # grouped convolutions"). So the graph runs once at the point first;
+        # if it raises, the trace with the calls kept, else the model's Python.
+        failure = None
+        for wrapped in (self._wrapped, self._called):
+            if wrapped is None:
+                continue
+            try:
+                wrapped(*point)
+            except Exception as exc:  # this trace cannot run: the next, else none
+                failure = failure or exc
+                continue
+            if failure is not None:
+                self.run_note = (
+                    "the model's graph with tf.function bodies inlined does not run "
+                    f"({type(failure).__name__}: {first_line(failure)}); finite differences "
+                    "call its tf.functions as they are"
+                )
 
-        def function(values: dict) -> dict:
-            return wrapped(*[values[n] for n in names])
+            def function(values: dict, wrapped=wrapped) -> dict:
+                return wrapped(*[values[n] for n in names])
 
-        return function
+            return function
+        self.run_note = (
+            f"the model's traced graph does not run ({type(failure).__name__}: {first_line(failure)}); "
+            "finite differences call the model's Python"
+        )
+        return None
 
     # -- reachability ---------------------------------------------------------
 

@@ -103,6 +103,15 @@ DEEP_LADDER = 20
 #: The function must be exactly constant at this many of the smallest steps
 #: (h0/2**7 .. h0/2**10) on both sides to count as piecewise constant.
 SURROGATE_STEPS = 4
+#: A jump (``_ladder``) is looked for at this many of the smallest steps, a
+#: factor 2**(JUMP_STEPS - 1) = 8 in h.
+JUMP_STEPS = 4
+#: ... where |f(x +- h) - f(x)| stays within this factor of its largest value: a
+#: function with a finite one-sided slope shrinks it 8-fold over those steps.
+JUMP_RATIO = 0.5
+#: ... and is over this many times the round-off of f, so the rounding of two
+#: evaluation paths (f(x) from the model's call, the ladder's) is no jump.
+JUMP_ROUNDOFF = 64
 #: Input elements whose ladders are evaluated in one batch.
 COLUMNS_PER_BATCH = 64
 #: How many kinks a report keeps.
@@ -181,7 +190,7 @@ def raised(exc: BaseException, model, analytic: bool, graph=None, forward: bool 
     import re
     import traceback
 
-    from gradcli.model.core import where_raised
+    from gradcli.model.core import first_line, where_raised
     from gradcli.model.paths import relative_path
 
     text = str(exc)
@@ -196,7 +205,7 @@ def raised(exc: BaseException, model, analytic: bool, graph=None, forward: bool 
                  if os.path.abspath(f) == model_file]
         if lines:
             where = f"{relative_path(model.path)}:{lines[-1]}"
-    message = re.sub(r"\{\{[^}]*\}\}\s*", "", text)
+    message = re.sub(r"\{\{[^}]*\}\}\s*", "", first_line(exc))
     message = re.sub(r"\s*\[Op:\w+\].*", "", message).strip().splitlines()
     doing = "computing the gradient" if analytic else "evaluating the model within a step of the point"
     if forward:
@@ -244,7 +253,7 @@ def nonfinite_analytic(model, input_name, output, analytic, fd, f0, x_shape, y_s
     """
     bad = ~np.isfinite(analytic)
     cols = np.flatnonzero(bad.any(axis=0))[:COLUMNS_PER_BATCH]
-    left, right, left_err, right_err, _ = _ladder(fd, input_name, output, f0, cols)
+    left, right, left_err, right_err, *_ = _ladder(fd, input_name, output, f0, cols)
     sub = bad[:, cols]
     slope = np.maximum(np.abs(left), np.abs(right))
     with np.errstate(invalid="ignore"):
@@ -480,11 +489,12 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     left, right = np.full(shape, np.nan), np.full(shape, np.nan)
     left_err, right_err = np.full(shape, np.inf), np.full(shape, np.inf)
     constant = np.zeros(shape, dtype=bool)
+    jump = np.zeros(shape, dtype=bool)
     ran = np.zeros(len(cols), dtype=bool)
     for start in range(0, len(cols), COLUMNS_PER_BATCH):
         part = slice(start, start + COLUMNS_PER_BATCH)
         found = _ladder(fd, pair.input, pair.output, f0, cols[part])
-        for target, value in zip((left, right, left_err, right_err, constant), found):
+        for target, value in zip((left, right, left_err, right_err, constant, jump), found):
             target[:, part] = value
         ran[part] = True
         seen = slice(0, start + COLUMNS_PER_BATCH)
@@ -493,7 +503,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             left_err[:, seen], right_err[:, seen], tol,
         ):
             break
-    _deepen(fd, pair, f0, cols, ran, left, right, left_err, right_err, constant, tol, evidence)
+    _deepen(fd, pair, f0, cols, ran, left, right, left_err, right_err, constant, tol, evidence, jump)
     sub_a = a[:, cols]
     sub_bad = bad[:, cols]
     examined = sub_bad | suspects[:, cols]
@@ -502,9 +512,16 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     # f unchanged to the last bit at the smallest steps on both sides: both
     # slopes are exactly 0 there, with no round-off to resolve.
     settled |= constant
+    # Jump rule: f(x +- h) - f(x) does not shrink with h (``_ladder``) AND a
+    # non-smooth op on the path (a comparison, a select: a mask x != 0 at an
+    # exact 0). No derivative exists there, so no value can be refuted or
+    # confirmed: the element is a non-differentiability, named as a jump.
+    jump &= examined & ran[None, :] & ~constant
+    nonsmooth = evidence.nonsmooth if (gap.any() or jump.any()) else None
+    jumped = jump if nonsmooth else np.zeros_like(jump)
+    gap &= ~jumped
     # Kink rule: a gap AND a non-smooth op on the path. A gap without one (an
     # ill-conditioned smooth function) is never a kink.
-    nonsmooth = evidence.nonsmooth if gap.any() else None
     is_kink = gap if nonsmooth else np.zeros_like(gap)
     kink_ok = is_kink & between
     kink_bad = is_kink & ~between
@@ -524,18 +541,18 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
     # 0 (a relu input just below zero, within the step); one that is not is
     # the surrogate rule's to judge.
     locally_constant = sub_bad & constant & (np.abs(sub_a) > tol.atol)
-    resolved = sub_bad & ~locally_constant & ~gap & settled & agrees
+    resolved = sub_bad & ~locally_constant & ~gap & ~jumped & settled & agrees
     # Slopes that do not settle still bound the derivative by their error
     # estimates: where they agree with each other and the analytic value lies
     # outside both bands, it is refuted however coarse the resolution (16-bit
     # compute, whose one-sided slopes rarely settle to a tenth, against a
     # gradient 2x off): a mismatch, not inconclusive.
-    refuted = sub_bad & ran[None, :] & ~locally_constant & ~gap & ~settled & _outside_both(
+    refuted = sub_bad & ran[None, :] & ~locally_constant & ~gap & ~jumped & ~settled & _outside_both(
         sub_a, left, right, left_err, right_err, tol
     )
     # Slopes that do not settle, or a gap with no non-smooth op that the analytic
     # value lies within: finite differences cannot resolve the derivative here.
-    unresolved = sub_bad & ran[None, :] & ~locally_constant & ~is_kink & ~resolved & ~refuted & (
+    unresolved = sub_bad & ran[None, :] & ~locally_constant & ~is_kink & ~jumped & ~resolved & ~refuted & (
         ~settled | (gap & between)
     )
     # Surrogate rule: locally constant, a non-zero analytic value, AND a
@@ -565,7 +582,7 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
                     "with the straight-through estimators held constant the gradient there is "
                     "still not zero: another op gives it"
                 )
-    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad & ~resolved & ~unresolved & ~unshown
+    unexplained = sub_bad & ~surrogate & ~kink_ok & ~kink_bad & ~jumped & ~resolved & ~unresolved & ~unshown
     if surrogate.any() and (unexplained & ~unearned).any() and graph is not None:
         sites = _safe_list(graph.surrogate_sites, pair.input, pair.output)
         if sites:
@@ -579,10 +596,17 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
             surrogate |= unexplained & ~unearned
             unexplained &= unearned
 
-    kinks = kink_ok | kink_bad
+    kinks = kink_ok | kink_bad | jumped
     pair.n_kinks = int(kinks.sum())
+    n_jumps = int(jumped.sum())
+    if n_jumps:
+        pair.warnings.append(
+            f"{_count(n_jumps, 'element')} where the function jumps (a discontinuity: "
+            f"|f(x +- h) - f(x)| does not shrink with the step, {_sites(nonsmooth)}): no derivative "
+            "exists there, so finite differences can neither confirm nor refute the gradient"
+        )
     pair.n_surrogate = int(surrogate.sum())
-    pair.kinks = _kinks(kinks, kink_bad, left, right, sub_a, cols, y_shape, x_shape, tie_refused)
+    pair.kinks = _kinks(kinks, kink_bad, left, right, sub_a, cols, y_shape, x_shape, tie_refused, jumped)
     if not scanned_all:
         pair.warnings.append(
             f"kink scan: {len(suspect_cols)} columns have one-sided slopes that disagree at the "
@@ -679,14 +703,18 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
         )
     elif kinks.any():
         pair.verdict, pair.failed = KINK, False
-        pair.explanation = (
-            f"{EXPLANATIONS[KINK]} at {pair.n_kinks} elements; the analytic value lies "
-            f"between them (a valid subgradient): not a failure ({_sites(nonsmooth)})"
-        )
-        pair.warnings.append(
-            f"{_count(pair.n_kinks, 'element')} on a non-differentiability (kink): "
-            "the analytic value is a subgradient there"
-        )
+        n_kink = pair.n_kinks - n_jumps
+        pair.explanation = "; ".join(
+            ([f"{EXPLANATIONS[KINK]} at {n_kink} elements; the analytic value lies between them "
+              "(a valid subgradient)"] if n_kink else [])
+            + ([f"the function jumps at {_count(n_jumps, 'element')} (a discontinuity: no "
+                "derivative exists)"] if n_jumps else [])
+        ) + f": not a failure ({_sites(nonsmooth)})"
+        if n_kink:
+            pair.warnings.append(
+                f"{_count(n_kink, 'element')} on a non-differentiability (kink): "
+                "the analytic value is a subgradient there"
+            )
     elif bad.any():  # every failing element resolved at smaller steps
         pair.verdict, pair.failed = PASS, False
         pair.explanation = EXPLANATIONS[PASS]
@@ -769,7 +797,8 @@ def _unexplained_exists(a, bad, left, right, left_err, right_err, tol) -> bool:
     return bool(np.any(bad & settled & ~gap & ~agrees))
 
 
-def _deepen(fd, pair, f0, cols, ran, left, right, left_err, right_err, constant, tol, evidence) -> None:
+def _deepen(fd, pair, f0, cols, ran, left, right, left_err, right_err, constant, tol, evidence,
+            jump=None) -> None:
     """Deeper ladders (``DEEP_LADDER``) for the float64 columns whose slopes did
     not settle, where a non-smooth op is on the path: a kink at distance d from
     x is resolved only by levels below d, and one that falls between the two
@@ -787,15 +816,19 @@ def _deepen(fd, pair, f0, cols, ran, left, right, left_err, right_err, constant,
     if not len(where) or not evidence.nonsmooth:
         return
     found = _ladder(fd, pair.input, pair.output, f0, cols[where], levels=DEEP_LADDER)
-    for target, value in zip((left, right, left_err, right_err, constant), found):
+    targets = (left, right, left_err, right_err, constant) + ((jump,) if jump is not None else ())
+    for target, value in zip(targets, found):
         target[:, where] = value
 
 
 def _ladder(fd, name, output, f0, cols, levels: int = LADDER):
     """One-sided slopes of ``output`` along unit vectors e_c (c in ``cols``).
 
-    Returns left, right, their error estimates (``[output size, len(cols)]``) and
-    ``constant``: f unchanged at the SURROGATE_STEPS smallest steps on both sides.
+    Returns left, right, their error estimates (``[output size, len(cols)]``),
+    ``constant``: f unchanged at the SURROGATE_STEPS smallest steps on both sides,
+    and ``jump``: on a side, |f(x +- h) - f(x)| does not shrink with h at the
+    JUMP_STEPS smallest steps (``JUMP_RATIO``, above ``JUMP_ROUNDOFF`` times f's
+    round-off): f is discontinuous at x, as a mask ``x != 0`` at an exact 0 makes it.
     """
     x = fd.point[name]
     flat = x.reshape(-1)
@@ -803,7 +836,7 @@ def _ladder(fd, name, output, f0, cols, levels: int = LADDER):
     eps = machine_eps(dtype)
     f0 = np.asarray(f0, dtype=dtype).reshape(-1)
     scales = 2.0 ** -np.arange(levels + 1)
-    parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant")}
+    parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant", "jump")}
     for start in range(0, len(cols), COLUMNS_PER_BATCH):
         chunk = cols[start : start + COLUMNS_PER_BATCH]
         h0 = step_size(flat[chunk], dtype)
@@ -837,8 +870,15 @@ def _ladder(fd, name, output, f0, cols, levels: int = LADDER):
         parts["left"].append(l)
         parts["left_err"].append(le)
         parts["constant"].append(same.all(axis=0).T)
+        floor = JUMP_ROUNDOFF * roundoff_ulps(dtype) * eps * fmax  # [column, out]
+        jump = np.zeros(floor.shape, dtype=bool)
+        for side in (fp, fm):
+            tail = np.abs(side[-JUMP_STEPS:] - f0)  # [level, column, out]
+            low = tail.min(axis=0)
+            jump |= (low >= JUMP_RATIO * tail.max(axis=0)) & (low > floor)
+        parts["jump"].append(jump.T)
     return tuple(np.concatenate(parts[k], axis=1) for k in
-                 ("left", "right", "left_err", "right_err", "constant"))
+                 ("left", "right", "left_err", "right_err", "constant", "jump"))
 
 
 def _holders(values, arrays) -> np.ndarray:
@@ -1069,7 +1109,7 @@ def _one_sided_points(fd, name, output, chunk, steps):
     return np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
 
 
-def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape, tie_refused=None) -> list[Kink]:
+def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape, tie_refused=None, jumped=None) -> list[Kink]:
     rows, idx = np.nonzero(kinks)
     # Failures first, then by the width of the slope gap.
     order = sorted(range(len(rows)), key=lambda i: (
@@ -1084,6 +1124,7 @@ def _kinks(kinks, kink_bad, left, right, a, cols, y_shape, x_shape, tie_refused=
             analytic=float(a[rows[i], idx[i]]),
             subgradient=not bool(kink_bad[rows[i], idx[i]]),
             tie=tie_refused is not None and bool(tie_refused[rows[i], idx[i]]),
+            jump=jumped is not None and bool(jumped[rows[i], idx[i]]),
         )
         for i in order
     ]
