@@ -47,3 +47,16 @@ def test_the_spread_keeps_to_the_domain_of_a_log():
     run, document = check_json(fixture("spread_log.py"))
     assert run.exit_code == 0, run
     assert pairs(document)[("x", "output")]["verdict"] == "pass"
+
+
+def test_a_librarys_custom_gradient_is_not_called_the_users():
+    """tf.nn.silu is a tf.custom_gradient of TensorFlow's own (swish_impl):
+    the spread rule checks the gradients defined in the user's files only
+    (an EfficientNet holds dozens of these)."""
+    import gradcli
+    import tensorflow as tf
+
+    result = gradcli.check(lambda x: tf.nn.silu(x), ([0.3, -1.0, 2.0],))
+    (model,) = result.models
+    assert not model.failed
+    assert not any(n.startswith("user-written gradients") for n in model.notes), model.notes

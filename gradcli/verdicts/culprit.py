@@ -89,6 +89,17 @@ def _scaled_to(magnitude):
     return at
 
 
+def _written_by_user(op) -> bool:
+    """Whether ``op``'s gradient (a custom gradient's function, an override's
+    registered function) is defined in the user's files, not a library's."""
+    from gradcli.model.core import is_user_file
+
+    override = _override(op)
+    where = _gradient_definition(op) if _custom_result_count(op) is not None else (
+        override[1].rsplit(" at ", 1)[-1] if override and override[1] else "")
+    return bool(where) and is_user_file(where.rsplit(":", 1)[0])
+
+
 def _spread_draw(magnitude):
     """Seeded uniform values in [-magnitude, magnitude]: every sign pattern,
     not only the point's (seeded by the values, so two inputs differ)."""
@@ -530,7 +541,9 @@ class ModelGraph:
     def user_gradient_ops(self, name, output) -> list:
         """The gradients the user wrote on the path from ``name`` to ``output``:
         ``tf.custom_gradient`` functions (a Keras layer's included) and ops
-        whose gradient a ``gradient_override_map`` replaced."""
+        whose gradient a ``gradient_override_map`` replaced, defined in the
+        user's own files (a library's, such as ``tf.nn.silu``'s custom
+        gradient, is the library's: an EfficientNet holds dozens)."""
         if not self._trace():
             return []
         path = self.path_ops(name, output)
@@ -538,7 +551,7 @@ class ModelGraph:
         return [
             op for op in path
             if op not in inside and (_custom_result_count(op) is not None or _override(op) is not None)
-            and self._checkable(op)
+            and self._checkable(op) and _written_by_user(op)
         ]
 
     def spread_culprit(self, name, output, tol) -> tuple | None:
