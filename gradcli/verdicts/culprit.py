@@ -601,12 +601,10 @@ class ModelGraph:
                     return memo[key]
         return None
 
-    def nondeterministic_gradient(self) -> GraphSite | None:
-        """The first op on a differentiated path whose own gradient, run twice
-        at the values the op saw with the same cotangent (ones), gives two
-        different results: a random op or state inside a gradient function."""
-        if not self._trace():
-            return None
+    def _differentiated_ops(self) -> list:
+        """The checkable ops on any differentiated path, in graph order (the
+        forward code inside a custom gradient left out: its gradient is the
+        rule's)."""
         path = set()
         for name in self.model.wrt:
             for output in self.outputs:
@@ -614,7 +612,15 @@ class ModelGraph:
                     path |= set(self.path_ops(name, output))
         ordered = [op for op in self.graph.get_operations() if op in path]
         inside = self._inside_custom_gradients(ordered)
-        ops = [op for op in ordered if op not in inside and self._checkable(op)]
+        return [op for op in ordered if op not in inside and self._checkable(op)]
+
+    def nondeterministic_gradient(self) -> GraphSite | None:
+        """The first op on a differentiated path whose own gradient, run twice
+        at the values the op saw with the same cotangent (ones), gives two
+        different results: a random op or state inside a gradient function."""
+        if not self._trace():
+            return None
+        ops = self._differentiated_ops()
         try:
             feeds, feed_values, seen = self._seen_values(ops)
         except Exception:  # the model cannot be run in graph form: no search
@@ -905,14 +911,7 @@ class ModelGraph:
             if hint is not None and hint[0] == "type":
                 return GraphSite(op_type=hint[1], op_name="", location="", description=hint[1])
             return None
-        path = set()
-        for name in self.model.wrt:
-            for output in self.outputs:
-                if name in self.inputs:
-                    path |= set(self.path_ops(name, output))
-        ordered = [op for op in self.graph.get_operations() if op in path]
-        inside = self._inside_custom_gradients(ordered)
-        ops = [op for op in ordered if op not in inside and self._checkable(op)][::-1]
+        ops = self._differentiated_ops()[::-1]
         if hint is not None:
             matches = [op for op in ops if _matches_hint(op, hint)]
             if matches:
