@@ -100,6 +100,11 @@ def test_a_jump_does_not_hide_a_wrong_gradient_beside_it():
     assert len(failing) >= 8
     assert all(e["analytic"] / e["numeric"] == pytest.approx(2 / 3, rel=1e-4) for e in failing)
     assert {tuple(k["input_index"]) for k in pair["kinks"] if k["jump"]} == set(padded)
+    # The culprit is the wrong cube, not the mask's select: the select's own
+    # derivative holds its condition at the point (culprit._check_op).
+    culprit = pair["culprit"]
+    assert culprit["site"]["description"].startswith("tf.custom_gradient cube"), culprit
+    assert culprit["analytic"] / culprit["numeric"] == pytest.approx(2 / 3, rel=1e-4)
 
 
 # --- a graph that cannot run inlined: its tf.functions are called as they are ----------

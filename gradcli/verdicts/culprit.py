@@ -1102,8 +1102,18 @@ class ModelGraph:
         xs = [x for x, _ in xs_grads]
         fed_refs = {t.ref() for t in feeds}
         extra = [x for x in xs if x.ref() not in fed_refs]
-        forward = self._wrapped.prune(feeds + extra, ys)
-        backward = self._wrapped.prune(feeds + extra + seeds, [g for _, g in xs_grads])
+        # The op's own derivative holds its other inputs (a select's condition,
+        # an index) at the values they had: recomputed from a moved input, a
+        # condition ``x != 0`` would flip at a padded zero, and the op's local
+        # function would jump where its derivative is what its rule says.
+        held = [
+            t for t in op.inputs
+            if to is None and not _floating(t) and t.dtype not in (tf.resource, tf.variant)
+            and t.ref() not in fed_refs and self._depends_on(t.op, {x.op for x in xs})
+        ]
+        held_values = list(self._wrapped.prune(feeds, held)(*feed_values)) if held else []
+        forward = self._wrapped.prune(feeds + extra + held, ys)
+        backward = self._wrapped.prune(feeds + extra + held + seeds, [g for _, g in xs_grads])
         base = {f"in{i}": np.asarray(seen[x.ref()]) for i, x in enumerate(xs)}
         base_feeds = {t.ref(): v for t, v in zip(feeds, feed_values)}
         if at is not None:
@@ -1113,7 +1123,7 @@ class ModelGraph:
             fed = dict(base_feeds)
             for i, x in enumerate(xs):
                 fed[x.ref()] = values[f"in{i}"]
-            result = forward(*[fed[t.ref()] for t in feeds + extra])
+            result = forward(*[fed[t.ref()] for t in feeds + extra], *held_values)
             return {f"out{j}": tf.convert_to_tensor(r) for j, r in enumerate(result)}
 
         out_values = function({k: tf.constant(v) for k, v in base.items()})
@@ -1137,7 +1147,7 @@ class ModelGraph:
             for i, x in enumerate(xs):
                 fed[x.ref()] = tf.constant(base[f"in{i}"])
             seed_values = [tf.cast(v[f"out{j}"], ys[j].dtype) for j in range(len(ys))]
-            jtv = backward(*[fed[t.ref()] for t in feeds + extra], *seed_values)
+            jtv = backward(*[fed[t.ref()] for t in feeds + extra], *held_values, *seed_values)
             for i, g in enumerate(jtv):
                 if shape_rule and np.shape(g) != np.shape(base[f"in{i}"]):
                     return _WrongShape(self._op_input_index(op, xs[i]),
