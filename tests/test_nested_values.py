@@ -67,7 +67,8 @@ def test_a_pytree_gradient_twice_off_for_params_b_fails_naming_params_b():
         assert by_element[(i,)]["analytic"] == pytest.approx(2 * y[i], rel=1e-12)
     culprit = found[("params.b", "loss")]["culprit"]
     assert culprit["site"]["description"] == "tf.custom_gradient affine"
-    assert culprit["definition"] == f"tests/models/nest_pytree_wrong.py:{line_of(PYTREE_WRONG, 'def affine')}"
+    twins = fixture("_value_twins.py")
+    assert culprit["definition"] == f"tests/models/_value_twins.py:{line_of(twins, 'def affine')}"
 
 
 def test_the_text_report_and_junit_name_the_leaf(tmp_path):
