@@ -166,7 +166,9 @@ def test_overlapping_pools_over_relu_zeros_earn_their_kink_when_sampled():
     import gradcli
     import tensorflow as tf
 
-    result = gradcli.check(fixture("by_layer_pool_zero_ties.py"), layers=["pool"], budget=0.2)
+    # A budget no machine's re-check fits, so the re-check is always the sampled
+    # one this test is about (at 0.2 s a fast machine re-checked every element).
+    result = gradcli.check(fixture("by_layer_pool_zero_ties.py"), layers=["pool"], budget=0.01)
     (model,) = result.models
     assert result.exit_code == 0, model.layers
     (pool,) = [layer for layer in model.layers if layer.path == "stem/pool"]
