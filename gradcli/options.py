@@ -205,7 +205,7 @@ class CheckOptions(Options):
     layers: list[str] | None = None
 
     def validate(self):
-        from gradcli.results.check import FAIL_ON_WORDS, SURROGATE
+        from gradcli.results.words import FAIL_ON_WORDS, SURROGATE
 
         one_of(self.mode, "mode", MODES)
         one_of(self.autodiff, "autodiff", AUTODIFF_MODES)

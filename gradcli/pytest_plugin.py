@@ -93,28 +93,23 @@ def pytest_configure(config):
 def _configured(config) -> tuple[dict, tuple]:
     """The model files and ``(CheckOptions, fixed)`` as ``gradcli check`` would
     read them from ``[tool.gradcli]`` with no flags (no TensorFlow here)."""
-    import click
-
     from gradcli.cli import cli
-    from gradcli.cli.check import check, check_options
-    from gradcli.cli.command import configured_params, flag_of
-    from gradcli.cli.options import CONFIG_CHOICE
+    from gradcli.cli.check import check_options
+    from gradcli.cli.settings import settings_without_flags
     from gradcli.config import option_fields
     from gradcli.errors import UsageError
     from gradcli.model.loading import split_spec
     from gradcli.model.paths import expand_models
 
-    ctx = check.make_context("check", [], parent=click.Context(cli, info_name="gradcli"))
     root, start = config.rootpath, config.invocation_params.dir
-    ctx.meta[CONFIG_CHOICE] = {
+    params, given, spell = settings_without_flags(cli, "check", {
         "start": str(start if _below(start, root) else root), "stop": str(root),
         "config_file": config.getoption("gradcli_config"),
-    }
-    params, given = configured_params(ctx)
+    })
     try:
         options = check_options(params)
     except UsageError as error:  # named as pyproject.toml spells it, as `gradcli check` does
-        raise UsageError(error.message(lambda name: flag_of(ctx, name))) from None
+        raise UsageError(error.message(spell)) from None
     patterns = config.getoption("gradcli_glob")
     if patterns:
         root = str(config.rootpath)

@@ -613,7 +613,7 @@ def test_the_power_column_is_a_percentage_below_the_rms_element_and_a_multiple_a
     percentage."""
     from types import SimpleNamespace
 
-    from gradcli.render.layers_text import render_layers
+    from gradcli.render.text import render_layers
     from gradcli.render.text import plain_text
     from gradcli.results import Power
     from gradcli.results.by_layer import LayerResult

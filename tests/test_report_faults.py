@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from gradcli.render import files
+from gradcli.render import files, writing
 from gradcli.render.junit import Case, document, xml_text
 from tests.conftest import ROOT, fixture, sample
 
@@ -307,7 +307,7 @@ def test_a_failed_replacement_leaves_the_target_and_no_temporary(tmp_path):
     target = tmp_path / "report.xml"
     target.write_text(PASSING)
     with pytest.raises(OSError):
-        files.replace_file(str(target), _write_failing_halfway)
+        writing.replace_file(str(target), _write_failing_halfway)
     assert target.read_text() == PASSING and temporaries(tmp_path) == []
 
 
@@ -315,10 +315,10 @@ def test_a_replacement_is_whole_keeps_the_mode_and_writes_devices_in_place(tmp_p
     target = tmp_path / "report.xml"
     target.write_text("old")
     target.chmod(0o640)
-    files.replace_file(str(target), lambda temp: Path(temp).write_text("new"))
+    writing.replace_file(str(target), lambda temp: Path(temp).write_text("new"))
     assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o640
     assert temporaries(tmp_path) == []
-    files.replace_file(os.devnull, lambda path: Path(path).write_text("x"))
+    writing.replace_file(os.devnull, lambda path: Path(path).write_text("x"))
     assert not Path(os.devnull).is_file()  # still the device, not a file renamed over it
 
 
@@ -343,7 +343,7 @@ def test_previous_reports_are_removed_except_files_the_run_reads(tmp_path):
     old.write_bytes(b"x")
     read.write_bytes(b"x")
     params = {"overrides": (f"x=@{read}:x",), "save": str(read)}
-    files.remove_previous([str(old), str(read), str(tmp_path / "missing.xml")], keep=_files_read(params))
+    writing.remove_previous([str(old), str(read), str(tmp_path / "missing.xml")], keep=_files_read(params))
     assert not old.exists() and read.exists()
 
 
@@ -379,7 +379,7 @@ def test_a_full_disk_leaves_the_previous_file_whole_and_no_temporary(full_tmpfs)
     target = full_tmpfs / "previous.xml"
     data = b"<testsuites>" + b" " * 8192 + b"</testsuites>\n"
     with pytest.raises(OSError) as raised:
-        files.replace_file(str(target), lambda temp: files._write_bytes(temp, data))
+        writing.replace_file(str(target), lambda temp: writing.write_bytes(temp, data))
     assert raised.value.errno == 28  # ENOSPC
     assert target.read_text() == PASSING and temporaries(full_tmpfs) == []
 
@@ -390,15 +390,15 @@ def test_stdout_on_a_full_disk_is_an_error_and_cut_back(full_tmpfs):
     out = full_tmpfs / "previous.xml"
     with open(out, "a", encoding="utf-8") as stream:
         with pytest.raises(OSError) as raised:
-            files.write_all(stream, "{" + " " * 100_000 + "}\n")
+            writing.write_all(stream, "{" + " " * 100_000 + "}\n")
     assert raised.value.errno == 28 and out.read_text() == PASSING
 
 
 _CHILD = """
 import sys
-from gradcli.render import files
+from gradcli.render import files, writing
 try:
-    files.write_all(sys.stdout, "x" * 5000)
+    writing.write_all(sys.stdout, "x" * 5000)
 except OSError as exc:
     print("error", exc.errno, file=sys.stderr)
 """
@@ -422,7 +422,7 @@ def test_write_all_to_a_pipe_without_a_reader_raises():
     os.close(reader)
     with open(writer, "w", closefd=True) as stream:
         with pytest.raises(BrokenPipeError):
-            files.write_all(stream, "report\n")
+            writing.write_all(stream, "report\n")
 
 
 def test_interrupted_junit_report_never_reads_as_a_pass():
@@ -441,7 +441,7 @@ _SPECIAL_CHILD = """
 import resource, sys
 import numpy as np
 resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))  # reading /dev/full must not eat the machine
-from gradcli.render import files
+from gradcli.render import files, writing
 from gradcli.results import CheckResult
 
 class Arrays:

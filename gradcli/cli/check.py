@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from gradcli.cli.command import command, given_params
+from gradcli.cli.command import command
+from gradcli.cli.settings import given_params
 from gradcli.cli.options import (
     Shard, format_option, json_option, junit_option, max_memory_option, model_argument,
     model_options, native_dtype_option, plot_option, saved_model_options, summary_option,
@@ -113,7 +114,7 @@ def collect(models, include, exclude) -> list[str]:
     ``[tool.gradcli]`` to the folder of the file that sets them."""
     import os
 
-    from gradcli.cli.command import CONFIG, FROM_CONFIG
+    from gradcli.cli.settings import CONFIG, FROM_CONFIG
     from gradcli.cli.options import VERBOSITY
     from gradcli.model.paths import collect_models, patterns
 

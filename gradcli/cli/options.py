@@ -75,7 +75,7 @@ def problem_with_output(path: str, suffix: str | None) -> str:
 
 
 def _cannot_create_beside(path: str) -> str:
-    """Try what the writer will do (``gradcli.render.files.replace_file``):
+    """Try what the writer will do (``gradcli.render.writing.replace_file``):
     create a temporary file in the target's folder, then remove it. Permission
     bits do not tell (root may write anywhere by them; /proc refuses new files
     whatever they say). A target that exists and is not a regular file

@@ -17,7 +17,7 @@ run once its options are read. What it guarantees:
 * **No stale report.** The report files a previous run left (``--junit-xml``,
   ``--plot``, ``--save``) are removed when the run starts, and each is written
   whole under a temporary name and renamed over its target
-  (``gradcli.render.files``): whatever ends the run, the target holds this
+  (``gradcli.render.writing``): whatever ends the run, the target holds this
   run's report or nothing.
 * **Interrupted runs.** Ctrl-C (SIGINT) and SIGTERM stop the run the same way
   (a KeyboardInterrupt): the workers are ended, and the reports are written
@@ -73,7 +73,8 @@ class Reports:
     """The reports of one run of ``command``: stdout and the files in ``params``."""
 
     def __init__(self, command: str, params: dict, file_options):
-        from gradcli.render.files import REPLACED, remove_previous
+        from gradcli.render.files import REPLACED
+        from gradcli.render.writing import remove_previous
 
         self.command = command
         self.params = params
@@ -87,7 +88,7 @@ class Reports:
 
     def stdout(self, render) -> None:
         """Write ``render()`` (the whole report as text) to stdout, every byte."""
-        from gradcli.render.files import silence_stdout, write_all
+        from gradcli.render.writing import silence_stdout, write_all
 
         if any(f.startswith("cannot write the report") for f in self.failures):
             return

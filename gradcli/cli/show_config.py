@@ -13,7 +13,7 @@ import json
 import click
 from click.core import ParameterSource
 
-from gradcli.cli.command import CONFIG, FROM_CONFIG
+from gradcli.cli.settings import CONFIG, FROM_CONFIG
 from gradcli.cli.options import CONFIG_CHOICE
 
 

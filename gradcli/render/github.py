@@ -135,7 +135,7 @@ def repository_path(path: str) -> str:
     """``path`` relative to the checkout, ``/``-separated: the folder in
     ``GITHUB_WORKSPACE``, else the repository (``.git``) holding the working
     directory, else the working directory. A path outside it stays absolute."""
-    from gradcli.config import repository_root
+    from gradcli.model.project import repository_root
 
     base = os.environ.get("GITHUB_WORKSPACE") or repository_root(os.getcwd()) or os.getcwd()
     absolute = os.path.abspath(path)

@@ -10,7 +10,7 @@ megabytes of numbers.
 
 The file is ``<model>.witness.npz`` in the working directory (``witness_path``:
 the model file's stem, and the model's name for ``FILE.py:NAME``), written
-whole or not at all (``gradcli.render.files.replace_file``). Its arrays keep
+whole or not at all (``gradcli.render.writing.replace_file``). Its arrays keep
 the values exactly (the native dtype, every bit), as the inline JSON numbers
 do (the shortest decimal that round-trips).
 """
@@ -76,7 +76,7 @@ def witnesses(command: str, result) -> list[tuple[str, dict]]:
 def save_witnesses(command: str, result) -> list[str]:
     """Write the file of every witness too large to print inline; returns a
     line for stderr per file written."""
-    from gradcli.render.files import replace_file
+    from gradcli.render.writing import replace_file
 
     lines = []
     for path, values in witnesses(command, result):

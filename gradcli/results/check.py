@@ -1,4 +1,5 @@
-"""Results of ``gradcli check``, and the verdict words every comparison uses."""
+"""Results of ``gradcli check``; the verdict words every comparison uses are
+``gradcli.results.words``'s, re-exported here."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import Any
 
 from gradcli.errors import EXIT_MODEL
 from gradcli.results.outcome import Outcome, counted
+from gradcli.results.words import (  # noqa: F401  (the words, re-exported with the results)
+    DISCONNECTED, EXPLANATIONS, FAIL_ON_WORDS, INCONCLUSIVE, KINK, MISMATCH, PASS, SURROGATE, ZERO,
+)
 
 __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
@@ -14,36 +18,6 @@ __all__ = [
     "Kink", "GraphSite", "BlockWindow", "Culprit", "Taylor", "Element", "Tolerance", "Power",
     "PairResult", "ModelResult", "CheckResult", "SweepPoint", "Sweep", "CallProof",
 ]
-
-#: Verdict words. A verdict in FAILING makes the check exit 1.
-PASS = "pass"
-MISMATCH = "mismatch"
-ZERO = "zero"
-DISCONNECTED = "disconnected"
-INCONCLUSIVE = "inconclusive"
-KINK = "kink"
-SURROGATE = "surrogate"
-
-#: Verdicts a user may make fail (``CheckOptions.fail_on``). By default ``zero``,
-#: a silent ``disconnected`` and a ``kink`` with a valid subgradient pass (the
-#: gradient TensorFlow returns is right), ``surrogate`` fails unless allowed and
-#: ``inconclusive`` always fails; CI that must not train through such a path
-#: lists them.
-FAIL_ON_WORDS = (ZERO, KINK, SURROGATE, DISCONNECTED, INCONCLUSIVE)
-
-EXPLANATIONS = {
-    PASS: "analytic and numeric derivatives agree within tolerance",
-    MISMATCH: "the analytic derivative disagrees with finite differences beyond tolerance",
-    ZERO: "the derivative is identically zero: nothing can be learned through this path",
-    DISCONNECTED: "TensorFlow returns no gradient (None) for this input",
-    INCONCLUSIVE: "finite differences are too noisy here to confirm the gradient",
-    KINK: "the point sits on a non-differentiability: the one-sided slopes disagree",
-    SURROGATE: (
-        "the function is piecewise constant here while the analytic gradient is not, and a "
-        "straight-through estimator on the path gives it: a surrogate gradient"
-    ),
-}
-
 
 @dataclass
 class Kink:
@@ -288,8 +262,6 @@ class ModelResult:
 
 @dataclass
 class CheckResult(Outcome):
-    text_renderer = "gradcli.render.text:render_check"
-
     models: list[ModelResult]
     skipped: list[str] = field(default_factory=list)  # not run: --fail-fast stopped the run
 

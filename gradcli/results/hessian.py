@@ -116,8 +116,6 @@ class Slice:
 
 @dataclass
 class HessianResult(Outcome):
-    text_renderer = "gradcli.render.hessian_text:render_hessian"
-
     name: str
     path: str
     dtype: str

@@ -78,8 +78,6 @@ class JacobianBlock:
 
 @dataclass
 class ForwardResult(Outcome):
-    text_renderer = "gradcli.render.inspect_text:render_forward"
-
     model: str
     dtype: str
     outputs: list[NamedArray]
@@ -96,8 +94,6 @@ class ForwardResult(Outcome):
 @dataclass
 class VjpResult(Outcome):
     """J^T c for each differentiated input, summed over outputs."""
-
-    text_renderer = "gradcli.render.inspect_text:render_vjp"
 
     model: str
     dtype: str
@@ -122,8 +118,6 @@ class VjpResult(Outcome):
 class JvpResult(Outcome):
     """J t for every output, summed over the inputs given a tangent."""
 
-    text_renderer = "gradcli.render.inspect_text:render_jvp"
-
     model: str
     dtype: str
     method: str
@@ -142,8 +136,6 @@ class JvpResult(Outcome):
 
 @dataclass
 class JacobianResult(Outcome):
-    text_renderer = "gradcli.render.inspect_text:render_jacobian"
-
     model: str
     dtype: str
     method: str

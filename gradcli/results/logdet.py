@@ -19,8 +19,6 @@ class LogdetExample:
 
 @dataclass
 class LogdetResult(Outcome):
-    text_renderer = "gradcli.render.text:render_logdet"
-
     name: str
     path: str
     input: str

@@ -10,10 +10,11 @@ In Python (``gradcli.check(...)`` in a notebook or a test), a result reads as
 the command line shows it, by one mechanism for every result class:
 
 * ``str(result)`` is the text report the command prints (plain text, no
-  colour), made by the renderer named in the class's ``text_renderer``
-  (``"module:function"``, the one the command uses). The renderer is imported
-  when ``str`` is called, never with the results: a result never renders
-  itself, and importing results imports neither rich nor the renderers.
+  colour), made by ``gradcli.render.report``, which holds the one table of
+  which renderer shows which result class. Results are plain data and import
+  no renderer: ``render`` is looked up by name when ``str`` is called (the
+  registry pattern: render knows results, results know only that a renderer
+  exists), so importing results imports neither rich nor the renderers.
 * ``bool(result)`` is ``result.ok``: ``if gradcli.check(...):`` reads as it
   should, and ``assert gradcli.check(...)`` fails on a failed check. A result
   without a verdict (``forward``, ``vjp``, ``jvp``, ``jacobian``) is ok.
@@ -33,10 +34,11 @@ def counted(count: int, word: str) -> str:
     return f"{count} {word if count == 1 else word + 's'}"
 
 
-class Outcome:
-    #: ``"module:function"`` of the text renderer, called as ``function(result, console)``.
-    text_renderer = ""
+#: The package whose ``report(result)`` gives the text report (``__str__``).
+RENDERERS = "gradcli.render"
 
+
+class Outcome:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # Set before @dataclass runs, which leaves a __repr__ in the class body alone.
@@ -74,12 +76,6 @@ class Outcome:
         return f"<{type(self).__name__}: {', '.join(parts)}>"
 
     def __str__(self) -> str:
-        if not self.text_renderer:
-            return repr(self)
         import importlib
 
-        from gradcli.render.text import plain_text
-
-        module, _, function = self.text_renderer.partition(":")
-        render = getattr(importlib.import_module(module), function)
-        return plain_text(lambda out: render(self, out))
+        return importlib.import_module(RENDERERS).report(self)
