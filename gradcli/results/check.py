@@ -1,5 +1,4 @@
-"""Results of ``gradcli check``; the verdict words every comparison uses are
-``gradcli.results.words``'s, re-exported here."""
+"""Results of ``gradcli check``, and the verdict words (from ``results.words``)."""
 
 from __future__ import annotations
 
