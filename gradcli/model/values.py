@@ -173,7 +173,7 @@ def fit_value(value: np.ndarray, like: np.ndarray, what: str) -> np.ndarray:
     if target.kind == "f":
         wide = value.astype(np.float64)
         # NaN and inf pass through: a non-finite point is the model check's to
-        # refuse (exit 3, naming the element; loading.require_finite)
+        # refuse (exit 3, naming the element; core.require_finite)
         huge = wide[np.isfinite(wide) & (np.abs(wide) > np.finfo(target).max)]
         if huge.size:
             raise UsageError(f"{what}: {huge.flat[0]:g} overflows {target} {expected}")
