@@ -356,7 +356,7 @@ def load_keras_file(
         dtype = np.dtype(str(spec.dtype)) if spec is not None else np.dtype("float32")
         value = np.asarray(value)
         if not (is_floating(value) and np.issubdtype(dtype, np.floating)):
-            # The rules of --set (``fit_value``): integers may become floats,
+            # The rules of the ``overrides`` option (``fit_value``): integers may become floats,
             # booleans never (true is not the number 1.0), no fractions for integers.
             value = fit_value(value, np.zeros(value.shape, dtype), f"{{@data}} {name}")
         values[name] = value
@@ -374,7 +374,7 @@ def load_keras_file(
     return model
 
 
-#: ``--loss compiled``: the loss the saved model was compiled with.
+#: ``loss="compiled"``: the loss the saved model was compiled with.
 COMPILED = "compiled"
 
 

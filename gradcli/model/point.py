@@ -32,7 +32,7 @@ def apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
 
 
 def choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
-    """What to differentiate: exactly the names ``wrt`` lists (``--wrt``, else
+    """What to differentiate: exactly the names ``wrt`` lists (the ``wrt`` option, else
     the model file's ``wrt``); by default every floating input and every
     trainable weight, the targets of a loss aside (``Model.targets``). The
     gradient with respect to a Keras model's data is what backpropagation
@@ -85,7 +85,7 @@ def choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
 
 
 def _complex_overrides(model: Model, overrides: dict) -> dict:
-    """A complex value set on a complex input (``--set z=@z.npy``) is its two
+    """A complex value set on a complex input (the ``overrides`` option, ``z=@z.npy``) is its two
     leaves' values, ``z.real`` and ``z.imag`` (``structure``); a real value
     there sets the real part with the imaginary part zero."""
     complex_inputs = getattr(model.structure, "complex", None) or {}

@@ -116,7 +116,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def parse_assignment(text: str, option: str) -> tuple[str, np.ndarray]:
-    """Parse ``NAME=VALUE`` as given to ``option`` (e.g. ``--set``)."""
+    """Parse ``NAME=VALUE`` as given to the command-line option ``option`` names."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise UsageError(f"{option} takes NAME=VALUE, got {text!r}")
@@ -206,7 +206,7 @@ def check_unknown(names, known, what: str) -> None:
 
 
 def set_arguments(values: dict) -> list[str]:
-    """``--set NAME=VALUE`` arguments that reproduce ``values`` exactly: the
+    """Command-line arguments setting each input (``overrides``) that reproduce ``values`` exactly: the
     inverse of ``parse_assignment`` (JSON numbers print the shortest decimal
     that round-trips a float64)."""
     import json
