@@ -19,6 +19,8 @@ from gradcli.model.values import check_unknown, fit_value
 
 
 def apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
+    """Set the inputs ``overrides`` names, each fitted to its input's shape and
+    dtype (``values.fit_value``); a nested input is set through its leaves."""
     overrides = _complex_overrides(model, overrides)
     for name in overrides:
         leaves = _leaves_under(model, name)
@@ -31,19 +33,19 @@ def apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
         model.point[name] = fit_value(value, model.point[name], f"{{@overrides}} {name}")
 
 
-def choose_wrt(model: Model, cli_wrt, file_wrt) -> list[str]:
-    """What to differentiate: exactly the names ``wrt`` lists (the ``wrt`` option, else
-    the model file's ``wrt``); by default every floating input and every
+def choose_wrt(model: Model, given_wrt, file_wrt) -> list[str]:
+    """What to differentiate: exactly the names ``wrt`` lists (``given_wrt``, the
+    ``wrt`` option, else the model file's ``wrt``); by default every floating input and every
     trainable weight, the targets of a loss aside (``Model.targets``). The
     gradient with respect to a Keras model's data is what backpropagation
     carries through it to the layers before it, so it is checked like its
     weights'. A SavedModel's default stays its weights. A note says what the
     default chose when the model has weights."""
-    if cli_wrt:
-        names, source, error = list(cli_wrt), "{@wrt}", UsageError
+    if given_wrt:
+        names, source, error = list(given_wrt), "{@wrt}", UsageError
     elif file_wrt:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
-    if cli_wrt or file_wrt:  # a nested input (``params``) stands for its leaves
+    if given_wrt or file_wrt:  # a nested input (``params``) stands for its leaves
         names = list(dict.fromkeys(leaf for n in names for leaf in (_leaves_under(model, n) or [n])))
     else:
         names = [n for n, v in model.point.items() if is_floating(v) and n not in model.targets]
