@@ -41,7 +41,7 @@ DENSE_LIMIT = 2000
 #: Hessian-vector products for Lanczos and Hutchinson: reverse-over-reverse, the
 #: faster route in TensorFlow as measured by bench/hessian_speed.py (its
 #: ForwardAccumulator-over-tape graph costs about 3x more on a 200k model).
-#: Dense Hessians use forward-over-reverse; check --order 2 compares both.
+#: Dense Hessians use forward-over-reverse; a second-order check (``order=2``) compares both.
 ITERATIVE_HVP = "reverse"
 from gradcli.model.loading import Model, load_model
 from gradcli.analyses.reach import require_gradient
@@ -383,7 +383,7 @@ def sample_region(objective: Objective, center: Spectrum, options: HessianOption
     """Extreme eigenvalues at ``samples`` points theta0 + radius * max(1, |theta0|) * u,
     u uniform in [-1, 1]^n (every differentiated element perturbed independently,
     by up to ``radius`` where |theta0| <= 1 and by that fraction of itself beyond:
-    the rule of ``check --samples``, so a radius means the same in both, for
+    the rule of the check's ``samples`` option, so a radius means the same in both, for
     small and large parameters), drawn from ``rng_seed``.
 
     Sampling can only refute convexity (find a negative eigenvalue), never prove it.
@@ -408,7 +408,7 @@ def sample_region(objective: Objective, center: Spectrum, options: HessianOption
             spectrum = lanczos_spectrum(objective, theta, 1, options.tol, rng, options.zero_tol)[0]
         smallest[s], largest[s] = spectrum.smallest, spectrum.largest
     progress.report("region sampling", options.samples, options.samples)
-    # One zero tolerance for the region: the point's own (or --zero-tol).
+    # One zero tolerance for the region: the point's own (or the ``zero_tol`` option).
     tol = center.zero_tol
     all_small = np.concatenate([[center.smallest], smallest])
     all_large = np.concatenate([[center.largest], largest])

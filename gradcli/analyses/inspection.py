@@ -118,7 +118,7 @@ def _skipped_note(model: Model) -> list[str]:
 
 
 def _analytic(model: Model, what: str, compute):
-    """Run a TensorFlow derivative; a failure is a model error that points at --numeric."""
+    """Run a TensorFlow derivative; a failure is a model error that points at the ``numeric`` option."""
     try:
         return compute()
     except GradcliError:

@@ -26,7 +26,7 @@ def require_gradient(
     with ones: whether a gradient is None depends on the graph, not on the seed,
     so a product already taken at the point (``Model.taken_vjp``, every
     floating output seeded with a random draw) that holds a gradient answers it.
-    ``numeric_option``: the command has ``--numeric``, so say so."""
+    ``numeric_option``: the command has the ``numeric`` option, so say so."""
     from gradcli.numerics import autodiff
     from gradcli.verdicts.same_function import taken_product
 

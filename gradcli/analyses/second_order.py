@@ -149,7 +149,7 @@ def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
 
 
 def check_second_order(model, outputs: list[str], tol: Tolerance, mode: str, options):
-    """The ``gradcli check --order 2`` hook: each floating output on its own,
+    """The hook of a check with ``order=2``: each floating output on its own,
     as f = <c, output> (c = 1 for a scalar output, else a seeded standard normal).
     Returns (pairs, evaluations, notes)."""
     rng = np.random.default_rng([options.rng_seed, 2])

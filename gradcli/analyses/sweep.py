@@ -21,11 +21,11 @@ rest. ``sweep`` checks the model again at
   Points with the same values as an earlier one are dropped.
 
 Each point is written in the inputs' own (native) dtypes and checked exactly as
-``--set NAME=VALUE`` would check it (the model is loaded again with those
+setting them with the ``overrides`` option would check it (the model is loaded again with those
 overrides), so the reported witness reproduces its verdict on its own. A point
 where the model itself is not finite or raises (log at 0) is outside its domain:
 counted, never a failure. The worst point is the failing one with the largest
-relative error; its ``--set`` values are the witness.
+relative error; its values, as ``overrides``, are the witness.
 """
 
 from __future__ import annotations
@@ -153,7 +153,7 @@ def _distinct(points):
 
 
 def witness(values: dict) -> str:
-    """``--set NAME=VALUE`` arguments that reproduce a point, shell-quoted. The
+    """Command-line arguments setting each input (``overrides``) that reproduce a point, shell-quoted. The
     values are the native-dtype numbers written with Python's shortest round-trip
     repr, so they parse back to exactly the same numbers."""
     return " ".join(

@@ -31,7 +31,7 @@ from gradcli.model.paths import relative_path
 from gradcli.model.structure import flatten_outputs
 from gradcli.tf_import import import_tensorflow
 
-#: The dtype checks run in whenever the model runs in it (``loading._settle_dtype``).
+#: The dtype checks run in whenever the model runs in it (``dtype_choice.settle_dtype``).
 CHECK_DTYPE = np.float64
 
 
@@ -55,12 +55,12 @@ class Model:
     #: (``wrt``): a Keras ``loss``'s targets ``y``
     targets: list[str] = field(default_factory=list)
     #: Floating inputs the model file wrote as Python numbers (``[1.0, 2.0]``):
-    #: float64 to numpy, float32 to TensorFlow (``loading._settle_dtype``)
+    #: float64 to numpy, float32 to TensorFlow (``dtype_choice.settle_dtype``)
     python_numbers: list[str] = field(default_factory=list)
     runs_in_float64: bool = True  # False: promoting inputs would not change the compute dtype
     #: Inputs the model itself converts to another floating dtype when called (a
     #: Keras model's data: its Input's dtype): name -> dtype, the dtype
-    #: ``loading._settle_dtype`` falls back to when float64 does not run.
+    #: ``dtype_choice.settle_dtype`` falls back to when float64 does not run.
     own_dtypes: dict = field(default_factory=dict)
     own_call: OwnCall | None = None  # the user's own call, for ``verdicts.same_function``
     #: (point, cotangents, VJP) taken through ``function`` at the point with

@@ -1,4 +1,4 @@
-"""Path patterns as git reads them: ``.gitignore`` files, ``--exclude`` and ``--include``.
+"""Path patterns as git reads them: ``.gitignore`` files and the ``exclude`` and ``include`` options.
 
 One pattern language serves all three, git's (``gitignore(5)``), so a glob
 means the same thing in a ``.gitignore``, on the command line and in
@@ -54,7 +54,7 @@ class Pattern:
 
 def parse(line: str, base: str) -> Pattern | None:
     """The pattern of one line of a ``.gitignore`` in ``base`` (or of one
-    ``--exclude`` glob relative to ``base``); None for blank and comment lines."""
+    ``exclude`` glob relative to ``base``); None for blank and comment lines."""
     line = line.rstrip("\n\r")
     if not line or line.startswith("#"):
         return None

@@ -240,8 +240,8 @@ def keras_model(
         dtype = next((values[n].dtype for n in weight_names + data_names if values[n].dtype.is_floating), None)
         fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
         # The float64 clone (or the model with float64 policies) for float64
-        # weights; the model itself for its own dtype (``_settle_dtype`` falls
-        # back to it when float64 does not run).
+        # weights; the model itself for its own dtype (``dtype_choice.settle_dtype``
+        # falls back to it when float64 does not run).
         native = getattr(dtype, "name", "float64") != "float64"
         active, by_policies = (layer, False) if native else (runner, switched)
         out, _ = stateless(active, by_policies, trainable, fixed, data_args(values), **mode)
@@ -278,8 +278,8 @@ def _keras_converts(layer, data: dict) -> dict:
     model is called, where it differs from the data's own: a functional model's
     ``Input`` dtype, else (a layer given as the model) the layer's
     ``input_dtype`` when it autocasts. That is the model's own dtype for the
-    input, the one ``loading._settle_dtype`` falls back to when float64 does not
-    run: float64 data given to a weightless float32 layer without a float64
+    input, the one ``dtype_choice.settle_dtype`` falls back to when float64
+    does not run: float64 data given to a weightless float32 layer without a float64
     kernel (``AveragePooling3D`` on CPU) had none and stopped with exit 3."""
     inputs = _built_inputs(layer)
     targets = {}
@@ -356,7 +356,7 @@ def load_keras_file(
         dtype = np.dtype(str(spec.dtype)) if spec is not None else np.dtype("float32")
         value = np.asarray(value)
         if not (is_floating(value) and np.issubdtype(dtype, np.floating)):
-            # The rules of --set (``fit_value``): integers may become floats,
+            # The rules of the ``overrides`` option (``fit_value``): integers may become floats,
             # booleans never (true is not the number 1.0), no fractions for integers.
             value = fit_value(value, np.zeros(value.shape, dtype), f"{{@data}} {name}")
         values[name] = value
@@ -374,7 +374,7 @@ def load_keras_file(
     return model
 
 
-#: ``--loss compiled``: the loss the saved model was compiled with.
+#: ``loss="compiled"``: the loss the saved model was compiled with.
 COMPILED = "compiled"
 
 

@@ -10,7 +10,7 @@ caller. ``gradcli.config`` reads the settings of the file it finds.
 ``project_folder`` names the project a model file belongs to, as pytest's
 rootdir: the folder of that ``pyproject.toml``, else the repository root where
 the search ended, else the working directory. It is put on ``sys.path`` while a
-model file is imported (``loading.own_modules``), so ``from models.layers
+model file is imported (``importing.own_modules``), so ``from models.layers
 import X`` works from ``models/net.py`` as it does in the project's own tests,
 and the ``.gitignore`` files from it down are read when a folder is expanded
 (``paths.collect_models``). Nothing here imports TensorFlow or reads a model.

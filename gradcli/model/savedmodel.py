@@ -38,7 +38,7 @@ DEFAULT_SIGNATURE = "serving_default"
 def load_saved_model(path: str, entry: str | None, data: dict[str, np.ndarray]):
     """Load ``path`` (a SavedModel folder) and pick its function ``entry``.
 
-    ``data`` maps the function's input names to values (``--input``); a
+    ``data`` maps the function's input names to values (the ``data`` option); a
     single-input function accepts any one name. Returns a Model in the
     function's own dtypes (a graph's dtypes are fixed: promoting its inputs
     would not change what it computes).
@@ -120,7 +120,7 @@ def _input_specs(function) -> dict:
 
 
 def _fit_data(data: dict, specs: dict, display: str) -> dict[str, np.ndarray]:
-    """``--input`` values checked against the input specs (shape, dtype)."""
+    """The ``data`` option's values checked against the input specs (shape, dtype)."""
     described = ", ".join(f"{n} {_shape(s.shape)} {s.dtype.name}" for n, s in specs.items())
     if not data:
         raise UsageError(f"{display}: a SavedModel needs its data as {{@data}} NAME=VALUE (inputs: {described})")

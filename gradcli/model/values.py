@@ -116,7 +116,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def parse_assignment(text: str, option: str) -> tuple[str, np.ndarray]:
-    """Parse ``NAME=VALUE`` as given to ``option`` (e.g. ``--set``)."""
+    """Parse ``NAME=VALUE`` as given to the command-line option ``option`` names."""
     name, sep, value = text.partition("=")
     if not sep or not name:
         raise UsageError(f"{option} takes NAME=VALUE, got {text!r}")
@@ -173,7 +173,7 @@ def fit_value(value: np.ndarray, like: np.ndarray, what: str) -> np.ndarray:
     if target.kind == "f":
         wide = value.astype(np.float64)
         # NaN and inf pass through: a non-finite point is the model check's to
-        # refuse (exit 3, naming the element; loading.require_finite)
+        # refuse (exit 3, naming the element; core.require_finite)
         huge = wide[np.isfinite(wide) & (np.abs(wide) > np.finfo(target).max)]
         if huge.size:
             raise UsageError(f"{what}: {huge.flat[0]:g} overflows {target} {expected}")
@@ -206,7 +206,7 @@ def check_unknown(names, known, what: str) -> None:
 
 
 def set_arguments(values: dict) -> list[str]:
-    """``--set NAME=VALUE`` arguments that reproduce ``values`` exactly: the
+    """Command-line arguments setting each input (``overrides``) that reproduce ``values`` exactly: the
     inverse of ``parse_assignment`` (JSON numbers print the shortest decimal
     that round-trips a float64)."""
     import json

@@ -3,7 +3,7 @@
 A ``model`` function that uses Keras layers, ``tf.Module`` objects or
 ``tf.Variable`` objects defined at the top of the model file hides their
 weights: it takes only the data. Here those weights become inputs, named by
-path, so ``--wrt dense/kernel`` can name them and finite differences, the
+path, so the ``wrt`` option can name them (``dense/kernel``) and finite differences, the
 analytic side and the culprit search all see them like any input:
 
 * Keras layers and models at module level: their trainable variables, named
@@ -26,7 +26,7 @@ Keras layers cast their inputs and weights to their own dtype (float32 unless
 built otherwise). When the check promotes the weights to float64, the layers'
 dtype policies are set to float64 for the duration of the call (and restored),
 so a float32 layer is checked in float64 like a Keras ``model`` (which is
-cloned in float64 instead); ``--native-dtype`` keeps float32.
+cloned in float64 instead); ``float64=False`` (the native dtype) keeps float32.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ def choose_cotangents(
 ) -> tuple[dict[str, np.ndarray], str]:
     """Cotangents defining the scalar, and a sentence saying how they were chosen.
 
-    Rule: ``given`` (``--cotangent OUTPUT=VALUE``) names the outputs; otherwise
+    Rule: ``given`` (the ``cotangents`` option, OUTPUT=VALUE) names the outputs; otherwise
     the model's single floating output with cotangent ones (with ``rng``: a
     seeded standard normal for a non-scalar output, so a check cannot be fooled
     by errors that cancel in a plain sum). Several floating outputs and no
