@@ -445,9 +445,9 @@ def _existing(path: str) -> str:
     file, colon, entry = path.rpartition(":")
     if colon and entry.isidentifier() and _os.path.exists(file):
         return path
-    from gradcli.model.paths import _names_a_folder  # the command line's rule: "/" or no suffix
+    from gradcli.model.paths import names_a_folder  # the command line's rule: "/" or no suffix
 
-    if _names_a_folder(path):
+    if names_a_folder(path):
         raise UsageError(f"no such folder: {path}")
     raise UsageError(f"no such model file: {path}")
 

@@ -129,7 +129,7 @@ def collect_models(paths, *, include=(), exclude=()) -> Collected:
         else:
             file = split_spec(path)[0]
             if not os.path.lexists(file):  # before any model loads (and TensorFlow with it)
-                if _names_a_folder(path):
+                if names_a_folder(path):
                     raise UsageError(f"no such folder: {path}")
                 raise UsageError(f"no such model file: {file}")
             found = [path]
@@ -148,7 +148,7 @@ def patterns(globs, base: str) -> list:
     return [p for p in found if p is not None]
 
 
-def _names_a_folder(path: str) -> bool:
+def names_a_folder(path: str) -> bool:
     """A path that can only mean a folder: a trailing slash, or no suffix."""
     file, _ = split_spec(path)
     return file.endswith(("/", os.sep)) or not os.path.splitext(os.path.basename(file))[1]
