@@ -129,13 +129,17 @@ def _api(function=None, *, earlier_second: str | None = None):
             args, kwargs = args[:1], {**kwargs, earlier_second: args[1]}
         from gradcli.model.random_state import callers_state
 
+        from gradcli.errors import spell_texts
+
         try:
             with callers_state():
-                return function(*args, **kwargs)
+                result = function(*args, **kwargs)
         except UsageError as error:
             if not error.names_parameters:
                 raise
             raise _respelled(error, {KEYWORDS.get(key, key): key for key in kwargs}) from None
+        # Messages inside the result (error rows, notes) name parameters as keywords.
+        return spell_texts(result, lambda name: _KEYWORD_OF.get(name, name))
 
     return call
 

@@ -69,9 +69,80 @@ def internal_error_message(exc: BaseException) -> str:
 
 
 class GradcliError(Exception):
-    """Base class. ``exit_code`` is what the command line exits with."""
+    """Base class. ``exit_code`` is what the command line exits with.
+
+    A message names the parameters it is about as ``{@name}`` (the option's
+    name, as the API's keyword spells it): the computing packages never spell
+    a flag. Whoever shows the message spells them: the API as the keyword
+    (``message(lambda name: name)``, which ``str`` gives), the command line as
+    the flag (``--name``). ``template`` keeps them unspelled, for a message
+    that travels on inside a result (a model's error row from a worker) and is
+    spelled where it is shown (``spell_texts``).
+    """
 
     exit_code = EXIT_MODEL
+
+    def __init__(self, problem: str = "", *, param: str | None = None):
+        self.problem = problem
+        self.param = param
+        super().__init__(self.message(lambda name: name))
+
+    def __reduce__(self):  # the template (and the class) survive a worker's pipe
+        return _rebuilt, (type(self), self.problem, self.param, self.__dict__)
+
+    def message(self, spell) -> str:
+        """The message with each parameter name spelled by ``spell(name)``."""
+        problem = spell_text(self.problem, spell)
+        return problem if self.param is None else f"{spell(self.param)} {problem}"
+
+    @property
+    def template(self) -> str:
+        """The message with its parameters left as ``{@name}``."""
+        return self.message(lambda name: "{@" + name + "}")
+
+    @property
+    def names_parameters(self) -> bool:
+        """Whether the message names a parameter (``param`` or ``{@name}``),
+        which each caller spells its own way (keyword or flag)."""
+        return self.param is not None or bool(_PARAM.search(self.problem))
+
+
+def spell_text(text: str, spell) -> str:
+    """``text`` with each ``{@name}`` replaced by ``spell(name)``."""
+    return _PARAM.sub(lambda m: spell(m.group(1)), text)
+
+
+def spell_texts(value, spell, _seen=None):
+    """Spell the ``{@name}`` parameters of every message a result holds (its
+    error rows, notes, warnings, explanations: any string field, in lists and
+    nested results too), in place; returns ``value`` (a string: spelled)."""
+    import dataclasses
+
+    if isinstance(value, str):
+        return spell_text(value, spell) if "{@" in value else value
+    _seen = set() if _seen is None else _seen
+    if id(value) in _seen:
+        return value
+    _seen.add(id(value))
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            value[i] = spell_texts(item, spell, _seen)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = spell_texts(item, spell, _seen)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            item = getattr(value, field.name)
+            if isinstance(item, (str, list, dict)) or dataclasses.is_dataclass(item):
+                setattr(value, field.name, spell_texts(item, spell, _seen))
+    return value
+
+
+def _rebuilt(kind, problem, param, state):
+    error = kind.__new__(kind)
+    GradcliError.__init__(error, problem, param=param)
+    error.__dict__.update(state)
+    return error
 
 
 class UsageError(GradcliError):
@@ -94,24 +165,8 @@ class UsageError(GradcliError):
     exit_code = EXIT_USAGE
 
     def __init__(self, problem: str, *, param: str | None = None, bad_value: bool = True):
-        self.problem = problem
-        self.param = param
         self.bad_value = bad_value
-        super().__init__(self.message(lambda name: name))
-
-    def __reduce__(self):  # keyword arguments (and the class) survive a worker's pipe
-        return _usage_error, (self.problem, self.param, self.bad_value, type(self))
-
-    def message(self, spell) -> str:
-        """The message with each parameter name spelled by ``spell(name)``."""
-        problem = _PARAM.sub(lambda m: spell(m.group(1)), self.problem)
-        return problem if self.param is None else f"{spell(self.param)} {problem}"
-
-    @property
-    def names_parameters(self) -> bool:
-        """Whether the message names a parameter (``param`` or ``{@name}``),
-        which each caller spells its own way (keyword or flag)."""
-        return self.param is not None or bool(_PARAM.search(self.problem))
+        super().__init__(problem, param=param)
 
 
 class UnknownKeyword(UsageError, TypeError):
@@ -124,7 +179,3 @@ class ModelError(GradcliError):
     """The model could not be loaded, run or checked (exit 3)."""
 
     exit_code = EXIT_MODEL
-
-
-def _usage_error(problem, param, bad_value, kind=UsageError) -> UsageError:
-    return kind(problem, param=param, bad_value=bad_value)

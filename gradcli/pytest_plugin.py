@@ -49,6 +49,8 @@ MARKER = "gradcli"
 #: config.stash key: {absolute model file: [spec, ...]} and the run's options.
 MODELS = pytest.StashKey[dict]()
 OPTIONS = pytest.StashKey[tuple]()
+#: Spells a parameter as the user sets it (the flag, or the pyproject.toml key).
+SPELL = pytest.StashKey[object]()
 RUNNER = pytest.StashKey["_Runner"]()
 
 
@@ -72,11 +74,12 @@ def pytest_configure(config):
     from gradcli.errors import GradcliError
 
     try:
-        models, options = _configured(config)
+        models, options, spell = _configured(config)
     except GradcliError as exc:
         raise pytest.UsageError(f"gradcli: {exc}") from None
     config.stash[MODELS] = models
     config.stash[OPTIONS] = options
+    config.stash[SPELL] = spell
     config.stash[RUNNER] = runner = _Runner()
     config.add_cleanup(runner.close)
     if config.args_source != pytest.Config.ArgsSource.ARGS:
@@ -90,9 +93,10 @@ def pytest_configure(config):
                 roots.append(folder)
 
 
-def _configured(config) -> tuple[dict, tuple]:
-    """The model files and ``(CheckOptions, fixed)`` as ``gradcli check`` would
-    read them from ``[tool.gradcli]`` with no flags (no TensorFlow here)."""
+def _configured(config) -> tuple[dict, tuple, object]:
+    """The model files, ``(CheckOptions, fixed)`` and how to spell a parameter,
+    as ``gradcli check`` would read them from ``[tool.gradcli]`` with no flags
+    (no TensorFlow here)."""
     from gradcli.cli import cli
     from gradcli.cli.check import check_options
     from gradcli.cli.settings import settings_without_flags
@@ -129,7 +133,7 @@ def _configured(config) -> tuple[dict, tuple]:
     for spec in specs:
         path, _ = split_spec(spec)
         models.setdefault(os.path.abspath(path), []).append(spec)
-    return models, (options, option_fields(given))
+    return models, (options, option_fields(given)), spell
 
 
 def _below(path: Path, root: Path) -> bool:
@@ -203,7 +207,9 @@ class ModelItem(pytest.Item):
         from gradcli.render.text import model_verdict, plain_text, render_check
         from gradcli.results import CheckResult
 
-        model = self.config.stash[RUNNER].check(self)
+        from gradcli.errors import spell_texts
+
+        model = spell_texts(self.config.stash[RUNNER].check(self), self.config.stash[SPELL])
         if not model.ok:  # first line: what pytest's short summary shows
             if model.error is not None:  # the model's path as pytest shows it
                 from gradcli.model.paths import relative_path

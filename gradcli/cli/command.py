@@ -33,7 +33,7 @@ import click
 
 from gradcli.cli.options import COLOR, SHOW_CONFIG, VERBOSITY, config_options, output_level_options
 from gradcli.cli.settings import GIVEN, configured_params, flag_of
-from gradcli.errors import GradcliError, UsageError
+from gradcli.errors import GradcliError, UsageError, spell_texts
 
 class GradcliCommand(click.Command):
     """``render``: "module:function" drawing the result as text on a rich
@@ -86,7 +86,7 @@ class GradcliCommand(click.Command):
                 with contextlib.redirect_stdout(sys.stderr):
                     result = ctx.invoke(self.callback, **_accepted(self.callback, params))
             except GradcliError as error:
-                if isinstance(error, UsageError) and error.names_parameters:
+                if error.names_parameters:
                     error = _about_flag(ctx, error)
                 self.finish_error(ctx, reports, error)
                 raise error from None
@@ -217,22 +217,27 @@ def _function(spec: str):
 
 
 def _spell_model_errors(ctx: click.Context, result) -> None:
-    """A model's usage error (a memory guard inside its check) names the flags
-    the user types, as the command's own usage errors do (``_about_flag``)."""
+    """The messages a result holds (a model's error row, notes, warnings) name
+    parameters as ``{@name}``: here they name the flags the user types, as the
+    command's own errors do (``_about_flag``)."""
     for model in getattr(result, "models", ()):
         if getattr(model, "usage", None):
             problem, param, bad_value = model.usage
-            model.error = UsageError(problem, param=param, bad_value=bad_value).message(
-                lambda name: flag_of(ctx, name)
-            )
+            model.error = UsageError(problem, param=param, bad_value=bad_value).template
+    spell_texts(result, lambda name: flag_of(ctx, name))
 
 
-def _about_flag(ctx: click.Context, error: UsageError):
-    """A library ``UsageError`` about a parameter, told in the terms the user
-    typed: ``Invalid value for '--rtol': ...``, or the pyproject.toml key that set it.
-    A message that names parameters only inside (``{@wrt}: unknown input``)
-    stays one line with the flags spelled in."""
+def _about_flag(ctx: click.Context, error: GradcliError):
+    """A library error about a parameter, told in the terms the user typed:
+    ``Invalid value for '--rtol': ...``, or the pyproject.toml key that set it.
+    A message that names parameters only inside (``{@wrt}: unknown input``),
+    or a ``ModelError`` (``needs {@numeric}``), stays one line with the flags
+    spelled in, and its exit code."""
     message = error.message(lambda name: flag_of(ctx, name))
+    if not isinstance(error, UsageError):
+        spelled = GradcliError(message)
+        spelled.exit_code = error.exit_code
+        return spelled
     if error.param is None:
         return UsageError(message)
     flag = flag_of(ctx, error.param)
