@@ -101,7 +101,7 @@ def dense_spectrum(H: np.ndarray, zero_tol: float | None = None):
             f"||H - H^T||_F/2 = {skew:.3g} (asymmetry of the computed Hessian)"
         )
     else:
-        rule = "--zero-tol"
+        rule = "{@zero_tol}"
     spectrum = Spectrum(
         method="dense",
         eigenvalues=eigenvalues,
@@ -246,7 +246,7 @@ def lanczos_spectrum(objective: Objective, theta, top: int, tol: float, rng, zer
             f"{residual:.3g} (an eigenvalue lies within it of each Ritz value)"
         )
     else:
-        rule = "--zero-tol"
+        rule = "{@zero_tol}"
     verdict = classify(values[0], values[-1], zero_tol)
     # Only a definite Hessian has its smallest |lambda| at an end of the spectrum.
     condition = (

@@ -127,7 +127,7 @@ def _analytic(model: Model, what: str, compute):
         first = error_line(exc)
         raise ModelError(
             f"{model.name}: TensorFlow could not compute the {what} ({type(exc).__name__}: "
-            f"{first}); a model that computes outside TensorFlow needs --numeric"
+            f"{first}); a model that computes outside TensorFlow needs {{@numeric}}"
         ) from None
 
 
@@ -264,7 +264,7 @@ def _seeds(model: Model, cotangents: dict, outputs: list[str]) -> tuple[dict, li
             seeds[o] = np.ones(y.shape, y.dtype)
     if not cotangents:
         notes = [
-            "no --cotangent: every output is seeded with ones, as tf.gradients(ys, xs) "
+            "no {@cotangents}: every output is seeded with ones, as tf.gradients(ys, xs) "
             "does (the gradient of the sum of all outputs)"
         ]
     else:

@@ -45,7 +45,7 @@ def require_gradient(
         return
     if any(g is not None for g in grads.values()):
         return
-    hint = "; use --numeric for finite differences only" if numeric_option else ""
+    hint = "; use {@numeric} for finite differences only" if numeric_option else ""
     raise ModelError(
         f"{model.name}: TensorFlow sees no gradient: no output ({', '.join(outputs)}) depends on "
         f"{', '.join(wrt)} through TensorFlow operations (computed in numpy or another "

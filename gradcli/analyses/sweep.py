@@ -157,7 +157,7 @@ def witness(values: dict) -> str:
     values are the native-dtype numbers written with Python's shortest round-trip
     repr, so they parse back to exactly the same numbers."""
     return " ".join(
-        "--set " + shlex.quote(f"{name}={json.dumps(value, separators=(',', ':'))}")
+        "{@overrides} " + shlex.quote(f"{name}={json.dumps(value, separators=(',', ':'))}")
         for name, value in values.items()
     )
 

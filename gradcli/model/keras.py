@@ -366,7 +366,7 @@ def load_keras_file(
         loss_fn, described = _loss_function(chosen, path)
         _add_loss(model, targets, loss_fn)
         origin = "the compiled loss" if loss == COMPILED else "the loss"
-        model.notes.append(f"checking {origin} {described} on the data in --input")
+        model.notes.append(f"checking {origin} {described} on the data in {{@data}}")
         if getattr(layer, "losses", None):
             model.notes.append(
                 "the layers' own losses (regularizers, add_loss) are not part of the checked loss"
@@ -423,7 +423,7 @@ def _registration_hint(exc: BaseException) -> str:
     if not any(word in str(exc) for word in UNREGISTERED):
         return ""
     return (
-        " (a custom class the file needs is not registered in this process: use --import MODULE "
+        " (a custom class the file needs is not registered in this process: use {@imports} MODULE "
         "to import the module that registers it)"
     )
 

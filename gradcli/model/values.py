@@ -203,12 +203,3 @@ def check_unknown(names, known, what: str) -> None:
             raise UsageError(
                 f"unknown {what} {name!r} (known: {', '.join(sorted(known)) or 'none'})"
             )
-
-
-def set_arguments(values: dict) -> list[str]:
-    """Command-line arguments setting each input (``overrides``) that reproduce ``values`` exactly: the
-    inverse of ``parse_assignment`` (JSON numbers print the shortest decimal
-    that round-trips a float64)."""
-    import json
-
-    return [f"--set {name}={json.dumps(np.asarray(v).tolist())}" for name, v in values.items()]

@@ -53,7 +53,7 @@ def choose_cotangents(
 
             like = np.zeros(model.outputs[name].shape, model.dtype)
             result[name] = fit_value(value, like, f"{{@cotangents}} {name}")
-        return result, "f = " + " + ".join(f"<c_{o}, {o}> (c from --cotangent)" for o in result)
+        return result, "f = " + " + ".join(f"<c_{o}, {o}> (c from {{@cotangents}})" for o in result)
     if not floating:
         raise ModelError(f"{model.name}: no floating-point output with elements to differentiate")
     if len(floating) > 1:

@@ -23,7 +23,6 @@ import math
 
 import numpy as np
 
-from gradcli.model.values import set_arguments
 
 #: 2: one envelope for every command (1 had a shape per command).
 SCHEMA_VERSION = 2
@@ -138,3 +137,10 @@ def _plain(obj):
 
 def dumps(document: dict) -> str:
     return json.dumps(_plain(document), indent=2)
+
+
+def set_arguments(values: dict) -> list[str]:
+    """Command-line arguments setting each input (``overrides``) that reproduce ``values`` exactly: the
+    inverse of ``parse_assignment`` (JSON numbers print the shortest decimal
+    that round-trips a float64)."""
+    return [f"--set {name}={json.dumps(np.asarray(v).tolist())}" for name, v in values.items()]
