@@ -26,7 +26,7 @@ never silently skipped.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol
+from typing import Protocol
 
 import numpy as np
 

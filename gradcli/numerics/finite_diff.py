@@ -34,6 +34,9 @@ from typing import Callable
 import numpy as np
 
 from gradcli import progress
+
+# The rule's and the evaluators' names are re-exported (``__all__``): callers
+# import them from here.
 from gradcli.numerics.difference_rule import (
     KINK_GAP,
     LEVELS,
@@ -117,9 +120,10 @@ class FiniteDifferences:
     center: dict | None = None
     #: The same function already traced at the point's shapes (the precision
     #: rule's graph, ``ModelGraph.callable``), or None: points run one by one
-    #: (``ModelEvaluator.eager_sides``) call it instead of running the model eagerly, ten
-    #: times cheaper for a network of small ops (a 1M-weight Transformer: 7 ms
-    #: a call against 75 ms eagerly, most of it the interpreter's).
+    #: (``ModelEvaluator.eager_sides``) call it instead of running the model
+    #: eagerly, ten times cheaper for a network of small ops (a 1M-weight
+    #: Transformer: 7 ms a call against 75 ms eagerly, most of it the
+    #: interpreter's).
     traced: Callable[[dict], dict] | None = None
     #: Who evaluates the points (``evaluators.PairEvaluator``); None: the model
     #: itself (``ModelEvaluator``). Any evaluator gets the same points in the
