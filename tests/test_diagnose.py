@@ -370,6 +370,7 @@ def test_dense_directions_of_a_large_group_run_in_a_traced_loop(monkeypatch):
     # derivatives as the eager points, and the closed form: d/dt sum(sin(x + t u)) = cos(x).u
     import tensorflow as tf
 
+    import gradcli.numerics.evaluators as evaluators
     import gradcli.numerics.finite_diff as finite_diff
 
     rng = np.random.default_rng(5)
@@ -377,7 +378,7 @@ def test_dense_directions_of_a_large_group_run_in_a_traced_loop(monkeypatch):
     u = {"x": rng.standard_normal((3, 50))}
     results = {}
     for name, threshold in (("eager", 10**12), ("looped", 10)):
-        monkeypatch.setattr(finite_diff, "LOOPED_MIN_ELEMENTS", threshold)
+        monkeypatch.setattr(evaluators, "LOOPED_MIN_ELEMENTS", threshold)
         fd = finite_diff.FiniteDifferences(
             lambda v: {"y": tf.reduce_sum(tf.sin(v["x"]))}, {"x": x}, ["y"], wrt=["x"], joint=True
         )

@@ -992,11 +992,12 @@ def _quick_check(local, traced: "_Traced", options: CheckOptions):
     if traced.computes_below(local):
         return None
     tol = compare.tolerance(dtype, options.rtol, options.atol)
-    fd = _BatchedDifferences(
+    fd = FiniteDifferences(
         local.function, local.point, [PROJECTED], wrt=list(local.wrt), joint=True,
         jit_compile=options.jit_compile, precision=dtype, chunk=options.probes,
         nonsmooth=traced.nonsmooth(local),
     )
+    fd.evaluator = _BatchedDifferences(fd)  # fd's points: planned, then served (run_traced)
     probes = _probes_type()(local, [PROJECTED], fd, tol, options, None)
     try:
         pairs = probes.run_traced(traced)
@@ -1047,13 +1048,13 @@ def _probes_type():
                     n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
                     for n in wrt
                 }
-                plan = self.fd.plan_passes(wrt, tangents)
+                plan = self.fd.evaluator.plan_passes(wrt, tangents)
                 weights, frozen, cots = model.function.bound
                 values, jvps, grads = traced.probe(
                     [_constant(model.point[n]) for n in wrt], frozen, cots,
                     [_constant(tangents[n]) for n in wrt], plan, cotangents[o],
                 )
-                numeric = self.fd.serve(wrt, tangents, values)
+                numeric = self.fd.evaluator.serve(wrt, tangents, values)
                 reverse = {o: [dict(zip(wrt, g)) for g in grads]}
                 # The first probe's VJP is the proof's (``same_function.prove``'s
                 # ``taken``): one backward pass through the trace fewer per unit.
@@ -1081,61 +1082,70 @@ def _probes_type():
 _PROBES = None
 
 
-@dataclass
-class _BatchedDifferences(FiniteDifferences):
-    """``numerics.finite_diff``'s engine, its step rule, Richardson and error
-    estimate unchanged, with its points evaluated elsewhere. Along random
-    directions with no settling rule, the points of both passes are fixed
-    before any value is known, so ``plan_passes`` runs ``along`` once with
-    placeholder values to learn them (which input, which signed steps, in
-    order), the caller evaluates them all in one call, and ``serve`` runs
-    ``along`` again on those values."""
+class _BatchedDifferences:
+    """The evaluator (``finite_diff.PairEvaluator``) of a unit's quick check,
+    set as ``differences.evaluator``: the differences keep
+    ``numerics.finite_diff``'s step rule, Richardson and error estimate
+    unchanged, and ask this object for the values at their points. Along
+    random directions with no settling rule, the points of both passes are
+    fixed before any value is known, so ``plan_passes`` runs the differences
+    once with placeholder values to learn them (which input, which signed
+    steps, in order), the caller evaluates them all in one call, and
+    ``serve`` runs them again on those values. Outside planning and serving
+    (a retry, a failed input's full check) the model evaluates the points,
+    as it does without this evaluator."""
 
-    _planning: object = None
-    _served: list | None = None
+    def __init__(self, differences: FiniteDifferences):
+        self.differences = differences
+        self.model = differences.evaluator  # the default: the model itself
+        self.planning: list | None = None
+        self.served: list | None = None
+        self.input = 0
+        self.sizes: list[int] = []
 
     def plan_passes(self, wrt, tangents) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(input index, probe, signed step) of every point, in order."""
-        self._planning = []
+        self.planning = []
         for i, n in enumerate(wrt):
-            self._input = i
+            self.input = i
             self.along(n, tangents[n])
-        planned, self._planning = self._planning, None
-        self.evaluations = 0
+        planned, self.planning = self.planning, None
+        self.differences.evaluations = 0
         which = np.concatenate([np.full(2 * len(s), i, np.int32) for i, s in planned])
         probe = np.concatenate([np.tile(np.arange(len(s), dtype=np.int32), 2) for _, s in planned])
         signed = np.concatenate([np.concatenate([s, -s]) for _, s in planned])
-        self._sizes = [2 * len(s) for _, s in planned]
+        self.sizes = [2 * len(s) for _, s in planned]
         return which, probe, signed
 
     def serve(self, wrt, tangents, values) -> dict:
         """``along`` for every input, on the values of the planned points."""
-        values = np.asarray(values).astype(self.point[wrt[0]].dtype)
-        self._served = np.split(values, np.cumsum(self._sizes)[:-1])
+        values = np.asarray(values).astype(self.differences.point[wrt[0]].dtype)
+        self.served = np.split(values, np.cumsum(self.sizes)[:-1])
         try:
             return {n: self.along(n, tangents[n]) for n in wrt}
         finally:
-            self._served = None
+            self.served = None
 
-    def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0):
+    def along(self, name: str, directions: np.ndarray):
         """``FiniteDifferences.along`` (its step rule) without embedding the
-        directions in the group's vector while planning or serving: the
-        points are formed inside the traced call (a conv kernel's embedding
-        is tens of megabytes, twice per unit)."""
-        if self._planning is None and self._served is None:
-            return super().along(name, directions, step_scale)
-        h = self.direction_steps({name: directions}, step_scale)
-        return self._richardson(self.group(name), "directions", np.empty((len(h), 0)), h)
+        directions in the group's vector: the points are formed inside the
+        traced call (a conv kernel's embedding is tens of megabytes, twice per
+        unit)."""
+        fd = self.differences
+        h = fd.direction_steps({name: directions})
+        return fd.richardson(fd.group(name), "directions", np.empty((len(h), 0)), h)
 
-    def _evaluate_pairs(self, group, kind, part, steps, remaining: int = 0):
-        if self._planning is not None:
-            self._planning.append((self._input, np.asarray(steps).copy()))
-            zeros = np.zeros(len(steps), self.point[group[0]].dtype)
+    def evaluate_pairs(self, group, kind, part, steps, remaining: int = 0):
+        """``PairEvaluator.evaluate_pairs``: placeholders while planning (the
+        steps recorded), the planned values while serving, else the model's."""
+        if self.planning is not None:
+            self.planning.append((self.input, np.asarray(steps).copy()))
+            zeros = np.zeros(len(steps), self.differences.point[group[0]].dtype)
             return {PROJECTED: zeros}, {PROJECTED: zeros}
-        if self._served:
-            values = self._served.pop(0)
+        if self.served:
+            values = self.served.pop(0)
             return {PROJECTED: values[: len(steps)]}, {PROJECTED: values[len(steps):]}
-        return super()._evaluate_pairs(group, kind, part, steps, remaining)
+        return self.model.evaluate_pairs(group, kind, part, steps, remaining)
 
 
 class _Traced:

@@ -6,77 +6,22 @@ batch of directions in one input. Unit directions (``along_axes``) give Jacobian
 columns; random directions (``along``) give projections for the fast check; the
 same code differences a gradient function for Hessian checks.
 
-Step rule (``step_size``): h = eps**(1/3) * max(1, |x|), scipy's rule for
-central differences, which balances the O(h**2) truncation error against the
-O(eps/h) round-off of the difference quotient. Dense random directions through
-a function with non-smooth ops (``nonsmooth``: fast mode's probes of a network
-with relus) step ``dense_step_size``, eps**(1/2) * max(1, |x|) in float64: a
-direction that moves every element crosses kinks at a rate proportional to
-the step, and the smaller step crosses about 400 times fewer (its docstring
-gives the reason in full). Along every input of a model at once
-(``along_joint``), the step is taken from the largest |x| over the inputs.
+Three modules, one engine:
 
-Two passes, each a central difference D(s) = (f(x + s d) - f(x - s d)) / 2s:
-
-1. D(h) for every direction (2 evaluations each). Its round-off bound is
-   ROUNDOFF_ULPS * eps * max|f| / h (two values, each off by at most
-   ROUNDOFF_ULPS * eps * max|f|, divided by 2h). Its truncation error,
-   h**2 f'''/6, is not estimated by this pass.
-2. D(2h) for the directions the caller did not settle after pass 1 (all of
-   them when it gives no ``settled`` rule), combined by Richardson,
-   R = (4 D(h) - D(2h)) / 3, which cancels the h**2 term. The error estimate is
-   |D(h) - D(2h)| / 3 (the size of the term Richardson removed, an upper bound on
-   what is left for smooth functions) plus the round-off bound
-   1.5 * ROUNDOFF_ULPS * eps * max|f| / h (R weighs the four values by 4/3 and
-   1/3 of their quotients' round-off: (4 * 1 + 1/2) / 3 = 1.5). eps and the
-   ulps are those of the dtype the function computes in (``rule_dtype``:
-   ``roundoff_ulps`` assumes fewer for 16-bit compute).
-
-Settling rule (the caller's ``settled``; the check's is
-``analyses.check._FullCheck.settled``): an element is settled after pass 1 when
-
-    |a - D(h)| <= atol + rtol * |a| + FD_SAFETY * roundoff(D(h))
-
-for the analytic value a. Such an element passes the two-level verdict of
-``verdicts.compare`` whatever D(2h) turns out to be, because exactly
-R - D(h) = (D(h) - D(2h)) / 3, so |a - R| <= |a - D(h)| + |D(h) - D(2h)| / 3,
-and that second term is part of the two-level allowance (FD_SAFETY >= 1 times
-the Richardson estimate). The second level therefore only runs where it can
-change the verdict: a correct gradient costs 2 evaluations per element, a wrong
-element 4. A settled element reports D(h) as its numeric value and pass 1's
-round-off bound as its error estimate: its truncation error is not estimated,
-only shown not to matter for the element's verdict. One pair-level rule could
-still differ: ``inconclusive`` fires when an error estimate exceeds a tenth of
-the derivatives, and a settled element has no Richardson term to contribute.
-For that, D(h)'s truncation error would have to be that large and the analytic
-value equal D(h) including it, wrong by exactly the truncation error; the
-tests compare both verdicts on models of every kind (tests/test_speed.py).
-
-One-sided slopes for the kink scan (``center``, unit directions only): with
-f0 = f(x), pass 1 gives D+(h) = (f(x+h) - f0) / h and D-(h) = (f0 - f(x-h)) / h.
-On a smooth function they differ by h * f'' (relative to the slope, a few
-1e-6 in float64); at a kink by the slope gap, a sizeable fraction of the
-slopes. So an element whose gap exceeds KINK_GAP times the slopes (plus
-round-off) is never settled: pass 2 runs there, and the second-order one-sided
-slopes right = 2 D+(h) - D+(2h), left = 2 D-(h) - D-(2h) (each f' + O(h**2))
-with error |D+(h) - D+(2h)| + |D-(h) - D-(2h)| + 8 ulps eps max|f| / h go to
-``diagnose``. A settled element's slopes agree by construction (both are its
-D(h), error its round-off): a kink whose gap is under KINK_GAP of the slopes
-is not looked for there.
-
-How points are evaluated. Unit directions (the full check) run in place: one
-traced ``tf.while_loop`` per input group sets x_i + s in a variable holding the
-group, evaluates the model, sets x_i - s, evaluates, and restores x_i. The model
-reads the variable without a copy, so an evaluation costs the model's own
-arithmetic; building a batch of perturbed copies instead costs a copy of the
-whole input per point, which made the full check's work grow as n**2 in memory
-traffic (bench/README.md has the measurements). Inputs outside the group are
-fixed tensors of the trace. Dense directions (fast-mode probes, a handful of
-points) are batched copies under ``tf.vectorized_map``, or eager calls when
-there are few enough that a trace would cost more. Every quotient is formed in
-numpy from the two values (``_quotients``), however they were evaluated. A
-model that cannot be traced is evaluated eagerly point by point (and a note
-says so), never silently skipped.
+* ``numerics.difference_rule``: the numeric rule, pure numpy: the step rule
+  (``step_size``, ``dense_step_size``), the two passes, Richardson
+  extrapolation and its error estimate, the settling rule and the kink gap of
+  the one-sided slopes. Its docstring states each rule with its reasons.
+* ``numerics.evaluators``: who computes f at the points. ``FiniteDifferences``
+  asks its ``evaluator`` (the public protocol ``PairEvaluator.evaluate_pairs``)
+  for f(x + s d) and f(x - s d) and forms every quotient itself; the default,
+  ``ModelEvaluator``, runs the model in place, vectorised, looped or eagerly
+  (its docstring says when and why). A caller that evaluates the points
+  elsewhere supplies its own evaluator and gets the same points, in the same
+  order, and the same numbers from them.
+* this module: ``FiniteDifferences``, which groups the inputs, takes the steps,
+  cuts each pass into chunks (reporting progress) and hands both passes to the
+  rule. Every name of the other two that callers use is importable from here.
 """
 
 from __future__ import annotations
@@ -89,40 +34,47 @@ from typing import Callable
 import numpy as np
 
 from gradcli import progress
-from gradcli.numerics.in_place import InPlaceLoop
+
+# The rule's and the evaluators' names are re-exported (``__all__``): callers
+# import them from here.
+from gradcli.numerics.difference_rule import (
+    KINK_GAP,
+    LEVELS,
+    RICHARDSON_RATIO,
+    ROUNDOFF_ULPS,
+    ROUNDOFF_ULPS_16BIT,
+    SIGNS,
+    Central,
+    Derivatives,
+    coarser,
+    dense_step_size,
+    machine_eps,
+    quotients,
+    richardson,
+    roundoff_ulps,
+    step_size,
+)
+from gradcli.numerics.evaluators import (
+    CHUNK_BYTES,
+    EAGER_MAX_POINTS,
+    IN_PLACE_CHUNK,
+    LOOPED_MIN_ELEMENTS,
+    ModelEvaluator,
+    PairEvaluator,
+    chunk_size,
+    points_looped,
+)
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
 
-#: Assumed round-off of one function evaluation, in units of eps * |f|.
-ROUNDOFF_ULPS = 8.0
-#: The same for 16-bit compute (Keras mixed precision): TensorFlow accumulates
-#: float16/bfloat16 matmuls and reductions in float32 and rounds each op's
-#: output once, so an evaluation is off by about one ulp of |f|; 8 ulps would
-#: make every float16 difference quotient unresolvable (eps 1e-3, h 0.1).
-ROUNDOFF_ULPS_16BIT = 1.0
-#: An element whose first-pass one-sided slopes differ by more than this
-#: fraction of their size is not settled, so the kink scan gets second-order
-#: slopes there (module docstring). Smooth functions differ by h f'', about
-#: 1e-5 of the slope in float64; kinks worth reporting by far more.
-KINK_GAP = 1e-3
+__all__ = [
+    "CHUNK_BYTES", "EAGER_MAX_POINTS", "IN_PLACE_CHUNK", "KINK_GAP", "LEVELS", "LOOPED_MIN_ELEMENTS",
+    "RICHARDSON_RATIO", "ROUNDOFF_ULPS", "ROUNDOFF_ULPS_16BIT", "SHARED_GROUP_MAX", "SIGNS", "Central",
+    "Derivatives", "FiniteDifferences", "ModelEvaluator", "PairEvaluator", "chunk_size", "coarser",
+    "dense_step_size", "machine_eps", "roundoff_ulps", "step_size",
+]
 
-
-def roundoff_ulps(dtype) -> float:
-    """ROUNDOFF_ULPS for the dtype a function computes in (see above)."""
-    return ROUNDOFF_ULPS_16BIT if str(dtype) in ("float16", "bfloat16") else ROUNDOFF_ULPS
-
-
-#: Each pass evaluates x + s*d and x - s*d; pass 2 takes s = RICHARDSON_RATIO * h.
-SIGNS = (1.0, -1.0)
-RICHARDSON_RATIO = 2.0
-#: Every point the two passes may evaluate, in units of h (x +- h, x +- 2h).
-LEVELS = (1.0, -1.0, RICHARDSON_RATIO, -RICHARDSON_RATIO)
-#: Memory for one chunk of batched perturbed points (2 signs x B directions x
-#: n elements), for dense directions and the eager fallback: each point is a
-#: copy of the group, and a chunk that stays in cache (about 16 MB) measured
-#: 2-7x faster than chunks of 256 or more directions on 2 cores.
-CHUNK_BYTES = 16 * 2**20
 #: Inputs are differenced together in one group, smallest first, while the
 #: group stays within this many elements; larger inputs get a group of their
 #: own. Rule: a group costs one trace of the model (about 0.3 s), and each of
@@ -131,98 +83,6 @@ CHUNK_BYTES = 16 * 2**20
 #: elements pays about 1.6 ns * S**2 over its pass): sharing pays while that
 #: stays under a trace, S below about 13,000; 8,192 leaves a margin.
 SHARED_GROUP_MAX = 8192
-#: Directions per call of the in-place loop (``FiniteDifferences._in_place``):
-#: a call costs about 0.3 ms over its evaluations (about 0.1 ms each at 43k), so
-#: 512 directions make that negligible while progress is still reported (and
-#: Ctrl-C is seen) every fraction of a second.
-IN_PLACE_CHUNK = 512
-#: Up to this many perturbed points in a call, evaluate eagerly instead of tracing.
-EAGER_MAX_POINTS = 32
-#: ... unless the points' copies hold more than this many elements in all
-#: (6 points of a 1.7M-weight network): copying every weight per point then
-#: costs more than tracing the model once, and a traced loop forms each point
-#: inside the graph (``_looped``; a ResNet-50's 12 points: 9 s eagerly, 2 s looped).
-#: Where the function is already traced (``FiniteDifferences.traced``) no trace
-#: is left to pay, and each point is one call of that graph: a ResNet-50's
-#: joint check took 18 s with its points looped and 15 s called one by one, a
-#: 4.8M-weight Transformer's 9.2 s and 7.3 s (bench/layer_speed.py models).
-LOOPED_MIN_ELEMENTS = 10_000_000
-
-
-def chunk_size(elements: int, itemsize: int = 8) -> int:
-    """Directions per chunk: as many as fit CHUNK_BYTES, at least 1, at most ``elements``."""
-    fit = CHUNK_BYTES // (len(SIGNS) * itemsize * max(1, elements))
-    return int(max(1, min(elements, fit)))
-
-
-def step_size(scale, dtype) -> np.ndarray:
-    """h = eps**(1/3) * max(1, |scale|): see the module docstring for the reason.
-    ``dtype`` is the one the function computes in (``FiniteDifferences.rule_dtype``)."""
-    return machine_eps(dtype) ** (1.0 / 3.0) * np.maximum(1.0, np.abs(scale))
-
-
-def dense_step_size(scale, dtype) -> np.ndarray:
-    """The step along a dense direction (one that moves every element at once:
-    fast mode's random probes) through a function with non-smooth ops:
-    eps**(1/2) * max(1, |scale|) in float64, ``step_size`` otherwise. Rule:
-    such a direction moves every pre-activation behind the inputs, and the
-    relus among them (about 1e5 in a ResNet-50, 3e4 in one of its activation
-    layers) cross their kinks at a rate proportional to the step: at
-    eps**(1/3) a few of them fall inside the stencil and bend the central
-    difference beyond the tolerance. eps**(1/2) crosses about 400 times
-    fewer, and in float64 its round-off, about eps**(1/2) |f| / |f'|, stays
-    inside the float64 tolerance where |f'| is not far below |f| (the
-    truncation error, O(h**2), vanishes). A smooth function keeps the smooth
-    rule: its round-off would only weaken the check (an attention layer's
-    projections, whose scale is far below |f|, turn inconclusive). In float32
-    the round-off would be about 3e-4 relative: the smooth rule stays."""
-    if np.dtype(str(dtype)) == np.float64:
-        return np.sqrt(machine_eps(dtype)) * np.maximum(1.0, np.abs(scale))
-    return step_size(scale, dtype)
-
-
-def machine_eps(dtype) -> float:
-    """eps of a floating dtype, bfloat16 included (numpy's finfo does not know it)."""
-    if str(dtype) == "bfloat16":
-        return 2.0**-7  # 8 significand bits (7 stored)
-    return float(np.finfo(dtype).eps)
-
-
-def coarser(a, b):
-    """The dtype of ``a`` and ``b`` with the larger eps (``b`` may be None)."""
-    if b is None:
-        return a
-    return b if machine_eps(b) > machine_eps(a) else a
-
-
-@dataclass
-class Derivatives:
-    """Directional derivatives of every floating output along k directions.
-
-    ``values[out]`` and ``errors[out]`` have shape ``[k, *output_shape]``;
-    ``steps`` the step h used per direction; ``settled`` which directions were
-    settled after the first pass (their values are D(h), see module docstring).
-    """
-
-    values: dict[str, np.ndarray]
-    errors: dict[str, np.ndarray]
-    steps: np.ndarray
-    evaluations: int
-    settled: np.ndarray | None = None
-    #: Unit directions with ``center`` only: one-sided slopes (module docstring).
-    #: Keys "left", "right", "error" -> per output.
-    one_sided: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
-
-
-@dataclass
-class Central:
-    """One pass: D(s) per output (``[k, *output_shape]``) and max |f| over its
-    two points; with a centre, also D+(s) and D-(s) (``one_sided``)."""
-
-    values: dict[str, np.ndarray]
-    largest: dict[str, np.ndarray]
-    forward: dict[str, np.ndarray] = field(default_factory=dict)
-    backward: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -260,12 +120,25 @@ class FiniteDifferences:
     center: dict | None = None
     #: The same function already traced at the point's shapes (the precision
     #: rule's graph, ``ModelGraph.callable``), or None: points run one by one
-    #: (``_eager_pairs``) call it instead of running the model eagerly, ten
-    #: times cheaper for a network of small ops (a 1M-weight Transformer: 7 ms
-    #: a call against 75 ms eagerly, most of it the interpreter's).
+    #: (``ModelEvaluator.eager_sides``) call it instead of running the model
+    #: eagerly, ten times cheaper for a network of small ops (a 1M-weight
+    #: Transformer: 7 ms a call against 75 ms eagerly, most of it the
+    #: interpreter's).
     traced: Callable[[dict], dict] | None = None
+    #: Who evaluates the points (``evaluators.PairEvaluator``); None: the model
+    #: itself (``ModelEvaluator``). Any evaluator gets the same points in the
+    #: same order, and the quotients are formed here from what it returns.
+    evaluator: PairEvaluator | None = field(default=None, repr=False)
+    #: The default evaluator's traces and in-place loops, by group and path.
     _compiled: dict = field(default_factory=dict, repr=False)
-    _seconds_per_direction: float | None = field(default=None, repr=False)  # any plain loop's
+    #: The model evaluator: the default ``evaluator``, and always the one that
+    #: evaluates plain points (``evaluate``) and points of several groups.
+    _model_evaluator: ModelEvaluator = field(init=False, repr=False)
+
+    def __post_init__(self):
+        self._model_evaluator = ModelEvaluator(self, self._compiled)
+        if self.evaluator is None:
+            self.evaluator = self._model_evaluator
 
     def rule_dtype(self, dtype):
         """The dtype whose eps rules steps and round-off: the point's, or the
@@ -314,14 +187,14 @@ class FiniteDifferences:
         h = step_size(flat[indices], self.rule_dtype(x.dtype))
         # Make x_i + h exactly representable, so the step taken is the step divided by.
         h = (flat[indices] + h) - flat[indices]
-        return self._richardson(self.group(name), "axes", indices + self.offset(name), h, settled)
+        return self.richardson(self.group(name), "axes", indices + self.offset(name), h, settled)
 
     def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0) -> Derivatives:
         """Derivatives along ``directions`` (shape ``[k, *input_shape]``);
         ``step_scale`` times the step rule's step (``check._FastCheck``'s
         round-off retry, ``ROUNDOFF_RETRY``)."""
         group, embedded, h = self._embedded({name: directions}, step_scale)
-        return self._richardson(group, "directions", embedded, h)
+        return self.richardson(group, "directions", embedded, h)
 
     def _embedded(self, directions: dict, step_scale: float = 1.0) -> tuple:
         """(group, embedded directions ``[k, group size]``, steps ``[k]``) for
@@ -357,11 +230,13 @@ class FiniteDifferences:
         nothing of this one's carried over: no traces, no timings, no
         evaluations counted (the caller adds them to its own count). A traced
         function (``traced``) stays only for the same function at a point of
-        the same shapes: it is that function's graph at those shapes."""
+        the same shapes: it is that function's graph at those shapes. The
+        evaluator is the model's again (a supplied one evaluates for this
+        instance only)."""
         point = changes.get("point", {})
         if "function" in changes or any(np.shape(v) != np.shape(self.point.get(n)) for n, v in point.items()):
             changes.setdefault("traced", None)
-        return dataclasses.replace(self, evaluations=0, _compiled={}, _seconds_per_direction=None, **changes)
+        return dataclasses.replace(self, evaluations=0, _compiled={}, evaluator=None, **changes)
 
     def joint_group(self, names) -> bool:
         """Whether ``names`` are one group (``along_joint`` can move them at once)."""
@@ -380,7 +255,7 @@ class FiniteDifferences:
         if planned is None:
             return None
         group, embedded, h = planned
-        return self._richardson(group, "directions", embedded, h)
+        return self.richardson(group, "directions", embedded, h)
 
     def joint_steps(self, directions: dict) -> tuple | None:
         """``_embedded`` for directions of every input of one group (``along_joint``'s
@@ -403,7 +278,7 @@ class FiniteDifferences:
         group, embedded, _ = self.joint_steps(directions)
         ups, downs = [], []
         for row in np.asarray(steps, dtype=embedded.dtype):
-            up, down = self._evaluate_pairs(group, "directions", embedded, row)
+            up, down = self.evaluator.evaluate_pairs(group, "directions", embedded, row)
             ups.append(up)
             downs.append(down)
             self.evaluations += 2 * len(row)
@@ -413,7 +288,7 @@ class FiniteDifferences:
     def _point_pairs(self, directions: dict, steps) -> tuple[dict, dict]:
         """``joint_pairs`` for directions of inputs of several groups: each
         point x + s d_j (every moved input at once, the others as they are) is
-        one call (``_eager_sides``); the outputs in the first moved input's
+        one call (``ModelEvaluator.eager_sides``); the outputs in the first moved input's
         dtype."""
         steps = np.asarray(steps)
         k = steps.shape[1]
@@ -425,13 +300,13 @@ class FiniteDifferences:
                     for n, d in directions.items()}
 
         self.evaluations += 2 * steps.size
-        return self._eager_sides(moved, steps.size, self.point[next(iter(directions))].dtype)
+        return self._model_evaluator.eager_sides(moved, steps.size, self.point[next(iter(directions))].dtype)
 
     def one_batch_per_group(self, names) -> bool:
         """Whether the first pass along every axis of ``names`` is one chunk per group."""
         groups = list(dict.fromkeys(self.group(n) for n in names))
         return all(
-            sum(self.point[n].size for n in g) <= self._chunk_length(g, "axes") for g in groups
+            sum(self.point[n].size for n in g) <= self.chunk_length(g, "axes") for g in groups
         )
 
     def predict_axes_seconds(self, names: list[str]) -> float | None:
@@ -447,7 +322,7 @@ class FiniteDifferences:
             return None
         groups = list(dict.fromkeys(self.group(n) for n in names))
         sizes = [sum(self.point[n].size for n in g) for g in groups]
-        chunks = [self._chunk_length(g, "axes") for g in groups]
+        chunks = [self.chunk_length(g, "axes") for g in groups]
         seconds = 0.0
         for group, elements, chunk in zip(groups, sizes, chunks):
             name = group[0]
@@ -468,11 +343,9 @@ class FiniteDifferences:
         evaluation the differences use, for callers that form their own quotients
         (one-sided ladders, Taylor remainders)."""
         points = np.asarray(points, dtype=self.point[name].dtype).reshape(len(points), -1)
-        evaluate = self._group_evaluator((name,))
-        build = lambda vectorized: lambda rows: _map(evaluate, rows, self.outputs, vectorized)  # noqa: E731
-        result = self._call((name, "points"), build, tf.constant(points))
+        result = self._model_evaluator.evaluate_points(name, points)
         self.evaluations += len(points)
-        return {o: np.asarray(v) for o, v in result.items()}
+        return result
 
     def axis_pairs(self, name: str, indices, steps) -> tuple[dict, dict]:
         """f(x + s_k e_i_k) and f(x - s_k e_i_k) per output (``[k, *output_shape]``)
@@ -483,93 +356,30 @@ class FiniteDifferences:
         group = self.group(name)
         part = np.asarray(indices, dtype=np.int64) + self.offset(name)
         steps = np.asarray(steps, dtype=self.point[name].dtype)
-        up, down = self._evaluate_pairs(group, "axes", part, steps)
+        up, down = self.evaluator.evaluate_pairs(group, "axes", part, steps)
         self.evaluations += 2 * len(steps)
         return up, down
 
-    def _call(self, key, build, *args, eager: bool = False):
-        """``build(vectorized)(*args)``: traced and vectorised (cached by ``key``,
-        XLA when ``jit_compile``), or eagerly point by point when asked (small batches)
-        or when the model cannot be traced or vectorised (then ``self.eager``
-        stays set, and the check says so). The leading (batch) dimension is left
-        open in the trace, so a second pass or a last chunk of another length
-        reuses it (XLA still compiles once per length)."""
-        if not (eager or self.eager):
-            if key not in self._compiled:
-                self._compiled[key] = tf.function(
-                    build(vectorized=True), jit_compile=self.jit_compile or None, autograph=False,
-                    input_signature=[tf.TensorSpec([None, *a.shape[1:]], a.dtype) for a in args],
-                )
-            try:
-                return self._compiled[key](*args)
-            except Exception:  # not traceable or not vectorizable: run eagerly
-                self.eager = True
-        return build(vectorized=False)(*args)
-
     # -- one batched mechanism for both kinds of direction ---------------------
 
-    def _richardson(self, group, kind, batch, h, settled=None) -> Derivatives:
-        """Pass 1 everywhere, pass 2 where ``settled`` does not say otherwise."""
-        k = len(h)
+    def richardson(self, group, kind, batch, h, settled=None) -> Derivatives:
+        """The two passes of ``difference_rule.richardson`` along the rows of
+        ``batch`` (``kind`` and rows as ``PairEvaluator.evaluate_pairs`` takes
+        them) with steps ``h``: pass 1 everywhere, pass 2 where ``settled``
+        does not say otherwise. Public for evaluators that form the points
+        themselves: their directions need not be embedded (``batch`` may have
+        no columns)."""
         rule = self.rule_dtype(self.point[group[0]].dtype)
-        eps, ulps = machine_eps(rule), roundoff_ulps(rule)
-        first = self._central(group, kind, batch, h)
-        values = {o: v.copy() for o, v in first.values.items()}
-        errors = {
-            o: ulps * eps * first.largest[o] / _along(h, v) for o, v in values.items()
-        }
-        done = np.zeros(k, bool) if settled is None else np.asarray(settled(values, errors), bool)
-        sides = bool(first.forward)
-        if sides:
-            done &= ~self._kink_gaps(first, errors)
-        todo = np.flatnonzero(~done)
-        one_sided = {}
-        if sides:  # settled elements: both slopes are D(h) (module docstring)
-            one_sided = {
-                "left": {o: v.copy() for o, v in values.items()},
-                "right": {o: v.copy() for o, v in values.items()},
-                "error": {o: e.copy() for o, e in errors.items()},
-            }
-        if len(todo):
-            second = self._central(
-                group, kind, batch[todo], RICHARDSON_RATIO * h[todo],
-                stage="finite differences, second level",
-            )
-            for o in self.outputs:
-                d1, d2 = first.values[o][todo], second.values[o]
-                largest = np.maximum(first.largest[o][todo], second.largest[o])
-                step = _along(h[todo], d1)
-                values[o][todo] = (4.0 * d1 - d2) / 3.0
-                errors[o][todo] = np.abs(d1 - d2) / 3.0 + 1.5 * ulps * eps * largest / step
-                if sides:
-                    p1, p2 = first.forward[o][todo], second.forward[o]
-                    m1, m2 = first.backward[o][todo], second.backward[o]
-                    one_sided["right"][o][todo] = 2.0 * p1 - p2
-                    one_sided["left"][o][todo] = 2.0 * m1 - m2
-                    one_sided["error"][o][todo] = (
-                        np.abs(p1 - p2) + np.abs(m1 - m2) + 8.0 * ulps * eps * largest / step
-                    )
-        return Derivatives(
-            values=values, errors=errors, steps=h,
-            evaluations=len(SIGNS) * (k + len(todo)),
-            settled=None if settled is None else done,
-            one_sided=one_sided,
-        )
 
-    def _kink_gaps(self, first: Central, roundoff: dict) -> np.ndarray:
-        """Directions whose first-pass one-sided slopes differ by more than
-        KINK_GAP of their size plus round-off: kink suspects, never settled."""
-        gap = np.zeros(len(next(iter(first.values.values()))), bool)
-        for o in self.outputs:
-            p, m = first.forward[o], first.backward[o]
-            far = np.abs(p - m) > KINK_GAP * (np.abs(p) + np.abs(m)) + 4.0 * roundoff[o]
-            gap |= far.reshape(len(gap), -1).any(axis=1)
-        return gap
+        def central(rows, steps, stage):
+            return self._central(group, kind, batch if rows is None else batch[rows], steps, stage)
+
+        return richardson(central, h, self.outputs, rule, settled)
 
     def _central(self, group, kind, batch, h, stage: str = "finite differences") -> Central:
         """D(h) along every row of ``batch``, in chunks of a fixed shape (one trace)."""
         k = len(h)
-        chunk = self._chunk_length(group, kind)
+        chunk = self.chunk_length(group, kind)
         values: dict[str, list] = {o: [] for o in self.outputs}
         largest: dict[str, list] = {o: [] for o in self.outputs}
         forward: dict[str, list] = {o: [] for o in self.outputs}
@@ -601,12 +411,12 @@ class FiniteDifferences:
             forward=joined(forward), backward=joined(backward),
         )
 
-    def _chunk_length(self, group, kind) -> int:
+    def chunk_length(self, group, kind) -> int:
         """Directions per chunk: ``chunk`` if set; in place, IN_PLACE_CHUNK (no
         copies: the chunk only sets how often progress is reported); dense
-        directions of a large group, formed inside a traced loop (``_looped``):
-        IN_PLACE_CHUNK too; batched copies, as many as fit CHUNK_BYTES
-        (``chunk_size``)."""
+        directions of a large group, formed inside a traced loop
+        (``evaluators.points_looped``): IN_PLACE_CHUNK too; batched copies, as
+        many as fit CHUNK_BYTES (``chunk_size``)."""
         if self.chunk:
             return self.chunk
         if kind == "axes" and not self.eager:
@@ -619,97 +429,16 @@ class FiniteDifferences:
     def _loops(self, directions: int, elements: int) -> bool:
         """``LOOPED_MIN_ELEMENTS``' rule for ``directions`` dense directions:
         a traced loop forms the points, unless the function is traced already."""
-        return self.traced is None and directions * len(SIGNS) * elements > LOOPED_MIN_ELEMENTS
+        return points_looped(directions, elements, self.traced)
 
     def _chunk(self, group, kind, part, steps, remaining: int = 0):
         """D(s) along each row of one chunk, its max |f|, and (axes with a
-        centre) the one-sided quotients: evaluate f(x + s d) and f(x - s d),
-        then form every quotient in numpy (``_quotients``), whichever way the
-        points were evaluated."""
-        up, down = self._evaluate_pairs(group, kind, part, steps, remaining)
-        return _quotients(up, down, steps, self._center(group) if kind == "axes" else None)
-
-    def _evaluate_pairs(self, group, kind, part, steps, remaining: int = 0):
-        """f(x + s d) and f(x - s d) per output ([k, *output_shape] each).
-
-        Unit directions run in place (``_in_place``): one traced loop sets one
-        element of a variable, evaluates, and restores it, so no point is ever
-        copied. Dense directions (fast-mode probes) are batched copies
-        (``_differences``). A handful of points (fast-mode probes) costs less
-        run eagerly than one trace of the model (about 0.3 s), or through the
-        function's own trace when it has one (``traced``)."""
-        eager = len(steps) * len(SIGNS) <= EAGER_MAX_POINTS
-        if kind == "axes" and not (eager or self.eager):
-            try:
-                return self._in_place(group, part, steps, remaining)
-            except Exception:  # not traceable in a loop: run eagerly, point by point
-                self.eager = True
-        elements = sum(self.point[n].size for n in group)
-        if kind == "directions" and not self.eager and self._loops(len(steps), elements):
-            try:
-                values = self._call((group, "directions looped"), lambda vectorized: self._looped(group),
-                                    tf.constant(part), tf.constant(steps))
-                k = len(steps)
-                values = {o: np.asarray(v) for o, v in values.items()}
-                return {o: v[:k] for o, v in values.items()}, {o: v[k:] for o, v in values.items()}
-            except Exception:  # not traceable in a loop: the eager points below
-                self.eager = True
-        if eager or self.eager:
-            return self._eager_pairs(group, kind, part, steps)
-        values = self._call(
-            (group, kind), self._differences(group, kind), tf.constant(part), tf.constant(steps),
-        )
-        k = len(steps)
-        values = {o: np.asarray(v) for o, v in values.items()}
-        return {o: v[:k] for o, v in values.items()}, {o: v[k:] for o, v in values.items()}
-
-    def _eager_pairs(self, group, kind, part, steps):
-        """The points one by one, eagerly (``_eager_sides``), each input the
-        direction does not move passed as it is (an eager split of the whole
-        group cost as much as the model). A unit direction sets x_i + s h in a
-        copy of its input, as the in-place loop does; a dense one is
-        x + d * (s h), as the batched copies compute it: the same points
-        either way."""
-        dtype = self.point[group[0]].dtype
-        spans = {n: (self.offset(n), self.offset(n) + self.point[n].size) for n in group}
-
-        def point(name, row, step):
-            x = self.point[name].reshape(-1)
-            start, _ = spans[name]
-            if kind == "axes":
-                moved = x.copy()
-                moved[row - start] = x[row - start] + step
-            else:
-                moved = x + row[start : start + x.size] * step
-            return tf.constant(moved.reshape(self.point[name].shape))
-
-        def moved(j, sign):
-            row, signed = part[j], dtype.type(sign * steps[j])
-            if kind == "axes":
-                names = [n for n, (start, stop) in spans.items() if start <= row < stop]
-            else:
-                names = [n for n, (start, stop) in spans.items() if np.any(row[start:stop])]
-            return {n: point(n, row, signed) for n in names}
-
-        return self._eager_sides(moved, len(steps), dtype)
-
-    def _eager_sides(self, moved, count: int, dtype) -> tuple[dict, dict]:
-        """f at the +s and -s sides of ``count`` points, one call each, through
-        ``traced`` when there is one, else the model's Python eagerly:
-        ``moved(j, sign)`` gives point j's moved inputs, every other input is
-        passed as it is. Per side, output -> ``[count, *output_shape]`` in
-        ``dtype``."""
-        if "eager inputs" not in self._compiled:
-            self._compiled["eager inputs"] = {n: tf.constant(v) for n, v in self.point.items()}
-        fixed = self._compiled["eager inputs"]
-        evaluate = self.traced or self.function
-        sides: tuple[dict, dict] = ({o: [] for o in self.outputs}, {o: [] for o in self.outputs})
-        for j in range(count):
-            for sign, values in zip(SIGNS, sides):
-                result = evaluate({**fixed, **moved(j, sign)})
-                for o in self.outputs:
-                    values[o].append(np.asarray(tf.cast(result[o], dtype)))
-        return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)
+        centre) the one-sided quotients: the evaluator gives f(x + s d) and
+        f(x - s d), and every quotient is formed in numpy
+        (``difference_rule.quotients``), whichever way the points were
+        evaluated."""
+        up, down = self.evaluator.evaluate_pairs(group, kind, part, steps, remaining)
+        return quotients(up, down, steps, self._center(group) if kind == "axes" else None)
 
     def _center(self, group):
         """f(x) per output in the group's dtype, when known (``center``)."""
@@ -717,116 +446,6 @@ class FiniteDifferences:
             return None
         dtype = self.point[group[0]].dtype
         return {o: np.asarray(self.center[o]).astype(dtype) for o in self.outputs}
-
-    def _in_place(self, group, part, steps, remaining: int = 0):
-        """f(x + s e_i), f(x - s e_i) for the group-flat indices ``part``, without
-        copying the group (``numerics.in_place``); ``remaining`` directions are
-        still to come (they decide whether XLA pays)."""
-        key = (group, "in place")
-        if key not in self._compiled:
-            shapes = {o: tf.TensorShape(np.shape(self.center[o])) for o in self.outputs} if self.center else {}
-            self._compiled[key] = InPlaceLoop(
-                self._group_evaluator(group), self._flat(group), self.outputs, shapes,
-                self.jit_compile, self._chunk_length(group, "axes"),
-            )
-        loop = self._compiled[key]
-        result = loop(part, steps, remaining, measured=self._seconds_per_direction)
-        self._seconds_per_direction = loop.seconds_per_direction or self._seconds_per_direction
-        return result
-
-    def _flat(self, group) -> np.ndarray:
-        return np.concatenate([self.point[n].reshape(-1) for n in group])
-
-    def _group_evaluator(self, group):
-        """The model as a function of the group's flat vector (other inputs fixed),
-        outputs cast to the group's dtype."""
-        others = {n: tf.constant(v) for n, v in self.point.items() if n not in group}
-        shapes = [tuple(self.point[n].shape) for n in group]
-        sizes = [int(self.point[n].size) for n in group]
-        dtype = tf.as_dtype(self.point[group[0]].dtype)
-        outputs = self.outputs
-
-        def evaluate(flat):
-            parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
-            values = {n: tf.reshape(p, s) for n, p, s in zip(group, parts, shapes)}
-            result = self.function({**others, **values})
-            return {o: tf.cast(result[o], dtype) for o in outputs}
-
-        return evaluate
-
-    def _looped(self, group):
-        """f(x + s_j d_j) for each sign s (all + rows, then all - rows) in one
-        traced loop that forms each point inside the loop: for a large network
-        along dense directions, where a batch of copies (or eager points, each
-        a copy of every weight) costs more than one trace of the model."""
-        evaluate = self._group_evaluator(group)
-        x = tf.constant(self._flat(group))
-        dtype = x.dtype
-        shapes = {o: tf.TensorShape(np.shape(self.center[o])) if self.center else tf.TensorShape(None)
-                  for o in self.outputs}
-
-        def run(part, steps):
-            signed = tf.concat([sign * steps for sign in SIGNS], axis=0)
-            rows = tf.tile(tf.range(tf.shape(steps)[0]), [len(SIGNS)])
-            return tf.map_fn(
-                lambda i: evaluate(x + tf.gather(part, rows[i]) * signed[i]),
-                tf.range(tf.shape(signed)[0]),
-                fn_output_signature={o: tf.TensorSpec(shapes[o], dtype) for o in self.outputs},
-            )
-
-        return run
-
-    def _differences(self, group, kind):
-        """Batched evaluation of x + s_j d_j for each sign s (all + rows, then all -
-        rows): copies of the group, vectorised, or eagerly one by one."""
-        evaluate = self._group_evaluator(group)
-        x = tf.constant(self._flat(group))
-        outputs = self.outputs
-
-        def perturbed(part, steps):
-            signed = tf.concat([sign * steps for sign in SIGNS], axis=0)
-            if kind == "directions":
-                return x + tf.tile(part, [len(SIGNS), 1]) * signed[:, None]
-            rows = tf.shape(signed, out_type=tf.int64)[0]
-            where = tf.stack([tf.range(rows), tf.tile(part, [len(SIGNS)])], axis=1)
-            # x + (a sparse matrix of the steps): one broadcast add writes each point once.
-            return x[None] + tf.scatter_nd(where, signed, tf.stack([rows, tf.size(x, tf.int64)]))
-
-        return lambda vectorized: lambda part, steps: _map(
-            evaluate, perturbed(part, steps), outputs, vectorized
-        )
-
-
-def _quotients(up: dict, down: dict, steps: np.ndarray, center: dict | None):
-    """D(s) = (f(x + s d) - f(x - s d)) / 2s and max |f| over the points, per
-    output; with the centre f0 also D+(s) = (f(x + s d) - f0) / s and
-    D-(s) = (f0 - f(x - s d)) / s (the kink scan's one-sided slopes)."""
-    quotients, largest = {}, {}
-    sides = {"forward": {}, "backward": {}} if center is not None else {}
-    for o, f_up in up.items():
-        f_down = down[o]
-        s = _along(steps, f_up)
-        quotients[o] = (f_up - f_down) / (2.0 * s)
-        largest[o] = np.maximum(np.abs(f_up), np.abs(f_down))
-        if center is not None:
-            f0 = center[o][None]
-            sides["forward"][o] = (f_up - f0) / s
-            sides["backward"][o] = (f0 - f_down) / s
-            largest[o] = np.maximum(largest[o], np.abs(f0))
-    return quotients, largest, sides
-
-
-def _along(h: np.ndarray, like: np.ndarray) -> np.ndarray:
-    """``h`` ([k]) shaped to broadcast against ``like`` ([k, *output_shape])."""
-    return h.reshape((-1,) + (1,) * (like.ndim - 1))
-
-
-def _map(evaluate, points, outputs, vectorized: bool) -> dict:
-    """``evaluate`` at every row of ``points``: vectorised (pfor) or one by one."""
-    if vectorized:
-        return tf.vectorized_map(evaluate, points)
-    rows = [evaluate(points[i]) for i in range(points.shape[0])]
-    return {o: tf.stack([r[o] for r in rows]) for o in outputs}
 
 
 def _progress_detail(names: str, kind: str, groups: list, group) -> str:

@@ -66,7 +66,7 @@ def _pool() -> ThreadPoolExecutor:
 
 def workers() -> int:
     """Threads for compiled loops: the cores this process may use, or TensorFlow's
-    intra-op thread count when it was set (``--threads 1`` in bench/ means one)."""
+    intra-op thread count when it was set (a bench/ run limited to one thread gets one)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
