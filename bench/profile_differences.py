@@ -76,7 +76,7 @@ def in_place_rows(model, name, repeat) -> dict:
     x = model.point[name].reshape(-1)
     k = min(IN_PLACE_CHUNK, x.size)
     fd = FiniteDifferences(model.function, model.point, ["output"], wrt=list(model.wrt))
-    evaluate = fd._group_evaluator((name,))
+    evaluate = fd.evaluator.group_function((name,))
     part = np.arange(k)
     steps = (x[:k] + step_size(x[:k], x.dtype)) - x[:k]
     shapes = {"output": tf.TensorShape([])}

@@ -163,8 +163,12 @@ def results_page() -> str:
 
 #: (heading, module file, what the section is for): the modules whose docstrings state a rule.
 RULES = [
-    ("Finite differences", "gradcli/numerics/finite_diff.py",
+    ("Finite differences", "gradcli/numerics/difference_rule.py",
      "The step rule, Richardson extrapolation and the error estimate behind every numeric derivative."),
+    ("How finite differences are evaluated", "gradcli/numerics/evaluators.py",
+     "Who computes the model at the points, and when each way pays."),
+    ("Input groups", "gradcli/numerics/finite_diff.py",
+     "The engine that groups the inputs, chunks the passes and hands them to the rule."),
     ("Verdicts and tolerances", "gradcli/verdicts/compare.py",
      "How an analytic and a numeric derivative are weighed, and the default tolerances."),
     ("The diagnosis ladder: one-sided slopes", "gradcli/verdicts/diagnose.py",
