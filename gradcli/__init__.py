@@ -193,7 +193,7 @@ def check(model, inputs=None, *, fail_fast=False, jobs=1, progress=None, **optio
         specs = expand_models(specs)  # a file named twice is checked once
     else:
         specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
-    from gradcli.analyses.check import check_paths
+    from gradcli.workers.batch import check_paths
 
     return _raise_usage(
         check_paths(specs, checked, fixed=set(fields), fail_fast=fail_fast, jobs=jobs, progress=progress)

@@ -257,7 +257,7 @@ class _Runner:
         self.outcomes = None
 
     def check(self, item: ModelItem):
-        from gradcli.analyses.batch import _supervised
+        from gradcli.workers.batch import supervised as _supervised
 
         if not self.items or self.items[0] is not item:
             self.close()

@@ -461,13 +461,13 @@ def _joint_threads(monkeypatch):
 
     from gradcli.analyses import check
 
-    threads, run = [], check._JointCheck.run
+    threads, run = [], check.JointCheck.run
 
     def recording(self):
         threads.append(threading.current_thread().name)
         return run(self)
 
-    monkeypatch.setattr(check._JointCheck, "run", recording)
+    monkeypatch.setattr(check.JointCheck, "run", recording)
     return threads
 
 
@@ -547,7 +547,7 @@ def test_an_interrupted_layer_pass_does_not_wait_for_the_joint_check(monkeypatch
         started.wait(60)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(check._JointCheck, "run", slow_joint)
+    monkeypatch.setattr(check.JointCheck, "run", slow_joint)
     monkeypatch.setattr(by_layer, "check_layers", interrupted)
     model = load_model(fixture("by_layer_functional_ok.py"))
     try:
@@ -567,13 +567,13 @@ def test_a_joint_check_outlasting_the_layer_pass_shows_as_a_stage(monkeypatch):
     from gradcli.model.loading import load_model
     from gradcli.options import CheckOptions
 
-    run = check._JointCheck.run
+    run = check.JointCheck.run
 
     def slow_joint(self):
         time.sleep(2.5)
         return run(self)
 
-    monkeypatch.setattr(check._JointCheck, "run", slow_joint)
+    monkeypatch.setattr(check.JointCheck, "run", slow_joint)
     monkeypatch.setattr(by_layer, "check_layers", lambda model, options, plan=None: ([], []))
     reports = []
     with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total, detail))):

@@ -1026,9 +1026,9 @@ def _probes_type():
     """``_Probes``, made on first use (``analyses.check`` imports this module)."""
     global _PROBES
     if _PROBES is None:
-        from gradcli.analyses.check import _FastCheck
+        from gradcli.analyses.check import FastCheck
 
-        class _Probes(_FastCheck):
+        class _Probes(FastCheck):
             """``check._FastCheck`` (the same draws, ``project`` and forward-mode
             rule) with every product of the unit taken in one call of its
             signature's trace (``_Traced.probe``): the finite-difference engine

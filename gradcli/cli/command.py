@@ -221,7 +221,7 @@ def _annotation(command: str, error) -> str:
 
 def _function(spec: str):
     """A renderer named ``"module:function"``, imported only when it draws."""
-    from gradcli.analyses.batch import resolve
+    from gradcli.workers.batch import resolve
 
     return resolve(spec)
 
