@@ -12,7 +12,7 @@ import numpy as np
 from gradcli.analyses.check.fast import FastCheck
 from gradcli.analyses.check.raised import raised_in_gradcli
 from gradcli.analyses.check.rules import FORWARD_CHECKED, JOINT_FORWARD_PROBES
-from gradcli.analyses import by_layer
+from gradcli.analyses.layers.moves import MOVED, moved_off
 from gradcli.model.loading import host_array, run_model
 from gradcli.numerics import autodiff
 from gradcli.results import EXPLANATIONS, INCONCLUSIVE, PASS, PairResult
@@ -21,7 +21,7 @@ from gradcli.verdicts import compare, diagnose
 
 class JointCheck(FastCheck):
     """The whole-model fast check along joint directions, for a model checked
-    layer by layer (``analyses.by_layer``): each probe's tangent moves every
+    layer by layer (``analyses.layers``): each probe's tangent moves every
     input at once, so the finite differences cost one set of evaluations of the
     model (2 steps x 2 levels x probes) whatever its number of inputs, where the
     input-by-input check costs that per input (a ResNet-50 has 321). One pair
@@ -153,7 +153,7 @@ class JointCheck(FastCheck):
         them all along a joint probe, and a valid subgradient of several kinks
         need not lie between the slopes of their sum. The joint check runs
         again at a nearby point, every input moved off the kinks
-        (``by_layer.moved_off``, as the tie rule moves a layer's inputs), where
+        (``moved_off``, as the tie rule moves a layer's inputs), where
         the network is differentiable along the probes: it passes there, and
         the row is ``kink``, not a failure, with a warning (the evidence: slopes
         that do not settle or do not bound the analytic value at the point, a
@@ -162,7 +162,7 @@ class JointCheck(FastCheck):
         from gradcli.results import KINK
 
         nearby = self.at_nearby_point(o)
-        where = f"at a nearby point (every input moved: {by_layer.MOVED})"
+        where = f"at a nearby point (every input moved: {MOVED})"
         if nearby.failed:
             pair.warnings.append(f"{where} the whole model's joint check fails too ({nearby.verdict}: "
                                  f"{nearby.explanation})")
@@ -184,7 +184,7 @@ class JointCheck(FastCheck):
         (``judge_nearby``): the same function, the same draws and step rule."""
         model = self.model
         rng = np.random.default_rng([self.options.rng_seed, 3])
-        point = {n: by_layer.moved_off(v, rng) if n in model.wrt else v for n, v in model.point.items()}
+        point = {n: moved_off(v, rng) if n in model.wrt else v for n, v in model.point.items()}
         nearby = dataclasses.replace(model, point=point, taken_vjp=None, notes=[])
         nearby.outputs = {k: host_array(v) for k, v in run_model(nearby, point).items()}
         fd = self.fd.anew(point=point, center=nearby.outputs)

@@ -27,7 +27,8 @@ from gradcli.analyses.check.mode import choose_mode, eager_call_seconds, require
 from gradcli.analyses.check.precision import compute_precision, reaches
 from gradcli.analyses.check.raised import in_autodiff, raised_in_gradcli
 from gradcli.analyses.check.rules import JOINT_LIMIT, JOINT_STAGE
-from gradcli.analyses import by_layer
+from gradcli.analyses.layers import plan as layer_plan
+from gradcli.analyses.layers import run as layer_run
 from gradcli.analyses.reach import require_gradient
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, UsageError, debugging, internal_error_message
 from gradcli.model.loading import Model, differentiable, load_model
@@ -193,12 +194,12 @@ def _require_a_gradient(model: Model, outputs, graph: ModelGraph) -> None:
 
 def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outputs, tol, result) -> None:
     """The whole-model check of ``mode`` and, where it runs, the layer pass
-    (``analyses.by_layer``) into ``result``: the joint check (``JointCheck``)
+    (``analyses.layers``) into ``result``: the joint check (``JointCheck``)
     runs beside the pass when the model's function is pure (``beside``)."""
     checker = FullCheck if mode == "full" else FastCheck
-    layered = by_layer.wants_layers(model, options, mode)
+    layered = layer_plan.wants_layers(model, options, mode)
     # The pass's refusals (no such layer, its memory) come before any work.
-    plan = by_layer.plan_layers(model, options) if layered else None
+    plan = layer_plan.plan_layers(model, options) if layered else None
     if layered and mode == "fast" and len(model.wrt) > 1 and fd.joint_group(model.wrt):
         # Where in the model is the layer pass's to say: one joint projection
         # settles the whole model at a cost that does not grow with its inputs.
@@ -212,7 +213,7 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
     layers_failed = check.layer_verdict = Future()  # the layer pass's verdict, which the joint row reads
     joint = beside(check.run) if checker is JointCheck and model.pure_call else None
     try:
-        if layered:  # where in the model: analyses.by_layer (a failing layer explains a failing joint row)
+        if layered:  # where in the model: analyses.layers (a failing layer explains a failing joint row)
             result.layers, layer_notes = check_layers(model, options, plan)
             result.notes += layer_notes
     except BaseException as exc:
@@ -239,9 +240,9 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
 
 
 def check_layers(model: Model, options: CheckOptions, plan=None):
-    """The layer pass (``analyses.by_layer.check_layers``), its units checked
+    """The layer pass (``analyses.layers.run.check_layers``), its units checked
     by this module's ``check_model``."""
-    return by_layer.check_layers(model, options, plan)
+    return layer_run.check_layers(model, options, plan, check_model)
 
 
 def _check_user_gradients(result, graph, tol) -> None:
