@@ -15,8 +15,9 @@ from gradcli.analyses.check.rules import FORWARD_CHECKED, JOINT_FORWARD_PROBES
 from gradcli.analyses.layers.moves import MOVED, moved_off
 from gradcli.model.loading import host_array, run_model
 from gradcli.numerics import autodiff
-from gradcli.results import EXPLANATIONS, INCONCLUSIVE, PASS, PairResult
+from gradcli.results import PairResult
 from gradcli.verdicts import compare, diagnose
+from gradcli.verdicts.joint import judge_joint_kinks
 
 
 class JointCheck(FastCheck):
@@ -33,7 +34,7 @@ class JointCheck(FastCheck):
     weaker than one input's alone, and where the error is is the layer table's
     to say: a failing joint pair is not re-checked element by element."""
 
-    nearby = False  # this check runs at the nearby point (``judge_nearby``)
+    nearby = False  # this check runs at the nearby point (``verdicts.joint.judge_nearby``)
 
     def run(self) -> list[PairResult]:
         model, probes = self.model, self.options.probes
@@ -89,18 +90,10 @@ class JointCheck(FastCheck):
     def settle_on_kinks(self, pair, tangents, v, o, analytic) -> None:
         """A failing joint probe through non-smooth ops (``fd.nonsmooth``): the
         one-sided slopes along it by the ladder rule
-        (``diagnose.directional_slopes``). Every failing probe's slopes settle,
-        agree with each other and with the analytic value: a pass (kinks
-        crossed inside the step). Every one's slopes differ beyond their
-        errors, the analytic value between them: ``kink``, not a failure (the
-        point is not differentiable along the probes: a relu input exactly at
-        0, a dead channel's zero moved by its bias), and the layer table
-        judges the layers. Slopes that do not settle: ``inconclusive``, still a
-        failure. Those, and slopes with a gap that do not bound the analytic
-        value, go to the nearby-point rule (``judge_nearby``); a clean
-        mismatch (settled slopes, no gap) stands."""
-        from gradcli.results import KINK
-
+        (``diagnose.directional_slopes``), projected by its cotangent and read
+        by ``diagnose.slope_tests``; the verdict is
+        ``verdicts.joint.judge_joint_kinks``' (a pass, ``kink``,
+        ``inconclusive``, or the nearby-point rule, ``at_nearby_point``)."""
         probes = sorted({int(e.input_index[0]) for e in pair.failing})
         if not probes:
             return
@@ -114,74 +107,13 @@ class JointCheck(FastCheck):
         a = analytic[probes]
         gap, settled, between, agrees = diagnose.slope_tests(a, L, R, eL, eR, self.tol)
         slopes = "; ".join(f"probe {p}: left {l:.6g}, right {r:.6g}, analytic {x:.6g}" for p, l, r, x in zip(probes, L, R, a))
-        if np.all(~gap & settled & agrees):
-            pair.verdict, pair.failed, pair.reverse_failed = PASS, False, False
-            pair.failing, pair.n_failing = [], 0
-            pair.explanation = EXPLANATIONS[PASS]
-            pair.warnings.append(
-                f"kinks inside the step along {len(probes)} joint probes: at smaller steps both one-sided "
-                f"slopes agree with the analytic value ({slopes})"
-            )
-        elif np.all(gap & between):
-            pair.verdict, pair.failed, pair.reverse_failed = KINK, False, False
-            pair.explanation = (
-                f"{EXPLANATIONS[KINK]} along {len(probes)} joint probes, and the analytic value lies between "
-                f"them ({slopes}): the point is not differentiable along them, not a failure; the layer "
-                "table judges each layer"
-            )
-            pair.warnings.append(
-                "the whole model is not differentiable at the point along the joint probes (one-sided "
-                "slopes differ, non-smooth ops on the path): its projection cannot judge the gradient there"
-            )
-        else:
-            if not np.all(settled):
-                pair.verdict = INCONCLUSIVE
-                pair.explanation = (
-                    f"{EXPLANATIONS[INCONCLUSIVE]} (along {int(np.sum(~settled))} of the failing joint probes the "
-                    f"one-sided slopes do not settle as the step shrinks: the network crosses kinks at every "
-                    f"scale of the step along them; {slopes}): the layer table judges each layer"
-                )
-            if not self.nearby and (np.any(~settled) or np.any(gap)):  # kinks' evidence, not a clean mismatch
-                self.judge_nearby(pair, o, slopes)
-
-    def judge_nearby(self, pair, o, slopes) -> None:
-        """The nearby-point rule for a joint row the one-sided slopes cannot
-        settle: slopes that do not settle, or an analytic value outside them
-        (``settle_on_kinks``), are what kinks of many elements at once give: a
-        network whose activations sit exactly on its kinks (a zero-padded
-        window's pre-activation is its bias, exactly 0 at initialization) moves
-        them all along a joint probe, and a valid subgradient of several kinks
-        need not lie between the slopes of their sum. The joint check runs
-        again at a nearby point, every input moved off the kinks
-        (``moved_off``, as the tie rule moves a layer's inputs), where
-        the network is differentiable along the probes: it passes there, and
-        the row is ``kink``, not a failure, with a warning (the evidence: slopes
-        that do not settle or do not bound the analytic value at the point, a
-        non-smooth op on the path, a right gradient nearby); it fails there,
-        and the row stands, with a warning giving that check's verdict."""
-        from gradcli.results import KINK
-
-        nearby = self.at_nearby_point(o)
-        where = f"at a nearby point (every input moved: {MOVED})"
-        if nearby.failed:
-            pair.warnings.append(f"{where} the whole model's joint check fails too ({nearby.verdict}: "
-                                 f"{nearby.explanation})")
-            return
-        pair.verdict, pair.failed, pair.reverse_failed = KINK, False, False
-        pair.explanation = (
-            f"{EXPLANATIONS[KINK]} along the failing joint probes ({slopes}): at the point their one-sided "
-            "slopes do not settle or do not bound the analytic value, as kinks of many elements at once "
-            f"give; {where} the whole model passes its joint check ({nearby.verdict}): not a failure; "
-            "the layer table judges each layer"
-        )
-        pair.warnings.append(
-            "the whole model is not differentiable at the point along the joint probes (kinks of many "
-            f"elements at once); {where} it passes"
-        )
+        nearby = None if self.nearby else (lambda: self.at_nearby_point(o))  # once: not from the nearby point
+        judge_joint_kinks(pair, len(probes), gap, settled, between, agrees, slopes, nearby, MOVED)
 
     def at_nearby_point(self, o):
         """The joint pair of output ``o`` at the point moved off its kinks
-        (``judge_nearby``): the same function, the same draws and step rule."""
+        (``verdicts.joint.judge_nearby``): the same function, the same draws
+        and step rule."""
         model = self.model
         rng = np.random.default_rng([self.options.rng_seed, 3])
         point = {n: moved_off(v, rng) if n in model.wrt else v for n, v in model.point.items()}
