@@ -87,7 +87,8 @@ FROM_TESTS = {
 
 
 def gradcli_row(path, options=None):
-    from gradcli.analyses.check import CheckOptions, check_paths
+    from gradcli.options import CheckOptions
+    from gradcli.workers.batch import check_paths
     from gradcli.render.text import model_verdict
 
     result = check_paths([path], CheckOptions(**(options or {})))

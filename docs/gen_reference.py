@@ -175,7 +175,7 @@ RULES = [
      "How a failing element is re-examined before it is called a mismatch."),
     ("The Taylor remainder test", "gradcli/numerics/taylor.py",
      "A tolerance-free second opinion (`gradcli check --taylor`)."),
-    ("Full and fast checks", "gradcli/analyses/check.py",
+    ("Full and fast checks", "gradcli/analyses/check/rules.py",
      "Which comparisons `gradcli check` makes in each mode."),
 ]
 

@@ -197,7 +197,7 @@ def check(model, inputs=None, *, fail_fast=False, jobs=1, progress=None, **optio
         specs = expand_models(specs)  # a file named twice is checked once
     else:
         specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
-    from gradcli.analyses.check import check_paths
+    from gradcli.workers.batch import check_paths
 
     return _raise_usage(
         check_paths(specs, checked, fixed=set(fields), fail_fast=fail_fast, jobs=jobs, progress=progress)
@@ -211,10 +211,7 @@ def _raise_usage(result):
     reports it as the model's error row instead."""
     for model in result.models:
         if model.error_code == UsageError.exit_code:
-            if model.usage is not None:
-                problem, param, bad_value = model.usage
-                raise UsageError(problem, param=param, bad_value=bad_value)
-            raise UsageError(model.error)
+            raise UsageError(model.error)  # its parameters as {@name}, spelled as keywords
     return result
 
 

@@ -245,7 +245,7 @@ class _Runner:
     """Checks model items in a supervised worker process, kept between items.
 
     ``check(item)`` answers from a stream of the session's model items from
-    that item on: the stream ``check_batch`` reads (``_supervised``), which
+    that item on: the stream ``check_batch`` reads (``supervised``), which
     sends a model to the worker only when its answer is asked for, so items
     that do not run (``-x``, ``-k``) cost nothing. An item that is not the
     stream's next one (xdist hands each of its workers part of the items)
@@ -258,14 +258,14 @@ class _Runner:
         self.outcomes = None
 
     def check(self, item: ModelItem):
-        from gradcli.analyses.batch import _supervised
+        from gradcli.workers.batch import supervised
 
         if not self.items or self.items[0] is not item:
             self.close()
             items = [i for i in item.session.items if isinstance(i, ModelItem)]
             self.items = items[items.index(item):] if item in items else [item]
             options, fixed = item.config.stash[OPTIONS]
-            self.outcomes = _supervised([i.spec for i in self.items], options, fixed, 1)
+            self.outcomes = supervised([i.spec for i in self.items], options, fixed, 1)
         self.items.pop(0)
         try:
             return next(self.outcomes)

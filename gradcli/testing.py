@@ -60,7 +60,7 @@ def _check_files(model, options: dict) -> CheckResult:
     errors), each checked in a supervised worker."""
     __tracebackhide__ = True
     from gradcli import _CHECK_RUN, _build, _existing, _keywords, _raise_usage
-    from gradcli.analyses.batch import check_batch
+    from gradcli.workers.batch import check_batch
     from gradcli.errors import UsageError
     from gradcli.model.paths import expand_models
     from gradcli.options import CheckOptions

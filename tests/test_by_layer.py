@@ -20,7 +20,7 @@ pytest.importorskip("keras")
 @lru_cache(maxsize=None)
 def layers_of(name: str, **options):
     """Load a fixture and run the pass alone (no whole-model check): its results by path."""
-    from gradcli.analyses.by_layer import check_layers
+    from gradcli.analyses.check import check_layers
     from gradcli.model.loading import load_model
     from gradcli.options import CheckOptions
 
@@ -92,7 +92,7 @@ def test_a_layers_power_is_relative_to_the_rms_element_of_its_whole_gradient():
     detectable 1e-14). The layer's power is the weakest pair's 1e-3 against
     the pooled RMS sqrt((300 * 0.04 + 4 * 1e-24) / 304), not the bias's
     1e-14 / 1e-12 = 1% nor a ratio against its round-off."""
-    from gradcli.analyses.by_layer import layer_power
+    from gradcli.analyses.layers.run import layer_power
     from gradcli.results import PairResult, Power
 
     def pair(name, absolute, size):
@@ -253,7 +253,8 @@ def test_every_forward_mode_product_holds_the_forward_mode_lock(monkeypatch):
 
     import tensorflow as tf
 
-    from gradcli.analyses import by_layer, check
+    from gradcli.analyses import check
+    from gradcli.analyses.layers import units as by_layer
     from gradcli.model.loading import load_model
     from gradcli.numerics import autodiff
     from gradcli.options import CheckOptions
@@ -279,7 +280,8 @@ def test_ties_of_a_max_pool_checked_by_projections_are_earned_through_its_trace(
     # at the captured ties it fails as kinks (check_model, once), and the
     # nearby points take the pool's signature trace instead of a second
     # check_model; the verdict is the same kink, earned there.
-    from gradcli.analyses import by_layer, check
+    from gradcli.analyses.check import model as check
+    from gradcli.analyses.layers import units as by_layer
     from gradcli.model.loading import load_model
     from gradcli.options import CheckOptions
 
@@ -292,7 +294,7 @@ def test_ties_of_a_max_pool_checked_by_projections_are_earned_through_its_trace(
 
     monkeypatch.setattr(by_layer, "FULL_ELEMENTS", 0)
     monkeypatch.setattr(check, "check_model", counted)
-    results, _ = by_layer.check_layers(load_model(fixture("by_layer_ties.py")), CheckOptions(by_layer=True))
+    results, _ = check.check_layers(load_model(fixture("by_layer_ties.py")), CheckOptions(by_layer=True))
     layers = {r.label: r for r in results}  # not layers_of's cached pass: this one runs by projections
     pool = layers["ties/pool"]
     assert pool.mode == "fast" and not pool.failed and pool.verdict == "kink", pool
@@ -461,13 +463,13 @@ def _joint_threads(monkeypatch):
 
     from gradcli.analyses import check
 
-    threads, run = [], check._JointCheck.run
+    threads, run = [], check.JointCheck.run
 
     def recording(self):
         threads.append(threading.current_thread().name)
         return run(self)
 
-    monkeypatch.setattr(check._JointCheck, "run", recording)
+    monkeypatch.setattr(check.JointCheck, "run", recording)
     return threads
 
 
@@ -510,7 +512,7 @@ def test_a_model_whose_checks_share_state_is_checked_one_step_after_the_other(na
 def test_a_failing_layer_pass_leaves_no_joint_check_running(monkeypatch):
     import threading
 
-    from gradcli.analyses import by_layer
+    from gradcli.analyses.check import model as check_module
     from gradcli.analyses.check import check_model
     from gradcli.errors import GradcliError
     from gradcli.model.loading import load_model
@@ -521,7 +523,7 @@ def test_a_failing_layer_pass_leaves_no_joint_check_running(monkeypatch):
     def failing(*args, **kwargs):
         raise GradcliError("the layer pass could not run")
 
-    monkeypatch.setattr(by_layer, "check_layers", failing)
+    monkeypatch.setattr(check_module, "check_layers", failing)
     with pytest.raises(GradcliError, match="the layer pass could not run"):
         check_model(load_model(fixture("by_layer_functional_ok.py")), CheckOptions(mode="fast", by_layer=True))
     assert threads == ["gradcli-joint-check"]
@@ -531,7 +533,8 @@ def test_a_failing_layer_pass_leaves_no_joint_check_running(monkeypatch):
 def test_an_interrupted_layer_pass_does_not_wait_for_the_joint_check(monkeypatch):
     import threading
 
-    from gradcli.analyses import by_layer, check
+    from gradcli.analyses import check
+    from gradcli.analyses.check import model as check_module
     from gradcli.analyses.check import check_model
     from gradcli.model.loading import load_model
     from gradcli.options import CheckOptions
@@ -547,8 +550,8 @@ def test_an_interrupted_layer_pass_does_not_wait_for_the_joint_check(monkeypatch
         started.wait(60)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(check._JointCheck, "run", slow_joint)
-    monkeypatch.setattr(by_layer, "check_layers", interrupted)
+    monkeypatch.setattr(check.JointCheck, "run", slow_joint)
+    monkeypatch.setattr(check_module, "check_layers", interrupted)
     model = load_model(fixture("by_layer_functional_ok.py"))
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -562,19 +565,20 @@ def test_a_joint_check_outlasting_the_layer_pass_shows_as_a_stage(monkeypatch):
     import time
 
     from gradcli import progress
-    from gradcli.analyses import by_layer, check
+    from gradcli.analyses import check
+    from gradcli.analyses.check import model as check_module
     from gradcli.analyses.check import JOINT_STAGE, check_model
     from gradcli.model.loading import load_model
     from gradcli.options import CheckOptions
 
-    run = check._JointCheck.run
+    run = check.JointCheck.run
 
     def slow_joint(self):
         time.sleep(2.5)
         return run(self)
 
-    monkeypatch.setattr(check._JointCheck, "run", slow_joint)
-    monkeypatch.setattr(by_layer, "check_layers", lambda model, options, plan=None: ([], []))
+    monkeypatch.setattr(check.JointCheck, "run", slow_joint)
+    monkeypatch.setattr(check_module, "check_layers", lambda model, options, plan=None: ([], []))
     reports = []
     with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total, detail))):
         result = check_model(load_model(fixture("by_layer_functional_ok.py")), CheckOptions(mode="fast", by_layer=True))
@@ -592,7 +596,7 @@ def test_activations_are_captured_from_the_capturing_thread_only():
     import keras
     import numpy as np
 
-    from gradcli.analyses.by_layer import _record
+    from gradcli.analyses.layers.capture import _record
 
     dense = keras.layers.Dense(2, name="only")
     x = np.ones((1, 3), "float32")

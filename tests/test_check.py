@@ -404,12 +404,12 @@ def test_a_sample_that_shows_no_wrong_element_escalates_within_four_budgets(monk
 
     budget = 1.0
     monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds", lambda self, names: budgets * budget)
-    real = check._FastCheck.sampled_pairs
+    real = check.FastCheck.sampled_pairs
 
     def blind(self, name, outputs, drawn):  # a sample of the right columns only
         return real(self, name, outputs, drawn[np.asarray(drawn) % 64 != 0])
 
-    monkeypatch.setattr(check._FastCheck, "sampled_pairs", blind)
+    monkeypatch.setattr(check.FastCheck, "sampled_pairs", blind)
     model = load_model(fixture("fast_wrong_kernel_column.py"))
     result = check.check_model(model, CheckOptions(mode="fast", budget=budget))
     w = next(p for p in result.pairs if p.input == "w")

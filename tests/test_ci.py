@@ -110,7 +110,7 @@ def test_an_interrupted_batch_says_so_and_counts_what_ran(monkeypatch):
     """Ctrl-C while the third of three models runs (without --fail-fast): two
     models finished (one passed), one did not. The text report says the run
     was interrupted, not that --fail-fast skipped a model; exit 130."""
-    from gradcli.analyses import batch
+    from gradcli.workers import batch
     from gradcli.results import CheckResult, ModelResult, Tolerance
 
     def interrupted(specs, *args, **kwargs):

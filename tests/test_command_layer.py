@@ -349,7 +349,7 @@ def test_debug_is_taken_where_the_internal_error_message_says_it(monkeypatch, wh
 
 
 def test_an_internal_error_in_one_model_is_its_error_row_and_the_batch_goes_on(monkeypatch, tmp_path):
-    from gradcli.analyses import check as check_module
+    from gradcli.analyses.check import model as check_module
 
     real = check_module.check_model
 

@@ -451,7 +451,7 @@ def test_a_supervised_worker_relays_its_progress(monkeypatch):
     """Long single-model work reports progress from the worker; the supervisor
     passes each report on to its own listener (the progress bar)."""
     from gradcli import progress
-    from gradcli.analyses.batch import run_isolated
+    from gradcli.workers.batch import run_isolated
 
     monkeypatch.delenv("GRADCLI_IN_PROCESS", raising=False)
     events = []

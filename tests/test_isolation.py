@@ -81,7 +81,7 @@ def test_a_correct_model_passes_after_each_model_that_spoils_its_worker(tmp_path
 
 
 def supervised(tasks, jobs=1, timeout=None) -> list:
-    from gradcli.analyses.batch import supervise
+    from gradcli.workers.batch import supervise
 
     outcomes = supervise([(f"{TASKS}:{name}", tuple(args)) for name, *args in tasks], jobs, timeout)
     try:
@@ -121,7 +121,7 @@ def test_processes_a_task_starts_end_with_it(tmp_path, jobs):
 
 @needs_proc
 def test_processes_of_a_task_stopped_by_the_timeout_end_with_it(tmp_path):
-    from gradcli.analyses.batch import WorkerLost
+    from gradcli.workers.batch import WorkerLost
 
     pids = tmp_path / "pids"
     hung, waited = supervised([("spawn", str(pids), True), ("wait", 0.1)], jobs=2, timeout=4.0)
@@ -139,7 +139,7 @@ def test_a_worker_left_running_at_exit_takes_its_processes_and_folder_with_it(tm
     script = tmp_path / "caller.py"
     script.write_text(
         "import time\n"
-        "from gradcli.analyses.batch import supervise\n"
+        "from gradcli.workers.batch import supervise\n"
         "if __name__ == '__main__':\n"
         f"    outcomes = supervise([('{TASKS}:wait', (0.1,)), ('{TASKS}:spawn', ({str(pids)!r}, True))], 2)\n"
         "    print(next(outcomes))\n"
@@ -157,7 +157,7 @@ def test_a_worker_left_running_at_exit_takes_its_processes_and_folder_with_it(tm
 
 @pytest.mark.parametrize("task", ["fail", "unpicklable"])
 def test_a_failure_of_gradcli_in_a_worker_is_an_internal_error_not_the_models_doing(task):
-    from gradcli.analyses.batch import Raised
+    from gradcli.workers.batch import Raised
 
     (outcome,) = supervised([(task,)])
     assert isinstance(outcome, Raised), outcome
@@ -168,7 +168,7 @@ def test_a_worker_that_cannot_start_is_an_internal_error_not_the_models_doing():
     # spawn re-runs the parent's __main__ in each worker: a script read from
     # stdin has no file to re-run, so the worker dies before any task.
     script = (
-        "from gradcli.analyses.batch import supervise\n"
+        "from gradcli.workers.batch import supervise\n"
         f"print([o.message for _, o in supervise([('{TASKS}:wait', (0.1,))], 1)])\n"
     )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}

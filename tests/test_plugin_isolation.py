@@ -34,7 +34,7 @@ def imported_first():
     """pytester drops the modules an in-process run imported when it ends, and
     numpy refuses to be imported twice in one process: import what the plugin
     uses before pytester takes its snapshot (higher-scoped fixtures come first)."""
-    import gradcli.analyses.batch, gradcli.cli.check, gradcli.render.text, gradcli.results  # noqa: F401, E401
+    import gradcli.workers.batch, gradcli.cli.check, gradcli.render.text, gradcli.results  # noqa: F401, E401
 
 
 @pytest.fixture

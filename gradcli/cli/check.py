@@ -78,7 +78,7 @@ def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, 
         **options, "wrt": wrt, "overrides": overrides, "data": data, "fail_on": fail_on,
         "keep_blocks": bool(plot),
     })
-    from gradcli.analyses.batch import check_batch, isolation_default
+    from gradcli.workers.batch import check_batch, isolation_default
     from gradcli.render.progress import progress_callback
 
     # Model files run in supervised workers (TensorFlow is imported there, not

@@ -211,7 +211,7 @@ def _annotation(command: str, error) -> str:
 
 def _function(spec: str):
     """A renderer named ``"module:function"``, imported only when it draws."""
-    from gradcli.analyses.batch import resolve
+    from gradcli.workers.batch import resolve
 
     return resolve(spec)
 
@@ -220,10 +220,6 @@ def _spell_model_errors(ctx: click.Context, result) -> None:
     """The messages a result holds (a model's error row, notes, warnings) name
     parameters as ``{@name}``: here they name the flags the user types, as the
     command's own errors do (``_about_flag``)."""
-    for model in getattr(result, "models", ()):
-        if getattr(model, "usage", None):
-            problem, param, bad_value = model.usage
-            model.error = UsageError(problem, param=param, bad_value=bad_value).template
     spell_texts(result, lambda name: flag_of(ctx, name))
 
 

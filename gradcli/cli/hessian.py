@@ -50,7 +50,7 @@ def hessian(model, wrt, overrides, cotangents, as_json, save, junit_xml, **optio
         **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
         "cotangents": parse_assignments(cotangents, "--cotangent"),
     })
-    from gradcli.analyses.batch import run_isolated
+    from gradcli.workers.batch import run_isolated
     from gradcli.render.progress import progress_callback
 
     # Lanczos and sampling report stages on a terminal (when the model runs in-process)

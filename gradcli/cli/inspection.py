@@ -2,7 +2,7 @@
 
 Each command parses its values (numpy only), then loads the model and calls
 ``gradcli.analyses.inspection`` in a supervised worker (which imports
-TensorFlow; ``gradcli.analyses.batch.run_isolated``) and returns the result; the
+TensorFlow; ``gradcli.workers.batch.run_isolated``) and returns the result; the
 command layer renders it and, with ``--save``, writes its arrays to an ``.npz``
 file whose keys the next call can read as ``@FILE.npz:KEY``.
 """
@@ -37,10 +37,10 @@ def inspect_options(command):
 def inspect(what: str, load_options: dict, *args, **keywords):
     """Parse the loading options (usage errors before TensorFlow), then load the
     model and run the analysis ``what`` in a supervised worker, which imports
-    TensorFlow (``gradcli.analyses.batch.run_isolated``). ``--native-dtype``
+    TensorFlow (``gradcli.workers.batch.run_isolated``). ``--native-dtype``
     keeps a float32 network in float32, so its gradients (and a Keras model's
     per-weight gradient norms) are the ones training sees."""
-    from gradcli.analyses.batch import run_isolated
+    from gradcli.workers.batch import run_isolated
     from gradcli.model.values import parse_assignments, parse_names
     from gradcli.options import LoadOptions
 

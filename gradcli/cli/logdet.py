@@ -32,6 +32,6 @@ def logdet(model, overrides, as_json, **options):
     from gradcli.options import LogdetOptions
 
     options = LogdetOptions(**options, overrides=parse_assignments(overrides, "--set"))
-    from gradcli.analyses.batch import run_isolated
+    from gradcli.workers.batch import run_isolated
 
     return run_isolated("gradcli.analyses.logdet:check_logdet_path", model, model, options)

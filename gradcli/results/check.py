@@ -232,7 +232,6 @@ class ModelResult:
     error_code: int = 0
     #: A usage error's (problem, param, bad_value), so that the command line can
     #: spell its parameters as flags (``error`` spells them as in the API).
-    usage: tuple | None = field(default=None, repr=False, metadata={"internal": True})
     sweep: Sweep | None = None  # ``--samples`` / ``--special``: checks at more points
     call_proof: CallProof | None = None  # is the checked function the user's own?
     #: The layer-by-layer pass (``analyses.by_layer``): one ``LayerResult`` per

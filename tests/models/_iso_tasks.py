@@ -1,5 +1,5 @@
 """Tasks for supervised workers that import no TensorFlow (tests/test_isolation.py
-runs them through gradcli.analyses.batch.supervise): each does to its worker
+runs them through gradcli.workers.batch.supervise): each does to its worker
 what a model file could."""
 import os
 import subprocess

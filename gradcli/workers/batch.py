@@ -17,12 +17,12 @@ session and process group and has a private temporary folder (TensorFlow's
 autograph writes converted code there), removed with the worker. After each
 model the worker ends the processes the model started and restores the state
 it can; when something cannot be undone (a thread still running) it says so
-and the supervisor replaces it (``gradcli.analyses.isolation``). Ending a
+and the supervisor replaces it (``gradcli.workers.isolation``). Ending a
 worker ends its process group and every process below it. The supervisor itself
 never imports TensorFlow, so isolating a single model costs one interpreter
 start-up on top of TensorFlow's import (which the worker pays instead of the
 main process): docs/isolation-and-memory.md has the numbers. ``jobs`` workers
-run at once (``--jobs N``); each handles models one after another.
+run at once; each handles models one after another.
 
 Ctrl-C: workers ignore SIGINT (the terminal sends it to the whole process
 group) so none prints a traceback; the supervisor, interrupted, ends every
@@ -46,11 +46,11 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from gradcli.analyses import isolation
-
 from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
 from gradcli.options import UsageError
 from gradcli.results import CheckResult, ModelResult
+from gradcli.workers import isolation
+from gradcli.workers.deaths import death_message, how_ended
 
 #: Set to 1 to check model files in gradcli's own process (``--jobs 1`` only).
 IN_PROCESS_VARIABLE = "GRADCLI_IN_PROCESS"
@@ -73,12 +73,35 @@ def isolation_default() -> bool:
     return os.environ.get(IN_PROCESS_VARIABLE, "") in ("", "0")
 
 
+def check_paths(
+    specs: list,
+    options,
+    *,
+    fixed=(),
+    fail_fast: bool = False,
+    jobs: int = 1,
+    progress=None,
+) -> CheckResult:
+    """Load and check every model; a model that fails to load becomes an error row.
+
+    ``fixed`` names the option fields given explicitly (command line, API
+    keywords): a model file's ``check`` dict does not override them.
+    ``fail_fast`` stops at the first model that is not ok; the rest are listed
+    in ``CheckResult.skipped``. ``jobs > 1`` checks models in that many worker
+    processes (``supervise``: a model that ends its worker becomes
+    an error row); results keep the order of ``specs``.
+    ``progress(done, total, label)``, if given, is called before the first
+    model and after each one (``label``: the model finished, or ``None``).
+    """
+    return check_batch(specs, options, fixed=fixed, fail_fast=fail_fast, jobs=jobs, progress=progress)
+
+
 def check_batch(
     specs: list, options, *, fixed=(), fail_fast: bool = False, jobs: int = 1,
     progress=None, isolate: bool = False,
 ) -> CheckResult:
     """Load and check every model; a model that fails to load, raises or ends
-    its process becomes an error row (see ``gradcli.analyses.check.check_paths``).
+    its process becomes an error row (see ``check_paths``).
 
     ``isolate`` (or ``jobs > 1``) checks model files in supervised workers;
     module objects are always checked in this process.
@@ -94,7 +117,7 @@ def check_batch(
     # A timeout needs a worker to stop, so it runs model files supervised even
     # where the command line would not (GRADCLI_IN_PROCESS=1, the API).
     if (isolate or jobs > 1 or timeout is not None) and all(isinstance(s, str) for s in specs):
-        outcomes = _supervised(specs, options, tuple(fixed), jobs)
+        outcomes = supervised(specs, options, tuple(fixed), jobs)
     else:
         from gradcli.analyses.check import check_spec  # imports TensorFlow
 
@@ -132,7 +155,7 @@ def display(spec) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
 
 
-def _supervised(specs: list[str], options, fixed: tuple, jobs: int):
+def supervised(specs: list[str], options, fixed: tuple, jobs: int):
     """Each model's ``ModelResult``, in the order of ``specs``."""
     tasks = [("gradcli.analyses.check:check_spec", (spec, options, fixed)) for spec in specs]
     for index, outcome in supervise(tasks, jobs, timeout=options.timeout):
@@ -142,6 +165,9 @@ def _supervised(specs: list[str], options, fixed: tuple, jobs: int):
             outcome = WorkerLost(str(outcome.error), 0.0, outcome.error.exit_code)
         if isinstance(outcome, WorkerLost):
             name = specs[index]
+            # A message naming a parameter (``{@timeout}``) keeps it as a
+            # template: the command line spells it as the flag, the API as the
+            # keyword (``gradcli.errors.spell_texts``).
             outcome = ModelResult(name=name, path=name, error=f"{name}: {outcome.message}",
                                   error_code=outcome.exit_code, seconds=outcome.seconds)
         yield outcome
@@ -162,7 +188,7 @@ def run_isolated(target: str, name: str, *args):
     if isinstance(outcome, Raised):
         raise outcome.error
     if isinstance(outcome, WorkerLost):
-        raise ModelError(f"{name}: {outcome.message}")
+        raise ModelError(f"{name}: {outcome.message}")  # its {@name} spelled where it is shown
     return outcome
 
 
@@ -178,24 +204,11 @@ class Raised:
 class WorkerLost:
     """A task whose worker ended before answering (or could not send its answer)."""
 
-    message: str  # "the model ended the process (exit code 0)", "... (signal SIGSEGV)"
+    #: "the model ended the process (exit code 0)", "... (signal SIGSEGV)"; a
+    #: parameter it names is written ``{@name}`` (``gradcli.errors.GradcliError``).
+    message: str
     seconds: float
     exit_code: int = EXIT_MODEL
-
-
-def death_message(exit_code: int | None) -> str:
-    """How a worker ended, told as what the model did to it."""
-    return f"the model ended the process ({how_ended(exit_code)})"
-
-
-def how_ended(exit_code: int | None) -> str:
-    """``exit code N`` or ``signal SIGxxx``, from a process's exit code."""
-    if exit_code is not None and exit_code < 0:
-        try:
-            return f"signal {signal.Signals(-exit_code).name}"
-        except ValueError:
-            return f"signal {-exit_code}"
-    return f"exit code {exit_code}"
 
 
 def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None = None):
@@ -240,7 +253,7 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
                         running.pop(worker)
                         worker.stop()
                         done[index] = WorkerLost(
-                            f"the model did not finish within {timeout:g} s and was stopped (--timeout)",
+                            f"the model did not finish within {timeout:g} s and was stopped ({{@timeout}})",
                             time.perf_counter() - started,
                         )
             for worker in list(running):

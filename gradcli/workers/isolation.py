@@ -1,5 +1,5 @@
 """What a model leaves behind in a worker, and how the worker is cleaned
-before the next model (``gradcli.analyses.batch``).
+before the next model (``gradcli.workers.batch``).
 
 Models of a batch run one after another in a worker process, so TensorFlow is
 imported once per worker, not once per model. A model file is arbitrary Python

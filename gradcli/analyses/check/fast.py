@@ -1,0 +1,245 @@
+"""The fast check (``FastCheck``): random projections v^T J u per pair
+(reverse mode against finite differences along u, forward mode along the
+joint tangent of all inputs), the round-off retry, and an element-wise
+re-check of a failing pair (in full, or on a sample of its elements that fits
+the budget) so the report can name elements.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gradcli.analyses.check.full import FullCheck
+from gradcli.analyses.check.rules import MIN_SAMPLED, ROUNDOFF_RETRY, UNEXPLAINED_BUDGETS
+from gradcli.model.loading import Model
+from gradcli.numerics import autodiff
+from gradcli.results import INCONCLUSIVE, PASS, PairResult
+from gradcli.verdicts import compare
+
+
+class FastCheck(FullCheck):
+    """Random projections v^T J u, with a full check of any pair that fails."""
+
+    def run(self) -> list[PairResult]:
+        model, probes = self.model, self.options.probes
+        rng = np.random.default_rng(self.options.rng_seed)
+        cotangents = {
+            o: rng.standard_normal((probes,) + model.outputs[o].shape) for o in self.outputs
+        }
+        # Reverse mode: one VJP per (output, probe) gives J^T v for every input.
+        reverse = {o: self.vjps([{o: v[p]} for p in range(probes)]) for o, v in cotangents.items()}
+        tangents = {
+            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
+            for n in model.wrt
+        }
+        pairs, numeric = [], {}
+        for name in model.wrt:
+            numeric[name] = self.fd.along(name, tangents[name])
+            failed_outputs = []
+            for o in self.outputs:
+                pair = self.project(name, o, tangents[name], cotangents[o], reverse[o], numeric[name])
+                if pair.verdict == INCONCLUSIVE:
+                    pair = self.retry_larger_step(pair, name, o, tangents[name], cotangents[o], reverse[o])
+                if pair.failed and pair.reverse_failed:
+                    failed_outputs.append(o)
+                pairs.append(pair)
+            if failed_outputs:
+                pairs = self.replace_with_full(pairs, name, failed_outputs)
+        if self.options.autodiff == "both":
+            self.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, self.outputs)
+        return pairs
+
+    def retry_larger_step(self, pair, name, o, tangents, cotangents, reverse) -> PairResult:
+        """The round-off retry (``ROUNDOFF_RETRY``): an inconclusive projection
+        differenced again at that many times the step. It passes there, or the
+        inconclusive pair stands (a mismatch at a step the rule did not choose
+        is not trusted)."""
+        again = self.project(name, o, tangents, cotangents, reverse,
+                             self.fd.along(name, tangents, step_scale=ROUNDOFF_RETRY))
+        if again.verdict != PASS:
+            return pair
+        again.warnings.append(
+            f"at the default step round-off left the projections inconclusive ({pair.explanation}); at "
+            f"{ROUNDOFF_RETRY:g} times the step they agree"
+        )
+        return again
+
+    def check_forward_probes(self, pairs, tangents, cotangents, numeric, reverse, outputs) -> None:
+        """Forward mode along the fast check's own probes: the numeric J u of each
+        input (``numeric[n]``, already taken) and <u, J^T v> from its reverse-mode
+        products (``reverse[o][p][n]``; a wrong shape or None counts 0, its pair
+        says so), then ``forward_failures``' rule."""
+        wrt = list(tangents)
+        along = {o: {n: (numeric[n].values[o], numeric[n].errors[o]) for n in wrt} for o in outputs}
+        reverse_projection = {
+            o: {
+                n: np.array([
+                    float(np.sum(tangents[n][p] * r[n]))
+                    if isinstance(r[n], np.ndarray) and r[n].shape == tangents[n][p].shape else 0.0
+                    for p, r in enumerate(reverse[o])
+                ])
+                for n in wrt
+            }
+            for o in outputs
+        }
+        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
+
+    def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:
+        """One pair's probes in reverse mode against finite differences."""
+        probes = len(tangents)
+        flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
+        u, v = flat(tangents), flat(cotangents)
+        shape = np.shape(self.model.point[name])
+        grads = [autodiff.checked_gradient(r[name], shape) for r in reverse]
+        wrong = next((g for g in grads if isinstance(g, autodiff.WrongShape)), None)
+        if wrong is not None:  # compare's shape rule: never broadcast it into the probe
+            return compare.wrong_shape(name, o, "fast", wrong.expected, wrong.got)
+        disconnected = any(g is None for g in grads)
+        return self.compare_projection(
+            name, o, u, v, None if disconnected else flat(grads), flat(numeric.values[o]), flat(numeric.errors[o]),
+        )
+
+    def compare_projection(self, label, o, u, v, jtv, ju_numeric, errors) -> PairResult:
+        """Reverse mode's <u, J^T v> (``jtv`` ``[probes, inputs]``, None when
+        disconnected) against finite differences' v^T J u (``ju_numeric`` and its
+        ``errors``, ``[probes, outputs]``), by ``compare_projections``' rule."""
+        scale, roundoff = compare.projection_scale(
+            u, v, ju_numeric, np.zeros_like(u) if jtv is None else jtv, u.dtype
+        )
+        return compare.compare_projections(
+            label, o,
+            None if jtv is None else np.sum(u * jtv, axis=1),
+            None,
+            np.sum(v * ju_numeric, axis=1),
+            np.sum(np.abs(v) * errors, axis=1),
+            scale,
+            self.tol,
+            roundoff,
+            np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+            # The RMS element of the [outputs x inputs] block: ||J||_F / sqrt(m n).
+            element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
+        )
+
+    def replace_with_full(self, pairs, name, outputs) -> list[PairResult]:
+        """Re-check failing pairs element by element, so the report names elements.
+
+        The re-check builds dense blocks (the analytic ones, and the numeric
+        block of every output by ``name``), so it asks the memory rule first
+        (``gradcli.memory.over_limit``, the prediction of a full check): when
+        they would not fit, the fast result stands with a note saying why."""
+        from gradcli.memory import dense_bytes, over_limit
+
+        rows = sum(int(np.size(self.model.outputs[o])) for o in self.outputs)
+        elements = int(np.size(self.model.point[name]))
+        over = over_limit(dense_bytes(rows * elements, np.dtype(self.model.dtype).itemsize),
+                          self.options.max_memory)
+        if over is not None:
+            for p in pairs:
+                if p.input == name and p.output in outputs:
+                    p.warnings.append(
+                        f"fast check failed; the element-wise re-check ({rows} x {elements} "
+                        f"blocks) would need {over}: the fast result is shown"
+                    )
+            return pairs
+        sample, predicted = self.sample_within_budget(name, elements)
+        shown = "fast check failed; element-wise comparison shown"
+        if sample is not None:
+            checked, count = self.sampled_pairs(name, outputs, sample)
+            if not any(p.failed for p in checked) and predicted <= UNEXPLAINED_BUDGETS * self.options.budget:
+                shown += (
+                    f" (a sample of {count} elements showed none outside tolerance; all {elements}, "
+                    f"predicted {predicted:.2g} s, within {UNEXPLAINED_BUDGETS:g} budgets)"
+                )
+                sample = None
+        if sample is None:
+            analytic = self.reverse_jacobians([name], outputs)
+            full = {p.output: p for p in self.pairs_for(name, outputs, analytic)}
+        else:
+            full = {p.output: p for p in checked}
+            shown = (
+                f"fast check failed; element-wise comparison of {count} of its {elements} elements, drawn "
+                f"at random (all of them would take about {predicted:.2g} s, over the "
+                f"{self.options.budget:g} s budget): the counts are the sample's"
+            )
+        power = {p.output: p.power for p in pairs if p.input == name}
+        for p in full.values():
+            p.warnings.append(shown)
+            p.power = power.get(p.output)  # what the fast check that found it could see
+            if sample is not None and not p.failed:  # the projections' failure stands
+                fast = next(q for q in pairs if q.input == name and q.output == p.output)
+                fast.warnings.append(f"{shown}; none of them is outside tolerance: the fast result is shown")
+                full[p.output] = fast
+        return [
+            full[p.output] if p.input == name and p.output in full else p for p in pairs
+        ]
+
+    def sample_within_budget(self, name, elements) -> tuple:
+        """(flat element indices, predicted seconds of all) for an element-wise
+        re-check that would not fit the budget, or (None, None). Rule: a
+        failing pair is re-checked on every element when the first pass along
+        every axis is predicted (``FiniteDifferences.predict_axes_seconds``) to
+        fit ``budget``; else on a random sample of ``elements * budget /
+        predicted`` of them (at least ``MIN_SAMPLED``), so that a wrong kernel
+        of a real-size layer (590k elements: about 40 minutes in full) is shown
+        by elements within the budget. The projections found the error; the
+        sample shows where it is, as far as it reaches."""
+        predicted = self.fd.predict_axes_seconds([name])
+        if predicted is None or predicted <= self.options.budget:
+            return None, None
+        count = min(elements, max(MIN_SAMPLED, int(elements * self.options.budget / predicted)))
+        rng = np.random.default_rng([self.options.rng_seed, 4])
+        return rng.choice(elements, count, replace=False), predicted
+
+    def sampled_pairs(self, name, outputs, drawn) -> tuple[list[PairResult], int]:
+        """``pairs_for`` on the elements ``drawn`` (in the order drawn) of input
+        ``name`` alone: the model as a function of those elements (the others
+        fixed at the point, ``sampled_model``), checked by the same rules
+        (steps, ladders, kinks, culprit), its element indices mapped back to
+        the input's, and the sample's size. A direction of that function
+        costs more than one of the whole input (a scatter of the sample, and
+        no XLA for fewer directions): its own first pass is timed, and the
+        sample cut to the budget's share when it would not fit."""
+        shape = np.shape(self.model.point[name])
+
+        def checker(sample):
+            sub = sampled_model(self.model, name, sample)
+            fd = self.fd.anew(function=sub.function, point=sub.point, wrt=[name],
+                              jit_compile=self.fd.jit_compile or False)
+            return FullCheck(sub, outputs, fd, self.tol, self.options, self.graph)
+
+        sample = np.sort(drawn)
+        check = checker(sample)
+        predicted = check.fd.predict_axes_seconds([name])
+        if predicted is not None and predicted > self.options.budget and len(sample) > MIN_SAMPLED:
+            self.fd.evaluations += check.fd.evaluations
+            keep = max(MIN_SAMPLED, int(len(sample) * self.options.budget / predicted))
+            sample = np.sort(drawn[:keep])
+            check = checker(sample)
+        pairs = check.pairs_for(name, outputs, check.reverse_jacobians([name], outputs))
+        self.fd.evaluations += check.fd.evaluations
+        for pair in pairs:
+            for element in [*pair.failing, *pair.kinks, *([pair.worst] if pair.worst else [])]:
+                if element.input_index:
+                    flat = int(sample[int(element.input_index[0])])
+                    element.input_index = [int(i) for i in np.unravel_index(flat, shape)]
+        return pairs, len(sample)
+
+def sampled_model(model: Model, name: str, sample) -> Model:
+    """``model`` as a function of the elements ``sample`` (flat indices) of
+    input ``name``, the rest of it fixed at the point: one input of that name,
+    a vector; the other inputs as they are (``FastCheck.sampled_pairs``)."""
+    import tensorflow as tf
+
+    x = np.asarray(model.point[name])
+    base, where = tf.constant(x.reshape(-1)), tf.constant(np.asarray(sample)[:, None])
+
+    def function(values: dict) -> dict:
+        flat = tf.tensor_scatter_nd_update(base, where, values[name])
+        return model.function({**values, name: tf.reshape(flat, x.shape)})
+
+    sub = dataclasses.replace(model, function=function, point={**model.point, name: x.reshape(-1)[sample]},
+                              wrt=[name], taken_vjp=None, notes=[])
+    sub.outputs = model.outputs
+    return sub

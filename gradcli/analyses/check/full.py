@@ -1,0 +1,352 @@
+"""The full check (``FullCheck``): every element of every (input, output)
+Jacobian block against finite differences along every axis, forward mode on a
+few random probes at no extra evaluation, and the cotangent rule on the
+pairs that pass. The fast and joint checks (``fast``, ``joint``) build on its
+rules. Its products (VJPs, JVPs) come from a provider (``products``), so a
+caller that takes them elsewhere (the layer pass's traced call) passes its own.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import numpy as np
+
+from gradcli.analyses.check.products import ModelProducts
+from gradcli.analyses.check.raised import raised_in_gradcli
+from gradcli.analyses.check.rules import COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, WINDOW
+from gradcli.model.core import first_cotangents
+from gradcli.numerics import autodiff
+from gradcli.results import MISMATCH, BlockWindow, PairResult
+from gradcli.verdicts import compare, diagnose
+
+
+def settled_future(value) -> Future:
+    """A Future that already holds ``value``."""
+    future: Future = Future()
+    future.set_result(value)
+    return future
+
+
+class FullCheck:
+    """Every element of every (input, output) Jacobian block."""
+
+    #: Whether the layer pass failed a layer, a Future (``JointCheck`` reads
+    #: it; it waits for the pass when the check runs beside it, ``check_model``)
+    layer_verdict: Future = settled_future(False)
+
+    def __init__(self, model, outputs, fd, tol, options, graph=None, products=None):
+        self.model, self.outputs, self.fd, self.tol, self.options = model, outputs, fd, tol, options
+        self.graph = graph
+        #: Where J^T c and J t come from (``products``): the model's own
+        #: autodiff unless the caller serves them (the layer pass's trace).
+        self.products = ModelProducts(model) if products is None else products
+
+    def run(self) -> list[PairResult]:
+        analytic = self.reverse_jacobians(self.model.wrt, self.outputs)
+        self.columns = {}  # input -> its numeric Jacobian columns (``pairs_for``)
+        pairs = [
+            pair
+            for name in self.model.wrt
+            for pair in self.pairs_for(name, self.outputs, analytic)
+        ]
+        if self.options.autodiff == "both":
+            self.check_forward_mode(pairs, analytic)
+        return pairs
+
+    def check_forward_mode(self, pairs, analytic) -> None:
+        """Forward mode (JVPs) in the full check, at no extra evaluation: a few
+        random tangents u and cotangents v (``FORWARD_PROBES``, from the check's
+        seed); the numeric J u is the same combination of the numeric columns
+        (with |u| times their error estimates), the reverse-mode J u comes from
+        the analytic blocks. The rule is ``forward_failures``'."""
+        model, rng = self.model, np.random.default_rng([self.options.rng_seed, 1])
+        k = FORWARD_PROBES
+        tangents = {
+            n: rng.standard_normal((k,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
+            for n in model.wrt
+        }
+        cotangents = {o: rng.standard_normal((k,) + model.outputs[o].shape) for o in self.outputs}
+        numeric, reverse = {}, {}
+        for o in self.outputs:
+            shape = model.outputs[o].shape
+            size = int(np.prod(shape, dtype=np.int64))
+            v = cotangents[o].reshape(k, size)
+            numeric[o], reverse[o] = {}, {}
+            for n in model.wrt:
+                u = tangents[n].reshape(k, -1)
+                columns = self.columns[n]
+                values = u @ np.asarray(columns.values[o]).reshape(u.shape[1], size)
+                errors = np.abs(u) @ np.asarray(columns.errors[o]).reshape(u.shape[1], size)
+                numeric[o][n] = (values.reshape((k,) + shape), errors.reshape((k,) + shape))
+                block = analytic[(o, n)]
+                ju = u @ block.reshape(size, u.shape[1]).T if isinstance(block, np.ndarray) else 0.0
+                reverse[o][n] = np.sum(v * ju, axis=1)  # None: disconnected; a wrong shape is its pair's
+        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, numeric, reverse))
+
+    @staticmethod
+    def mark_forward(pairs, failures) -> None:
+        """Pairs whose forward mode is wrong fail, and say so (``compare.mark_forward_failure``)."""
+        for pair in pairs:
+            worst = failures.get((pair.input, pair.output))
+            if worst is not None:
+                compare.mark_forward_failure(pair, *worst)
+
+    def forward_failures(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
+        """Pairs whose forward-mode projections are wrong, each with its worst
+        probe: (input, output) -> (probe, forward <v, J u>, numeric <v, J u>).
+
+        Forward mode is probed along the joint tangent u = (u_1, ..., u_k) of all
+        inputs: one JVP per probe instead of one per (input, probe), which is what
+        a forward-mode pass costs to trace. ``numeric[o][n]`` holds the numeric
+        J_n u_n and its error estimate (derivatives already taken: no evaluation
+        is added), ``reverse[o][n]`` the projection <v, J_n u_n> by reverse
+        mode; the joint values are their sums. Only an output that fails jointly
+        has its inputs probed one at a time, to name the inputs whose forward
+        mode is wrong. Rule (``compare.forward_wrong``): a probe fails when
+        forward mode disagrees with finite differences *and* with reverse mode.
+        Where both analytic modes agree they share one verdict, the reverse-mode
+        pair's (a kink's subgradient, a surrogate, or a mismatch already
+        reported); where they disagree, the one finite differences side with is
+        right. Only pairs whose reverse-mode verdict rests on trusted finite
+        differences (``FORWARD_CHECKED``) take part: where the function is
+        locally constant (a surrogate) or not differentiable (a kink), forward
+        mode gives the true derivative or a subgradient, and the pair's verdict
+        already says why the numbers disagree.
+        """
+        verdicts = {(p.input, p.output): p.verdict for p in pairs}
+        failed = {}
+        for o in self.outputs:
+            wrt = [n for n in self.model.wrt if verdicts.get((n, o)) in FORWARD_CHECKED]
+            if not wrt:
+                continue
+            jvp = self.batched_jvp({n: tangents[n] for n in wrt}, [o])[o]
+            joint = self.forward_probe(
+                {n: tangents[n] for n in wrt}, cotangents[o], jvp,
+                [numeric[o][n] for n in wrt], sum(reverse[o][n] for n in wrt),
+            )
+            if joint is None:
+                continue
+            alone = {n: None for n in wrt}
+            if len(wrt) > 1:
+                for n in wrt:
+                    jvp_n = self.batched_jvp({n: tangents[n]}, [o])[o]
+                    alone[n] = self.forward_probe(
+                        {n: tangents[n]}, cotangents[o], jvp_n, [numeric[o][n]], reverse[o][n]
+                    )
+            if not any(alone.values()):  # only jointly (or one input): every pair of o
+                alone = {n: joint for n in wrt}
+            failed.update({(n, o): worst for n, worst in alone.items() if worst is not None})
+        return failed
+
+    def forward_probe(self, tangents, cotangents, jvp, numeric, reverse):
+        """The worst failing probe (probe, forward, numeric) of one forward-mode
+        comparison (``compare.forward_wrong``), or None when every probe agrees."""
+        probes = len(cotangents)
+        flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
+        ju_numeric = sum(flat(values) for values, _ in numeric)
+        errors = sum(flat(e) for _, e in numeric)
+        v = flat(cotangents)
+        forward, numeric_projection = np.sum(v * flat(jvp), axis=1), np.sum(v * ju_numeric, axis=1)
+        u = np.concatenate([flat(t) for t in tangents.values()], axis=1)
+        scale, roundoff = compare.projection_scale(u, v, ju_numeric, flat(jvp), u.dtype)
+        bad = compare.forward_wrong(
+            forward,
+            numeric_projection,
+            np.asarray(reverse, float),
+            np.sum(np.abs(v) * errors, axis=1),
+            scale,
+            self.tol,
+            roundoff,
+            np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+        )
+        if not bad.any():
+            return None
+        with np.errstate(invalid="ignore"):
+            p = int(np.argmax(np.where(bad, np.nan_to_num(np.abs(forward - numeric_projection), nan=np.inf), -1.0)))
+        return p, float(forward[p]), float(numeric_projection[p])
+
+    def checked_forward(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
+        """``forward_failures``; a forward pass that raises leaves the reverse-mode
+        verdicts standing, with a warning on every pair that says why."""
+        try:
+            failures = self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
+            if self.graph is not None and self.graph.traced and self.graph.calls_functions:
+                # TensorFlow takes a JVP through a traced tf.function by its own
+                # rules (a custom gradient's rule transposed) and eagerly through
+                # the forward ops: both are the user's forward mode, both checked.
+                with autodiff.functions_run_eagerly():
+                    eager = self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
+                for key, worst in eager.items():
+                    if key not in failures:
+                        failures[key] = (*worst[:3], "with the model's tf.functions run eagerly")
+            return {key: worst for key, worst in failures.items() if not self.forward_unavailable(pairs, *key)}
+        except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
+            if raised_in_gradcli(exc):
+                raise
+            problem = diagnose.raised(exc, self.model, True, forward=True)
+            for pair in pairs:
+                pair.warnings.append(f"forward mode could not be checked: {problem}")
+            return {}
+
+    def forward_unavailable(self, pairs, name, o) -> bool:
+        """Whether forward mode cannot be taken from ``name`` to ``o`` at all
+        (``autodiff.forward_reaches``: no tangent arrives, while reverse mode
+        reached it): then its zero is no wrong derivative but a missing rule,
+        and the pair gets a named warning instead of a failure."""
+        if autodiff.forward_reaches(self.model.function, self.model.point, name, o):
+            return False
+        site = self.graph.forward_rule_missing(name, o) if self.graph is not None else None
+        where = f" through {site.description}" + (f" at {site.location}" if site.location else "") if site else ""
+        for pair in pairs:
+            if (pair.input, pair.output) == (name, o):
+                pair.warnings.append(
+                    f"forward mode unavailable{where}: TensorFlow's forward mode gives no JVP there "
+                    "(it transposes the op's gradient, which has no gradient of its own); "
+                    "forward mode not checked for this pair"
+                )
+        return True
+
+    def vjps(self, seeds: list[dict]) -> list[dict]:
+        """J^T c at the point for each cotangent c of ``seeds`` (``products``)."""
+        return self.products.vjps(seeds)
+
+    def batched_jvp(self, tangents: dict, outputs) -> dict:
+        """J t for a batch of tangents (``products``)."""
+        return self.products.batched_jvp(tangents, outputs)
+
+    def reverse_jacobians(self, wrt, outputs) -> dict:
+        """Reverse mode always: it is what training uses, and TensorFlow's forward
+        mode usually differentiates a ``tf.custom_gradient``'s forward ops instead of
+        calling its gradient function, so a forward-mode Jacobian could hide its bugs."""
+        return autodiff.jacobians(
+            self.model.function, self.model.point, wrt, outputs, mode="reverse"
+        ).blocks
+
+    def check_cotangent(self, pair, name, o, rows) -> None:
+        """The cotangent rule (``compare.cotangent_failure``) for one pair: two
+        VJPs per output, with the proof's standard normal draw c (for a model of
+        one output it is the proof's product, not taken again) and with -2c
+        (another scale and the other sign: a gradient that uses |dy| is right
+        for one sign only), each against ``rows`` (the unit-cotangent rows,
+        ``[output size, input size]``, which agreed with finite differences)
+        combined by the same cotangent."""
+        if not hasattr(self, "cotangent_products"):
+            floating = {n: self.model.outputs[n] for n in self.outputs}
+            drawn = first_cotangents(floating, self.options.rng_seed)
+            seeds = [{n: scale * c} for n, c in drawn.items() for scale in COTANGENT_SCALES]
+            products = iter(self.vjps(seeds))
+            self.cotangent_products = {
+                n: [(scale * c, next(products)) for scale in COTANGENT_SCALES] for n, c in drawn.items()
+            }
+        shape = np.shape(self.model.point[name])
+        for c, product in self.cotangent_products[o]:
+            g = autodiff.checked_gradient(product[name], shape)
+            if not isinstance(g, np.ndarray):  # None or a wrong shape: the pair says so itself
+                return
+            c = np.asarray(c, np.float64).reshape(-1)
+            found = compare.cotangent_failure(
+                g.reshape(-1).astype(np.float64), c @ rows, np.abs(c) @ np.abs(rows), self.tol)
+            if found is not None:
+                index, analytic, numeric = found
+                element = f"{name}[{', '.join(str(i) for i in np.unravel_index(index, shape))}]" if shape else name
+                compare.mark_cotangent_failure(pair, element, analytic, numeric)
+                return
+
+    def blocks_of(self, names, o, analytic) -> dict:
+        """The analytic blocks ``[output size, input size]`` of output ``o`` for
+        ``names`` (None: disconnected), from ``analytic`` or taken now (the
+        fast check's re-check holds only the failing input's): the tie rule's
+        ties across inputs (``diagnose.tie_direction``). An input whose
+        gradient has the wrong shape has no block here (compare's shape rule
+        reports it in its own pair)."""
+        missing = [n for n in names if (o, n) not in analytic]
+        if missing:
+            analytic = {**analytic, **self.reverse_jacobians(missing, [o])}
+        size = int(np.size(self.model.outputs[o]))
+        return {n: None if analytic[(o, n)] is None else np.asarray(analytic[(o, n)]).reshape(size, -1)
+                for n in names if not isinstance(analytic[(o, n)], autodiff.WrongShape)}
+
+    def pairs_for(self, name, outputs, analytic) -> list[PairResult]:
+        numeric = self.fd.along_axes(name, settled=self.settled(name, outputs, analytic))
+        if hasattr(self, "columns"):
+            self.columns[name] = numeric
+        x_shape = self.model.point[name].shape
+        pairs = []
+        for o in outputs:
+            y_shape = self.model.outputs[o].shape
+            # numeric.values[o]: [input size, *output shape] -> [output size, input size]
+            columns = numeric.values[o].reshape(len(numeric.steps), -1).T
+            errors = numeric.errors[o].reshape(len(numeric.steps), -1).T
+            block = analytic[(o, name)]
+            if isinstance(block, autodiff.WrongShape):  # compare's shape rule
+                pairs.append(compare.wrong_shape(name, o, "full", block.expected, block.got))
+                continue
+            block = None if block is None else block.reshape(columns.shape)
+            nonfinite = None
+            if block is not None and not np.all(np.isfinite(block)):
+                # Raises at a genuine singularity; else the analytic side is wrong.
+                nonfinite = diagnose.nonfinite_analytic(
+                    self.model, name, o, block, self.fd, self.model.outputs[o], x_shape,
+                    y_shape, self.tol, self.graph,
+                )
+            else:
+                diagnose.require_finite(
+                    self.model.name, name, o, columns, y_shape, x_shape, "finite difference",
+                    locate=lambda col, n=name, o=o: diagnose.nonfinite_step(self.fd, self.graph, n, o, col),
+                )
+            pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
+            if nonfinite is not None:
+                pair.verdict, pair.failed, pair.explanation = MISMATCH, True, nonfinite
+            elif block is not None:
+                pair = diagnose.refine(
+                    pair, block, columns, errors, self.fd, self.model.outputs[o], x_shape,
+                    y_shape, self.tol, self.options.allow_surrogate, graph=self.graph,
+                    suspects=diagnose.kink_suspects(numeric.one_sided, o, columns.shape, self.tol),
+                    others=lambda names, o=o: self.blocks_of(names, o, analytic),
+                )
+            if block is not None and not pair.failed and pair.verdict in FORWARD_CHECKED:
+                self.check_cotangent(pair, name, o, block)
+            if self.options.keep_blocks and pair.failed:
+                pair.window = block_window(block, columns, errors, self.tol)
+                pair.window.output_shape, pair.window.input_shape = tuple(y_shape), tuple(x_shape)
+            pairs.append(pair)
+        return pairs
+
+
+    def settled(self, name, outputs, analytic):
+        """The rule that lets an element skip the second finite-difference level:
+        |a - D(h)| <= atol + rtol |a| + FD_SAFETY * round-off, for every output.
+        Such an element passes ``compare``'s two-level rule whatever D(2h) is
+        (proof in ``finite_diff``'s docstring); NaN never settles."""
+        size = self.model.point[name].size
+
+        def rule(values, roundoff):
+            done = np.ones(size, bool)
+            for o in outputs:
+                d1 = values[o].reshape(size, -1).T  # [output size, input size]
+                block = analytic[(o, name)]
+                if isinstance(block, autodiff.WrongShape):
+                    continue  # no element to compare (compare's shape rule)
+                a = np.zeros_like(d1) if block is None else block.reshape(d1.shape)
+                allowed = compare.allowed_error(a, a, roundoff[o].reshape(size, -1).T, self.tol)
+                with np.errstate(invalid="ignore"):
+                    done &= np.all(np.abs(a - d1) <= allowed, axis=0)
+            return done
+
+        return rule
+
+def block_window(analytic, numeric, errors, tol, size: int = WINDOW) -> BlockWindow:
+    """Up to ``size`` x ``size`` elements of a block ([output size, input size])
+    around its worst element, with the elements outside tolerance marked by the
+    rule of ``compare.compare_block``. A disconnected block (None) is zeros."""
+    a = np.zeros_like(numeric) if analytic is None else analytic
+    allowed = compare.allowed_error(a, numeric, errors, tol)
+    failing = np.abs(a - numeric) > allowed
+    worst = np.unravel_index(int(np.argmax(np.abs(a - numeric) / allowed)), a.shape)
+    start = [int(min(max(w - size // 2, 0), max(n - size, 0))) for w, n in zip(worst, a.shape)]
+    cut = (slice(start[0], start[0] + size), slice(start[1], start[1] + size))
+    return BlockWindow(
+        row_offset=start[0], col_offset=start[1], rows=a.shape[0], columns=a.shape[1],
+        analytic=a[cut].copy(), numeric=numeric[cut].copy(), failing=failing[cut].copy(),
+    )

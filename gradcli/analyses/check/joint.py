@@ -1,0 +1,150 @@
+"""The joint whole-model check (``JointCheck``) that runs beside the layer
+pass: one pair per output along tangents that move every input at once, with
+the kink rules for a failing joint row (``verdicts.joint``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from gradcli.analyses.check.fast import FastCheck
+from gradcli.analyses.check.raised import raised_in_gradcli
+from gradcli.analyses.check.rules import FORWARD_CHECKED, JOINT_FORWARD_PROBES
+from gradcli.analyses.layers.moves import MOVED, moved_off
+from gradcli.model.loading import host_array, run_model
+from gradcli.numerics import autodiff
+from gradcli.results import PairResult
+from gradcli.verdicts import compare, diagnose
+from gradcli.verdicts.joint import judge_joint_kinks
+
+
+class JointCheck(FastCheck):
+    """The whole-model fast check along joint directions, for a model checked
+    layer by layer (``analyses.layers``): each probe's tangent moves every
+    input at once, so the finite differences cost one set of evaluations of the
+    model (2 steps x 2 levels x probes) whatever its number of inputs, where the
+    input-by-input check costs that per input (a ResNet-50 has 321). One pair
+    per output, its input ``joint_input(n)``: v^T J u against the sum over the
+    inputs of <u_n, J_n^T v>, by ``compare_projections`` (power included), and
+    forward mode along the same tangents by ``forward_wrong``. A random joint
+    tangent and cotangent see an error in any block (errors in two blocks
+    cancel with probability zero); the stated power is the joint projection's,
+    weaker than one input's alone, and where the error is is the layer table's
+    to say: a failing joint pair is not re-checked element by element."""
+
+    nearby = False  # this check runs at the nearby point (``verdicts.joint.judge_nearby``)
+
+    def run(self) -> list[PairResult]:
+        model, probes = self.model, self.options.probes
+        rng = np.random.default_rng(self.options.rng_seed)  # the draws of FastCheck.run
+        cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape) for o in self.outputs}
+        reverse = {o: self.vjps([{o: v[p]} for p in range(probes)]) for o, v in cotangents.items()}
+        tangents = {
+            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
+            for n in model.wrt
+        }
+        numeric = self.fd.along_joint(tangents)
+        label = joint_input(len(model.wrt))
+        flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
+        u = np.concatenate([flat(tangents[n]) for n in model.wrt], axis=1)
+        shapes = {n: np.shape(model.point[n]) for n in model.wrt}
+        pairs = []
+        for o in self.outputs:
+            grads = {n: [autodiff.checked_gradient(r[n], shapes[n]) for r in reverse[o]] for n in model.wrt}
+            wrong = next(((n, g) for n in model.wrt for g in grads[n] if isinstance(g, autodiff.WrongShape)), None)
+            if wrong is not None:  # compare's shape rule, naming the input
+                pairs.append(compare.wrong_shape(wrong[0], o, "fast", wrong[1].expected, wrong[1].got))
+                continue
+            jtv = np.concatenate([  # a disconnected input contributes 0 to the joint projection
+                np.zeros_like(flat(tangents[n])) if any(g is None for g in grads[n]) else flat(grads[n])
+                for n in model.wrt
+            ], axis=1)
+            v = flat(cotangents[o])
+            pair = self.compare_projection(label, o, u, v, jtv, flat(numeric.values[o]), flat(numeric.errors[o]))
+            analytic = np.sum(u * jtv, axis=1)
+            forward = self.options.autodiff == "both"
+            worst, taken = None, False
+            if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
+                if forward and not self.layer_verdict.done():
+                    # The layer pass still runs beside: the forward-mode product
+                    # is taken while it ends, not after (a failing layer keeps
+                    # the row as it is, and forward mode is then checked).
+                    worst, taken = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic), True
+                if self.layer_verdict.result():
+                    pair.warnings.append(
+                        "not examined for kinks along the probes: a failing layer in the layer table "
+                        "explains a failing joint row"
+                    )
+                else:
+                    self.settle_on_kinks(pair, tangents, v, o, analytic)
+            if pair.verdict in FORWARD_CHECKED and forward:
+                if not taken:
+                    worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
+                if worst is not None:
+                    compare.mark_forward_failure(pair, *worst)
+            pairs.append(pair)
+        return pairs
+
+    def settle_on_kinks(self, pair, tangents, v, o, analytic) -> None:
+        """A failing joint probe through non-smooth ops (``fd.nonsmooth``): the
+        one-sided slopes along it by the ladder rule
+        (``diagnose.directional_slopes``), projected by its cotangent and read
+        by ``diagnose.slope_tests``; the verdict is
+        ``verdicts.joint.judge_joint_kinks``' (a pass, ``kink``,
+        ``inconclusive``, or the nearby-point rule, ``at_nearby_point``)."""
+        probes = sorted({int(e.input_index[0]) for e in pair.failing})
+        if not probes:
+            return
+        _, _, h = self.fd.joint_steps(tangents)
+        left, right, left_err, right_err = diagnose.directional_slopes(
+            self.fd, {n: t[probes] for n, t in tangents.items()}, h[probes], self.model.outputs[o], o,
+        )
+        w = v[probes]  # [probes, out]: the cotangents project the slopes
+        L, R = np.sum(w * left.T, axis=1), np.sum(w * right.T, axis=1)
+        eL, eR = np.sum(np.abs(w) * left_err.T, axis=1), np.sum(np.abs(w) * right_err.T, axis=1)
+        a = analytic[probes]
+        gap, settled, between, agrees = diagnose.slope_tests(a, L, R, eL, eR, self.tol)
+        slopes = "; ".join(f"probe {p}: left {l:.6g}, right {r:.6g}, analytic {x:.6g}" for p, l, r, x in zip(probes, L, R, a))
+        nearby = None if self.nearby else (lambda: self.at_nearby_point(o))  # once: not from the nearby point
+        judge_joint_kinks(pair, len(probes), gap, settled, between, agrees, slopes, nearby, MOVED)
+
+    def at_nearby_point(self, o):
+        """The joint pair of output ``o`` at the point moved off its kinks
+        (``verdicts.joint.judge_nearby``): the same function, the same draws
+        and step rule."""
+        model = self.model
+        rng = np.random.default_rng([self.options.rng_seed, 3])
+        point = {n: moved_off(v, rng) if n in model.wrt else v for n, v in model.point.items()}
+        nearby = dataclasses.replace(model, point=point, taken_vjp=None, notes=[])
+        nearby.outputs = {k: host_array(v) for k, v in run_model(nearby, point).items()}
+        fd = self.fd.anew(point=point, center=nearby.outputs)
+        check = JointCheck(nearby, [o], fd, self.tol, self.options, self.graph)
+        check.nearby = True
+        (pair,) = check.run()
+        self.fd.evaluations += fd.evaluations
+        return pair
+
+    def checked_joint_forward(self, pair, tangents, cotangents, o, numeric, reverse):
+        """Forward mode along the first ``JOINT_FORWARD_PROBES`` joint tangents
+        (``forward_probe``'s rule); a forward pass that raises leaves the pair
+        standing, with a warning."""
+        k = JOINT_FORWARD_PROBES
+        tangents = {n: t[:k] for n, t in tangents.items()}
+        try:
+            jvp = self.batched_jvp(tangents, [o])[o]
+            return self.forward_probe(
+                tangents, cotangents[:k], jvp, [(numeric.values[o][:k], numeric.errors[o][:k])], reverse[:k]
+            )
+        except Exception as exc:  # forward mode raised: the reverse-mode verdict stands
+            if raised_in_gradcli(exc):
+                raise
+            pair.warnings.append(
+                f"forward mode could not be checked: {diagnose.raised(exc, self.model, True, forward=True)}"
+            )
+            return None
+
+def joint_input(count: int) -> str:
+    """The input named by a joint pair (``JointCheck``)."""
+    return f"all {count} inputs jointly"

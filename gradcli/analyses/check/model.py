@@ -1,0 +1,314 @@
+"""``check_spec`` and ``check_model``: one model file loaded under its own
+``check`` settings and checked, the mode chosen, the whole-model check run
+(beside the layer pass when there is one) and its pairs explained.
+
+Rules applied here: a model whose float64 rebuild computes another function is
+checked in its own dtype (``_users_own_rebuild``); a model's error of any
+kind is its own error row, never the batch's (``check_spec``); the spread rule
+checks every user-written gradient on a passing pair's path
+(``_check_user_gradients``); the joint check runs on a thread beside the
+layer pass only for a pure model function (``beside``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import time
+from concurrent.futures import Future
+
+import numpy as np
+
+from gradcli import config, progress
+from gradcli.analyses.check.fast import FastCheck
+from gradcli.analyses.check.full import FullCheck
+from gradcli.analyses.check.joint import JointCheck, joint_input
+from gradcli.analyses.check.mode import choose_mode, eager_call_seconds, require_full_memory, require_joint_memory
+from gradcli.analyses.check.precision import compute_precision, reaches
+from gradcli.analyses.check.raised import in_autodiff, raised_in_gradcli
+from gradcli.analyses.check.rules import JOINT_LIMIT, JOINT_STAGE
+from gradcli.analyses.layers import plan as layer_plan
+from gradcli.analyses.layers import run as layer_run
+from gradcli.analyses.reach import require_gradient
+from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, UsageError, debugging, internal_error_message
+from gradcli.model.loading import Model, differentiable, load_model
+from gradcli.model.structure import split_complex_outputs
+from gradcli.numerics.finite_diff import FiniteDifferences
+from gradcli.options import CheckOptions
+from gradcli.results import PASS, ModelResult
+from gradcli.verdicts import compare, diagnose, excuses, same_function
+from gradcli.verdicts.culprit import ModelGraph
+from gradcli.workers.deaths import death_message
+
+
+def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
+    """Check one model file (or module object), applying its own ``check`` dict
+    under the options in ``fixed`` (see ``gradcli.config``)."""
+    started = time.perf_counter()
+    try:
+        model = _load(spec, options)
+        own, applied = config.model_options(options, model.settings, fixed, model.name)
+        if (own.rng_seed, own.float64) != (options.rng_seed, options.float64):
+            model = _load(spec, own)  # these settings take effect while loading
+        model, proof = _users_own_rebuild(spec, model, own)
+        result = check_model(model, own, proof)
+        if own.samples or own.special:
+            from gradcli.analyses.sweep import sweep
+
+            result.sweep = sweep(spec, model, own, check_model, _load)
+        if applied:
+            settings = ", ".join(f"{k.replace('_', '-')}={v!r}" for k, v in applied.items())
+            result.notes.append(f"options from the model file's `check`: {settings}")
+    except GradcliError as exc:
+        name = _display(spec)
+        # The message keeps its parameters as {@name}: the command line spells
+        # them as flags, the API as keywords (``errors.spell_texts``).
+        result = ModelResult(name=name, path=name, error=exc.template, error_code=exc.exit_code)
+    except SystemExit as exc:  # sys.exit() while run: the run goes on, the model is an error
+        name = _display(spec)
+        result = ModelResult(name=name, path=name, error=f"{name}: {death_message(exc.code)}",
+                             error_code=EXIT_MODEL)
+    except (Exception, GeneratorExit) as exc:  # one model's surprise never loses the batch
+        if debugging():
+            raise
+        name = _display(spec)
+        result = ModelResult(name=name, path=name, error=f"{name}: {internal_error_message(exc)}",
+                             error_code=EXIT_MODEL)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _users_own_rebuild(spec, model: Model, options: CheckOptions):
+    """A Keras model checked through its float64 rebuild must compute the
+    user's function (``same_function.prove`` against the original model); a
+    rebuild that does not (a layer whose config misses state set outside its
+    constructor) is dropped for the model's own dtype, with a note, rather than
+    failing a correct model as "not the user's function". Returns the model to
+    check and the proof already taken for it (None: not taken yet)."""
+    if model.kind != "keras" or not model.runs_in_float64 or not options.float64:
+        return model, None
+    proof = same_function.prove(model, options.rng_seed)
+    if proof is None or not proof.differs:
+        return model, proof
+    native = _load(spec, dataclasses.replace(options, float64=False))
+    native.notes.append(
+        f"the float64 rebuild of the Keras model computes another function ({proof.detail}): "
+        "checking the model itself, in its own dtype"
+    )
+    return native, None
+
+
+def _load(spec, options: CheckOptions) -> Model:
+    return load_model(
+        spec,
+        wrt=options.wrt,
+        overrides=options.overrides,
+        rng_seed=options.rng_seed,
+        float64=options.float64,
+        data=options.data,
+        imports=options.imports,
+        loss=options.loss,
+    )
+
+
+def _display(spec) -> str:
+    return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
+
+
+def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
+    """Check one loaded model. ``proof``: its ``same_function.prove`` result when
+    the caller took it already (``check_spec`` does for a Keras rebuild)."""
+    started = time.perf_counter()
+    split_complex_outputs(model)
+    outputs = [o for o, v in model.outputs.items() if differentiable(v)]
+    graph = ModelGraph(model)
+    dtype, precision_note = compute_precision(model, graph)
+    tol = compare.tolerance(dtype, options.rtol, options.atol)
+    size = sum(int(np.size(model.point[n])) for n in model.wrt)
+    if not outputs:
+        raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
+    _require_a_gradient(model, outputs, graph)
+
+    def differences(mode):
+        return FiniteDifferences(
+            model.function, model.point, outputs, wrt=list(model.wrt),
+            joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+            nonsmooth=mode == "fast" and excuses.has_nonsmooth_op(graph),
+            precision=dtype,
+            center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
+            traced=graph.callable(),  # the precision rule's trace, for points run one by one
+        )
+
+    fd = differences("full" if options.mode == "auto" else options.mode)
+    mode, predicted, why = options.mode, None, None
+    if mode == "auto":
+        mode, predicted, why = choose_mode(fd, model.wrt, options.budget, eager_call_seconds(model))
+        if mode == "fast":
+            spent, fd = fd.evaluations, differences("fast")
+            fd.evaluations = spent
+    result = ModelResult(
+        name=model.name, path=model.path, dtype=dtype, mode=mode, tolerance=tol,
+        notes=list(model.notes) + ([precision_note] if precision_note else []) + ([why] if why else [])
+        + ([graph.run_note] if graph.run_note else []),
+        predicted_full_seconds=predicted,
+    )
+    result.call_proof = _prove_own_function(model, options, result.notes, proof)
+    if options.autodiff == "reverse":
+        result.notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
+    skipped = [o for o in model.outputs if o not in outputs]
+    if skipped:
+        result.notes.append(f"outputs {', '.join(skipped)} are not floating-point or have no elements: not checked")
+    if mode == "full":
+        require_full_memory(model, outputs, size, options.order, options.max_memory)
+    _run_checks(model, options, mode, fd, graph, outputs, tol, result)
+    if fd.eager:
+        result.notes.append(
+            "the model could not be traced by tf.function/vectorized_map: finite "
+            "differences ran one point at a time"
+        )
+    result.evaluations = fd.evaluations
+    if options.order == 2:
+        from gradcli.analyses.second_order import check_second_order
+
+        pairs, evaluations, notes = check_second_order(model, outputs, tol, mode, options)
+        result.pairs += pairs
+        result.evaluations += evaluations
+        result.notes += notes
+    compare.apply_fail_on(result.pairs, options.fail_on)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _require_a_gradient(model: Model, outputs, graph: ModelGraph) -> None:
+    """``reach.require_gradient``, except where a TensorFlow path exists but
+    its gradient is None (an op with no gradient for that input, a
+    stop_gradient): check goes on, so the disconnected pairs name the op
+    that cuts them. No path at all (numpy arithmetic) stays the model error
+    it is in every command."""
+    try:
+        require_gradient(model, outputs)
+    except ModelError:
+        if not any(reaches(graph, n, o) for n in model.wrt for o in outputs):
+            raise
+
+
+def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outputs, tol, result) -> None:
+    """The whole-model check of ``mode`` and, where it runs, the layer pass
+    (``analyses.layers``) into ``result``: the joint check (``JointCheck``)
+    runs beside the pass when the model's function is pure (``beside``)."""
+    checker = FullCheck if mode == "full" else FastCheck
+    layered = layer_plan.wants_layers(model, options, mode)
+    # The pass's refusals (no such layer, its memory) come before any work.
+    plan = layer_plan.plan_layers(model, options) if layered else None
+    if layered and mode == "fast" and len(model.wrt) > 1 and fd.joint_group(model.wrt):
+        # Where in the model is the layer pass's to say: one joint projection
+        # settles the whole model at a cost that does not grow with its inputs.
+        checker = JointCheck
+        require_joint_memory(model, sum(int(np.size(model.point[n])) for n in model.wrt), options)
+        result.notes.append(
+            f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
+            "the layer table says where"
+        )
+    check = checker(model, outputs, fd, tol, options, graph)
+    layers_failed = check.layer_verdict = Future()  # the layer pass's verdict, which the joint row reads
+    joint = beside(check.run) if checker is JointCheck and model.pure_call else None
+    try:
+        if layered:  # where in the model: analyses.layers (a failing layer explains a failing joint row)
+            result.layers, layer_notes = check_layers(model, options, plan)
+            result.notes += layer_notes
+    except BaseException as exc:
+        layers_failed.set_result(False)
+        if joint is not None and isinstance(exc, Exception):  # an interrupt does not wait for it
+            concurrent.futures.wait([joint])  # never leave it running past this model
+        raise
+    layers_failed.set_result(any(r.failed for r in result.layers))
+    if joint is not None and not joint.done():  # the layer pass ended first: say what is left
+        progress.report(JOINT_STAGE, 0, None, joint_input(len(model.wrt)))
+        while not concurrent.futures.wait([joint], timeout=1.0).done:
+            progress.report(JOINT_STAGE, 1, None, joint_input(len(model.wrt)))  # still running
+        progress.report(JOINT_STAGE, 1, 1, joint_input(len(model.wrt)))
+    try:
+        result.pairs = check.run() if joint is None else joint.result()
+        _check_user_gradients(result, graph, tol)
+        diagnose.explain(model, result.pairs, fd, graph, tol, options)
+    except GradcliError:
+        raise
+    except Exception as exc:  # a gradient function (or the model near the point) raised
+        if raised_in_gradcli(exc):
+            raise  # a bug of ours: check_spec reports it as an internal error
+        raise diagnose.raised(exc, model, in_autodiff(exc), graph) from None
+
+
+def check_layers(model: Model, options: CheckOptions, plan=None):
+    """The layer pass (``analyses.layers.run.check_layers``), its units checked
+    by this module's ``check_model``."""
+    return layer_run.check_layers(model, options, plan, check_model)
+
+
+def _check_user_gradients(result, graph, tol) -> None:
+    """The spread rule: every gradient the user wrote on the path of a passing
+    pair is checked alone over a spread of inputs (``ModelGraph.spread_culprit``);
+    a wrong one fails the pair (``compare.mark_spread_failure``), and a note
+    says which gradients were checked at which points."""
+    checked = set()
+    for pair in result.pairs:
+        if pair.failed or pair.verdict != PASS or not graph.traced:
+            continue
+        if pair.input not in graph.inputs:
+            # A joint pair (the layer pass's whole-model row) names no one
+            # input; the layer pass checks each layer's own gradients. Taken
+            # input by input, the spread check of an EfficientNet's 214 inputs
+            # re-checked the same swish gradients (tf.nn.silu's) for over 20 minutes.
+            continue
+        ops = graph.user_gradient_ops(pair.input, pair.output)
+        checked |= {graph.describe_op(op) for op in ops}
+        found = graph.spread_culprit(pair.input, pair.output, tol) if ops else None
+        if found is not None:
+            compare.mark_spread_failure(pair, *found)
+    if checked:
+        from gradcli.verdicts.culprit import SPREAD_POINTS
+
+        result.notes.append(
+            f"user-written gradients checked alone over a spread of inputs ({', '.join(sorted(checked))}): "
+            + "; ".join(label for label, _ in SPREAD_POINTS)
+        )
+
+
+def beside(work) -> Future:
+    """``work()`` on a thread of its own, beside the caller (``check_model``:
+    the joint check beside the layer pass); its result or exception in the
+    Future. Daemon: an interrupted command does not wait for it.
+
+    Why it pays: the layer pass spends much of its time tracing (Python, one
+    core) and the joint check evaluating the whole network (TensorFlow's
+    kernels, which release the interpreter lock): on 2 cores a ResNet-50's
+    joint check (15 s) hides inside its layer pass (29 s). Only for a model
+    whose function is a pure function of its arguments (``Model.pure_call``):
+    nothing either check runs reads state the other writes, except
+    TensorFlow's own forward-mode helpers, whose caches are not thread-safe:
+    every forward-mode product holds ``autodiff.FORWARD_MODE``."""
+    import threading
+
+    future: Future = Future()
+
+    def run():
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(work())
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name="gradcli-joint-check", daemon=True).start()
+    return future
+
+
+def _prove_own_function(model: Model, options: CheckOptions, notes: list, proof=None):
+    """``verdicts.same_function.prove`` (or the ``proof`` taken already): a model
+    whose checked function differs from the user's own call fails whatever its
+    pairs say; one whose own call could not be run says so in a note."""
+    if proof is None:
+        proof = same_function.prove(model, options.rng_seed)
+    if proof is not None and not proof.proven and not proof.differs:
+        notes.append(f"not proven to be the user's function: {proof.detail}")
+    return proof

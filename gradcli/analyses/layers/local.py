@@ -1,0 +1,99 @@
+"""A unit's local function as a ``Model`` (``layer_model``): its floating
+inputs and trainable weights -> <c, its outputs>, c a fixed random unit
+cotangent (the package docstring gives the reasons), through the signature's
+trace, the layer's stateless call, or a tf.Module's ``__call__`` body; and the
+user's own layer paired as its own call for ``verdicts.same_function``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcli.analyses.layers.traces import Traced, call_method, call_parts
+from gradcli.analyses.layers.units import PROJECTED, LayerCall, point_tensors
+from gradcli.errors import GradcliError
+from gradcli.model.keras_float64 import stateless
+
+
+def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = None):
+    """The unit's local function as a ``Model``: floating tensors of the call
+    (inputs) and the unit's trainable weights -> <c, its outputs> (module
+    docstring). With ``traced``, the function is the signature's traced one;
+    else the unit's layer is called eagerly (``check_model`` traces it itself,
+    and its culprit search reads the ops of that trace)."""
+    import tensorflow as tf
+
+    from gradcli.model.calling import OwnCall
+    from gradcli.model.loading import Model, host_array
+
+    layer, own, tree = call.layer, call.own, call.tree
+    structure, leaves, inputs, floating = call_parts(call)
+    if not floating:
+        raise GradcliError(f"layer {call.path} has no floating-point output to differentiate")
+    point = {inputs[i]: np.asarray(leaves[i]) for i in inputs}
+    weights = list(call.names)
+    point.update({n: np.asarray(v) for n, v in zip(weights, call.trainable)})
+    frozen = list(call.non_trainable)
+
+    def rebuild(values):
+        filled = [values[inputs[i]] if i in inputs else leaf for i, leaf in enumerate(leaves)]
+        args, kwargs = tf.nest.pack_sequence_as(structure, filled)
+        return args, kwargs
+
+    outputs = tf.nest.flatten(call.outputs)
+    rng = np.random.default_rng([seed, call.order])
+    cotangents = [rng.standard_normal(tuple(outputs[i].shape)) for i in floating]
+    norm = np.sqrt(sum(float(np.sum(c * c)) for c in cotangents)) or 1.0
+    cotangents = [c / norm for c in cotangents]  # a unit vector (the package docstring)
+
+    def project(out) -> dict:
+        """<c, output>: the layer's floating outputs contracted with the cotangents."""
+        leaves = tf.nest.flatten(out)
+        terms = [tf.reduce_sum(tf.cast(c, leaves[i].dtype) * leaves[i]) for i, c in zip(floating, cotangents)]
+        return {PROJECTED: tf.add_n(terms) if len(terms) > 1 else terms[0]}
+
+    wrt = list(inputs.values()) + weights
+    if traced is not None:
+        function = traced.function(wrt, [tf.convert_to_tensor(f) for f in frozen],
+                                   [tf.constant(c) for c in cotangents])
+    elif tree is not None:
+        # A tf.Module: its weights substituted as the whole model's are
+        # (``model.variables``), its ``__call__``'s Python body run.
+        substitute, body = tree.weights.only(weights), call_method(layer)
+
+        def function(values: dict) -> dict:
+            args, kwargs = rebuild(values)
+            with substitute.substituted(values):
+                return project(body(layer, *args, **kwargs))
+    else:
+        def function(values: dict) -> dict:
+            args, kwargs = rebuild(values)
+            out, _ = stateless(layer, call.policies, [values[n] for n in weights], frozen, *args, **kwargs)
+            return project(out)
+
+    own_call = None
+    if own is not None:
+        def own_function(data: dict) -> dict:
+            args, kwargs = rebuild(data)
+            return project(own(*args, **kwargs))
+
+        own_variables = (
+            [tree.weights.slots[n][2] for n in weights] if tree is not None else own.trainable_variables
+        )
+        own_call = OwnCall(
+            call=own_function,
+            variables=dict(zip(weights, own_variables)),
+            description=f"{own.name}({', '.join(inputs.values())})",
+        )
+    native = {n: np.dtype("float32") for n in point}
+    if own is not None:
+        native.update({n: np.dtype(getattr(v.dtype, "as_numpy_dtype", v.dtype)) for n, v in zip(weights, own_variables)})
+    local = Model(
+        name=f"{parent.name} :: {call.path}", path=parent.path, function=function, point=point,
+        wrt=wrt, native_dtypes=native, kind="keras",
+        module=parent.module, weights=weights, own_call=own_call,
+    )
+    local.outputs = {n: host_array(t) for n, t in function(point_tensors(local, point)).items()}
+    if own_call is None:
+        local.notes.append("the user's own layer could not be paired with the checked one")
+    return local

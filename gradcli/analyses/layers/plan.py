@@ -1,0 +1,154 @@
+"""The layer pass's plan, before any layer is checked (``plan_layers``):
+whether the pass runs (``wants_layers``), the shape pass, ``layers``'
+selection, the memory guard (``require_layer_memory``: the captured
+activations plus the largest unit's working set, each counted
+``gradcli.memory.COPIES`` times) and the estimate up front (``_estimate``:
+``SECONDS_PER_SIGNATURE`` per signature of the fast units,
+``SECONDS_PER_UNIT`` per fast unit, ``SECONDS_PER_FULL_UNIT`` per full unit,
+plus ``FORWARD_MULTIPLE`` forward passes of the model). Each refusal comes
+before any work.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from dataclasses import dataclass, field
+
+from gradcli.analyses.layers.capture import ModuleTree, shape_pass
+from gradcli.analyses.layers.traces import signature
+from gradcli.analyses.layers.units import LayerCall, ShapeOnly, keras_root, module_roots, unit_mode
+from gradcli.errors import UsageError
+from gradcli.options import CheckOptions
+
+#: Fast mode keeps about this many copies of a unit's inputs and outputs per
+#: probe (the +-h points of two Richardson levels, tangents and cotangents).
+FAST_COPIES = 6
+#: Estimate up front (``_estimate``), calibrated on bench/layer_speed.py:
+#: seconds per signature of the fast units (one trace of ``Traced.value`` and
+#: one of ``Traced.probe``, and the first backward function of the proof),
+#: per fast unit (one traced call, the proof's eager call of the user's layer,
+#: the comparisons), per full unit (``check_model``), and forward passes of the
+#: model for the arithmetic that grows with the layers' size.
+SECONDS_PER_SIGNATURE = 0.5
+SECONDS_PER_UNIT = 0.05
+SECONDS_PER_FULL_UNIT = 0.25
+FORWARD_MULTIPLE = 40.0
+
+
+def wants_layers(model, options: CheckOptions, mode: str) -> bool:
+    """Whether ``check_model`` runs the pass: forced by ``by_layer`` or
+    ``layers``, else in auto mode when auto chose the fast check (a full check
+    does not fit the budget), for Keras models and networks of tf.Modules."""
+    if options.by_layer is False or not (model.kind == "keras" or module_roots(model)):
+        return False
+    if options.by_layer or options.layers:
+        return True
+    return options.mode == "auto" and mode == "fast"
+
+
+
+@dataclass
+class LayerPlan:
+    """What ``plan_layers`` decided before any layer is checked: the root, the
+    calls selected (from the shape pass), the estimate; or why the pass does
+    not run (``skipped``)."""
+
+    root: object = None
+    calls: list = field(default_factory=list)
+    estimate: float = 0.0
+    seconds: float = 0.0  # the shape pass's
+    skipped: str | None = None
+
+
+def plan_layers(model, options: CheckOptions) -> LayerPlan:
+    """The pass's first steps, each a refusal before any work (``check_model``
+    runs this before the whole-model check): find the Keras model, the shape
+    pass, ``layers``' selection (a usage error when it matches nothing), the
+    memory guard and the estimate."""
+    root = keras_root(model)
+    if root is None and model.kind == "keras":
+        return LayerPlan(skipped="layer-by-layer pass not run: the Keras model object could not be found")
+    if root is None:
+        root = ModuleTree(model)
+        if not root.units:
+            return LayerPlan(skipped=(
+                "layer-by-layer pass not run: the model calls no Keras model or tf.Module other than "
+                "itself (the whole-model check is its check)"
+            ))
+    import keras
+
+    if isinstance(root, keras.layers.Layer) and not isinstance(root, keras.Model):
+        return LayerPlan(
+            skipped="layer-by-layer pass not run: the model is a single layer (the whole-model check is its check)"
+        )
+    started = time.perf_counter()
+    shapes, forward_seconds = shape_pass(model, root)
+    calls = [c for c in shapes if _selected(c, options.layers)]
+    if options.layers and not calls:
+        known = ", ".join(dict.fromkeys(c.path for c in shapes))
+        raise UsageError(f"match no layer (layers: {known[:400]})", param="layers", bad_value=True)
+    require_layer_memory(shapes, calls, options)
+    estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1))
+    return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started)
+
+
+def _estimate(calls: list[LayerCall], forward_seconds: float) -> float:
+    """Seconds predicted for the pass (the package docstring), from the shape pass."""
+    import tensorflow as tf
+
+    signatures, full = set(), 0
+    for call in calls:
+        size = sum(s.size for s in tf.nest.flatten((call.args, call.kwargs, call.trainable))
+                   if isinstance(s, ShapeOnly))
+        if unit_mode(size) == "full":
+            full += 1
+        else:
+            try:
+                signatures.add(signature(call))
+            except Exception:  # noqa: BLE001 - an estimate: count it as its own
+                signatures.add(id(call))
+    return (len(signatures) * SECONDS_PER_SIGNATURE + (len(calls) - full) * SECONDS_PER_UNIT
+            + full * SECONDS_PER_FULL_UNIT + FORWARD_MULTIPLE * forward_seconds)
+
+
+def _selected(call: LayerCall, patterns) -> bool:
+    """``layers``: a name, a path, a path's tail or a glob of any of them."""
+    if not patterns:
+        return True
+    name = call.path.rsplit("/", 1)[-1]
+    tails = {call.path, name, call.path.split("/", 1)[-1]}
+    return any(fnmatch.fnmatchcase(t, p) for p in patterns for t in tails)
+
+
+def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], options: CheckOptions) -> None:
+    """The memory rule of the package docstring, from the shape pass."""
+    from gradcli.memory import dense_bytes, require_memory
+
+    def sizes(call):
+        import tensorflow as tf
+
+        inputs = sum(s.size for s in tf.nest.flatten((call.args, call.kwargs)) if isinstance(s, ShapeOnly))
+        weights = sum(s.size for s in call.trainable if isinstance(s, ShapeOnly))
+        outputs = sum(s.size for s in tf.nest.flatten(call.outputs) if isinstance(s, ShapeOnly))
+        return inputs, weights, outputs
+
+    activations = 0
+    working = 0
+    for call in shapes:
+        inputs, _, outputs = sizes(call)
+        activations += inputs + outputs
+    for call in calls:
+        inputs, weights, outputs = sizes(call)
+        n = inputs + weights
+        if unit_mode(n, 1) == "full":
+            working = max(working, dense_bytes(6 * n + 4 * outputs))
+        else:
+            working = max(working, dense_bytes(FAST_COPIES * options.probes * (n + outputs)))
+    require_memory(
+        dense_bytes(activations, copies=1) + working,
+        f"the layer-by-layer pass ({len(shapes)} layer calls' activations in float64, and the "
+        "largest layer's check)",
+        "Check the whole model only ({@by_layer} off), or some layers ({@layers} NAME)",
+        options.max_memory,
+    )

@@ -1,0 +1,125 @@
+"""The quick check of a unit checked by projections (``quick_check``, the
+package docstring): ``analyses.check.FastCheck``'s draws, its ``project``
+rule (``compare_projections``, ``detectable_error``) and its forward-mode rule
+(``forward_wrong``), with every product of the unit taken in *one* call of its
+signature's trace (``Traced.probe``): the finite-difference points of all its
+inputs and probes (``BatchedDifferences`` plans them, step rule and Richardson
+unchanged), the P VJPs and the P JVPs along the joint tangents. The check is
+``FastCheck`` itself, given a provider of those products (``TracedProducts``);
+what the trace cannot serve raises ``Unsettled`` and the unit goes to
+``check_model``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gradcli.analyses.layers.batched import BatchedDifferences
+from gradcli.numerics.finite_diff import FiniteDifferences
+from gradcli.analyses.layers.traces import Traced, constant_tensor
+from gradcli.analyses.layers.units import PROJECTED
+from gradcli.errors import debugging
+from gradcli.options import CheckOptions
+from gradcli.results import PASS, ZERO
+from gradcli.verdicts import compare, same_function
+
+
+def quick_check(local, traced: "Traced", options: CheckOptions):
+    """The unit's random projections in one call of its signature's trace
+    (the package docstring): (pairs, proof, notes) when every pair passes (or is a
+    confirmed zero) and the proof finds no other function; None sends the unit
+    to ``check_model``."""
+    # Imported here: ``analyses.check``'s package runs the layer pass, which
+    # imports this module (the check modules named do not).
+    from gradcli.analyses.check.fast import FastCheck
+    from gradcli.analyses.check.products import ModelProducts
+
+    dtype = str(local.dtype)
+    if traced.computes_below(local):
+        return None
+    tol = compare.tolerance(dtype, options.rtol, options.atol)
+    fd = FiniteDifferences(
+        local.function, local.point, [PROJECTED], wrt=list(local.wrt), joint=True,
+        jit_compile=options.jit_compile, precision=dtype, chunk=options.probes,
+        nonsmooth=traced.nonsmooth(local),
+    )
+    fd.evaluator = BatchedDifferences(fd)  # fd's points: planned, then served (run_traced)
+    products = TracedProducts(ModelProducts(local))
+    probes = FastCheck(local, [PROJECTED], fd, tol, options, None, products)
+    try:
+        pairs, first_vjp = run_traced(probes, products, traced)
+    except Exception as exc:  # noqa: BLE001 - not traceable, or unsettled: check_model runs it eagerly
+        if debugging() and not isinstance(exc, Unsettled):
+            raise
+        return None
+    compare.apply_fail_on(pairs, options.fail_on)
+    if any(p.failed or p.verdict not in (PASS, ZERO) for p in pairs):
+        return None
+    proof = same_function.prove(local, options.rng_seed, taken=first_vjp)
+    if proof is not None and proof.differs:
+        return None
+    notes = list(local.notes)
+    if proof is not None and not proof.proven:
+        notes.append(f"not proven to be the user's function: {proof.detail}")
+    if options.autodiff == "reverse":
+        notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
+    return pairs, proof, notes
+
+
+class Unsettled(Exception):
+    """The quick check cannot settle the unit: ``check_model`` will."""
+
+
+class TracedProducts:
+    """A unit's products as its traced call took them (``run_traced``): the
+    JVPs along the joint tangents are served from that call; any other set of
+    tangents (inputs probed one by one after a joint failure) is
+    ``check_model``'s to take (``Unsettled``). VJPs the call did not take come
+    from ``fallback`` (``check.products.ModelProducts``)."""
+
+    def __init__(self, fallback):
+        self.fallback = fallback
+        self.joint = None  # (input names, JVPs along their joint tangents), set by ``run_traced``
+
+    def vjps(self, seeds: list[dict]) -> list[dict]:
+        return self.fallback.vjps(seeds)
+
+    def batched_jvp(self, tangents, outputs):
+        names, jvps = self.joint
+        if tuple(tangents) != names:
+            raise Unsettled()
+        return {PROJECTED: jvps}
+
+
+def run_traced(check, products: TracedProducts, traced: Traced) -> tuple[list, tuple]:
+    """``check``'s (a ``FastCheck``) projections (the same draws as ``FastCheck.run``) with every
+    product of the unit taken in one call of its signature's trace: the
+    finite-difference engine plans its points first (``BatchedDifferences``),
+    the call evaluates them with the P VJPs and the P JVPs along the joint
+    tangents, and the engine then forms its quotients from them. (pairs, the
+    first probe's (cotangents, VJP)): that product is the proof's
+    (``same_function.prove``'s ``taken``), one backward pass through the trace
+    fewer per unit."""
+    model, probes, o = check.model, check.options.probes, PROJECTED
+    wrt = list(model.wrt)
+    rng = np.random.default_rng(check.options.rng_seed)  # as FastCheck.run draws
+    cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape)}
+    tangents = {
+        n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
+        for n in wrt
+    }
+    plan = check.fd.evaluator.plan_passes(wrt, tangents)
+    weights, frozen, cots = model.function.bound
+    values, jvps, grads = traced.probe(
+        [constant_tensor(model.point[n]) for n in wrt], frozen, cots,
+        [constant_tensor(tangents[n]) for n in wrt], plan, cotangents[o],
+    )
+    numeric = check.fd.evaluator.serve(wrt, tangents, values)
+    reverse = {o: [dict(zip(wrt, g)) for g in grads]}
+    first_vjp = ({o: cotangents[o][0]}, reverse[o][0])
+    pairs = [check.project(n, o, tangents[n], cotangents[o], reverse[o], numeric[n]) for n in wrt]
+    if any(p.failed for p in pairs) or check.options.autodiff != "both":
+        return pairs, first_vjp
+    products.joint = (tuple(wrt), jvps)
+    check.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, [o])
+    return pairs, first_vjp

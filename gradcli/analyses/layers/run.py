@@ -1,0 +1,128 @@
+"""The layer pass itself (``check_layers``): capture the units' calls, check
+each (the quick check through its signature's trace, else the caller's
+``check_model``, then the tie rule), and the table's rows and notes. The
+package docstring gives the rules; a row's verdict is ``verdicts.ties``'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import numpy as np
+
+from gradcli.analyses.layers.capture import ModuleTree, capture_calls
+from gradcli.analyses.layers.local import layer_model
+from gradcli.analyses.layers.plan import LayerPlan, plan_layers
+from gradcli.analyses.layers.quick import quick_check
+from gradcli.analyses.layers.ties import at_broken_ties, only_kinks
+from gradcli.analyses.layers.traces import call_site, traced_of
+from gradcli.analyses.layers.units import LayerCall, unit_mode
+from gradcli.errors import GradcliError, debugging, internal_error_message
+from gradcli.options import CheckOptions
+from gradcli.progress import report
+from gradcli.results import Power
+from gradcli.results.by_layer import LAYER_ERROR, LayerResult
+from gradcli.verdicts.ties import judge_layer, layer_error, layer_row
+
+
+def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_model) -> tuple[list[LayerResult], list[str]]:
+    """The layer-by-layer pass of ``model`` (a Keras ``Model``): one result per
+    checked unit call, failures first, and notes for the model's report.
+    ``plan``: ``plan_layers``' result when the caller took it already (None:
+    taken here). ``check_model``: the whole check a unit goes to when the
+    quick check does not settle it (``analyses.check.check_model``, passed in:
+    the pass does not import the check that runs it)."""
+    plan = plan_layers(model, options) if plan is None else plan
+    if plan.skipped:
+        return [], [plan.skipped]
+    started = time.perf_counter() - plan.seconds
+    calls, estimate = plan.calls, plan.estimate
+    report("layers", 0, len(calls), f"estimated {estimate:.0f} s")
+    captured = capture_calls(model, plan.root) if not isinstance(plan.root, ModuleTree) else plan.root.capture()
+    wanted = {(c.path, c.index) for c in calls}
+    results, traces = [], {}
+    for done, call in enumerate((c for c in captured if (c.path, c.index) in wanted), start=1):
+        results.append(_check_call(model, call, options, traces, check_model))
+        report("layers", done, len(calls), call.path)
+    results.sort(key=lambda r: (not r.failed, r.verdict != LAYER_ERROR))
+    seconds = time.perf_counter() - started
+    full = sum(r.mode == "full" for r in results)
+    fast = sum(r.mode == "fast" for r in results)
+    notes = [
+        f"layer by layer: {len(results)} layer calls checked ({full} in full, {fast} by random "
+        f"projections, {len(traces)} local functions traced) in {seconds:.1f} s (estimated "
+        f"{estimate:.0f} s up front)"
+    ]
+    errors = [r for r in results if r.verdict == LAYER_ERROR]
+    if errors:
+        notes.append(f"{len(errors)} layer calls could not be checked on their own: see the layer table")
+    return results, notes
+
+
+def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, check_model) -> LayerResult:
+    """One unit call: the quick check through its signature's traces when it
+    runs by projections, ``check_model`` when it runs in full or the quick
+    check does not settle it (the package docstring); the row's verdict is
+    ``verdicts.ties``'."""
+    started = time.perf_counter()
+    layer = call.layer
+    result = layer_row(
+        name=layer.name, path=call.path, class_name=type(layer).__name__, call_site=call_site(layer),
+        call_index=call.index, calls=call.calls, weights=0, elements=0, mode="",
+    )
+    own = dataclasses.replace(
+        options, by_layer=False, layers=None, wrt=None, overrides={}, samples=0,
+        special=False, keep_blocks=False, order=1, taylor=False,
+    )
+    try:
+        traced = traced_of(call, traces)
+        local = layer_model(parent, call, options.rng_seed, traced)
+        result.weights = sum(int(np.size(local.point[n])) for n in local.wrt if n in call.names)
+        result.elements = sum(int(np.size(local.point[n])) for n in local.wrt if n not in call.names)
+        own = dataclasses.replace(own, mode=unit_mode(result.weights + result.elements, len(local.outputs)))
+        quick = quick_check(local, traced, own) if own.mode == "fast" and traced is not None else None
+        if quick is not None:
+            result.mode, result.pairs, result.call_proof, result.notes = "fast", quick[0], quick[1], quick[2]
+        else:
+            if traced is not None:  # the full machinery: the unit's own call, traced by check_model
+                local = layer_model(parent, call, options.rng_seed)
+            checked = check_model(local, own)
+            tie_note = None
+            if only_kinks(checked):  # the tie rule (the package docstring)
+                checked, tie_note = at_broken_ties(parent, call, own, checked, check_model, traced)
+            result.mode, result.pairs, result.call_proof = checked.mode, checked.pairs, checked.call_proof
+            result.notes = [n for n in checked.notes if not n.startswith("promoted ")]
+            result.notes += [tie_note] if tie_note else []
+            judge_layer(result, checked)
+    except GradcliError as exc:
+        layer_error(result, str(exc))
+    except Exception as exc:  # noqa: BLE001 - one layer's surprise never loses the pass
+        if debugging():
+            raise
+        layer_error(result, internal_error_message(exc))
+    else:
+        result.power = layer_power(result.pairs, {n: int(np.size(v)) for n, v in local.point.items()})
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def layer_power(pairs: list, sizes: dict):
+    """The power of a unit's projections as a whole: the weakest of its
+    pairs' (the largest single-element error some pair's projections could
+    miss), relative to the RMS element of the whole unit's gradient (pooled
+    over those pairs, each weighted by its number of elements). Relative to
+    each pair's own RMS element instead, a pair whose gradient is zero by
+    symmetry (an attention key's bias: softmax ignores it) has an RMS element
+    of round-off and a meaningless relative power (1e5 %) that would stand
+    for the whole layer."""
+    powered = [p for p in pairs if p.power is not None]
+    if not powered:
+        return None
+    weakest = max(powered, key=lambda p: p.power.absolute)
+    count = sum(sizes.get(p.input, 1) for p in powered)
+    rms = float(np.sqrt(sum(sizes.get(p.input, 1) * p.power.element_size**2 for p in powered) / count))
+    return Power(
+        absolute=weakest.power.absolute, relative=weakest.power.absolute / rms if rms > 0 else float("inf"),
+        element_size=rms, probability=weakest.power.probability, probes=weakest.power.probes,
+    )

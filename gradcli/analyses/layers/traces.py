@@ -1,0 +1,295 @@
+"""The local functions of the unit calls and their traces: a unit's
+*signature* (``signature``: its class and configuration, the structure,
+shapes and dtypes of its call's arguments, weights and outputs; ranks only
+for a layer without weights), one ``Traced`` per signature shared by every
+call of it (``traced_of``), and what a call's arguments are (``call_parts``,
+``call_method``, ``call_site``). The package docstring gives the rules and
+the reasons (tracing, not arithmetic, is what a layer's check costs).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+
+import numpy as np
+
+from gradcli.analyses.layers.units import PROJECTED, LayerCall, ShapeOnly, floating_tensor
+from gradcli.model.keras_float64 import stateless
+from gradcli.numerics import autodiff
+
+
+class Traced:
+    """The local function of every unit call of one signature (module
+    docstring). ``value``: the scalar <c, layer(x, w)> of the floating inputs
+    and weights (a list, inputs first), the frozen weights and the cotangents
+    c, all arguments of one ``tf.function``, so calls of the same shapes share
+    its trace. ``probe``: in one traced call, that scalar at every planned
+    finite-difference point, its reverse-mode gradient for each probe's seed,
+    and its forward-mode derivative along each probe's joint tangent."""
+
+    def __init__(self, call: LayerCall, structure, leaves, inputs: dict, floating: list):
+        import tensorflow as tf
+
+        layer, positions = call.layer, list(inputs)
+        count = len(positions)
+        output_dtype = tf.nest.flatten(call.outputs)[floating[0]].dtype
+
+        def value(values, frozen, cotangents):
+            filled = list(leaves)
+            for i, v in zip(positions, values[:count]):
+                filled[i] = v
+            args, kwargs = tf.nest.pack_sequence_as(structure, filled)
+            out, _ = stateless(layer, call.policies, list(values[count:]), list(frozen), *args, **kwargs)
+            outs = tf.nest.flatten(out)
+            terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
+            return tf.add_n(terms) if len(terms) > 1 else terms[0]
+
+        def probe(values, frozen, cotangents, tangents, which, probes, signed, seeds):
+            def point(i):  # x_m + s u_m for the planned input m, x elsewhere (finite_diff's x + d s)
+                moved = [
+                    v + tf.cast(tf.equal(which[i], m), v.dtype) * signed[i] * tf.gather(u, probes[i])
+                    for m, (v, u) in enumerate(zip(values, tangents))
+                ]
+                return value(moved, frozen, cotangents)
+
+            def reverse():  # one forward pass, a backward pass per probe's seed
+                with tf.GradientTape(persistent=True) as tape:
+                    tape.watch(values)
+                    y = value(values, frozen, cotangents)
+                rows = []
+                for p in range(seeds.shape[0]):
+                    rows.append(autodiff.reverse(tape, y, values, output_gradients=tf.cast(seeds[p], y.dtype)))
+                return rows
+
+            def forward(p):
+                with autodiff.forward_accumulator(values, [tf.gather(u, p) for u in tangents]) as acc:
+                    y = value(values, frozen, cotangents)
+                return acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+
+            k = tf.shape(seeds)[0]
+            points = tf.map_fn(point, tf.range(tf.shape(signed)[0]), fn_output_signature=output_dtype)
+            jvps = tf.map_fn(forward, tf.range(k), fn_output_signature=output_dtype)
+            grads = reverse()
+            return points, jvps, grads
+
+        # A layer without weights shares one signature across shapes
+        # (``signature``): the second shape retraces with those dimensions
+        # left open, and every later shape reuses that trace.
+        self.value = tf.function(value, autograph=False, reduce_retracing=True)
+        self._probe = tf.function(probe, autograph=False, reduce_retracing=True)
+        self.users = 0
+        self.coarser: bool | None = None
+        self._nonsmooth: bool | None = None
+
+    def probe(self, values, frozen, cotangents, tangents, plan, seeds):
+        """(f at the planned points, JVPs [probes], per probe the gradient of
+        each value or None) as numpy."""
+        from gradcli.numerics.autodiff import FORWARD_MODE
+
+        which, probes, signed = plan
+        with FORWARD_MODE:  # its trace takes forward-mode products (numerics.autodiff)
+            points, jvps, grads = self._probe(
+                values, frozen, cotangents, tangents, constant_tensor(which), constant_tensor(probes),
+                constant_tensor(signed), constant_tensor(seeds),
+            )
+        return (np.asarray(points), np.asarray(jvps),
+                [[None if g is None else np.asarray(g) for g in row] for row in grads])
+
+    def function(self, weights: list, frozen: list, cotangents: list):
+        """``Model.function`` of one unit call: its frozen weights and
+        cotangents bound, the differentiated names in ``weights`` order."""
+        def function(values: dict) -> dict:
+            args = [constant_tensor(values[n]) for n in weights]
+            return {PROJECTED: self.value(args, frozen, cotangents)}
+
+        function.bound = (weights, frozen, cotangents)
+        return function
+
+    def nonsmooth(self, local) -> bool:
+        """Whether the traced local function holds a non-smooth op (the step
+        rule of its probes, ``finite_diff.dense_step_size``); read once per
+        signature, from the trace already made."""
+        from gradcli.verdicts.excuses import has_nonsmooth_op
+
+        if self._nonsmooth is None:
+            weights, frozen, cotangents = local.function.bound
+            values = [constant_tensor(local.point[n]) for n in weights]
+            self._nonsmooth = has_nonsmooth_op(self.value.get_concrete_function(values, frozen, cotangents).graph)
+        return self._nonsmooth
+
+    def computes_below(self, local) -> bool:
+        """Whether a floating tensor on the forward path from the
+        differentiated values to the output of the traced local function is
+        coarser than the point's dtype (constants and shapes beside the path do
+        not count, as in ``ModelGraph.precision``): then ``check_model``'s
+        precision rule sets the tolerances, not the quick check. Read once per
+        signature, from the trace already made."""
+        from gradcli.numerics.finite_diff import machine_eps
+
+        if self.coarser is None:
+            weights, frozen, cotangents = local.function.bound
+            values = [constant_tensor(local.point[n]) for n in weights]
+            graph = self.value.get_concrete_function(values, frozen, cotangents).graph
+            finest = machine_eps(local.dtype)
+            stack = [t for t in graph.inputs[: len(values)]]
+            seen, self.coarser = set(), False
+            while stack and not self.coarser:
+                tensor = stack.pop()
+                if tensor.ref() in seen:
+                    continue
+                seen.add(tensor.ref())
+                if tensor.dtype.is_floating and machine_eps(tensor.dtype.name) > finest:
+                    self.coarser = True
+                stack.extend(out for op in tensor.consumers() for out in op.outputs)
+        return self.coarser
+
+
+def constant_tensor(value):
+    import tensorflow as tf
+
+    return tf.convert_to_tensor(value)
+
+
+def traced_of(call: LayerCall, traces: dict) -> Traced | None:
+    """The ``Traced`` of the call's signature (the package docstring), made on the
+    first call of that signature; None for a call it cannot serve (no
+    floating output)."""
+    import tensorflow as tf
+
+    structure, leaves, inputs, floating = call_parts(call)
+    if not floating or call.tree is not None:  # a tf.Module has no stateless call to share
+        return None
+    key = signature(call, structure, leaves, inputs)
+    traced = traces.get(key)
+    if traced is None:
+        traced = traces[key] = Traced(call, structure, leaves, inputs, floating)
+    traced.users += 1
+    return traced
+
+
+def call_parts(call: LayerCall):
+    """(structure, leaves, {leaf index: input name}, floating output positions)."""
+    import tensorflow as tf
+
+    structure = (list(call.args), _accepted(call.layer, call.kwargs))
+    leaves = tf.nest.flatten(structure)
+    names = _argument_names(call.layer, call.args, structure[1])
+    inputs = {i: names[i] for i, leaf in enumerate(leaves) if floating_tensor(leaf)}
+    floating = [i for i, t in enumerate(tf.nest.flatten(call.outputs)) if floating_tensor(t)]
+    return structure, leaves, inputs, floating
+
+
+def signature(call: LayerCall, structure=None, leaves=None, inputs=None):
+    """What makes two unit calls one local function (the package docstring): the
+    layer's class and configuration (its name aside), the structure of the
+    call's arguments with their shapes and dtypes (and the values of those that
+    are not floating tensors), and the shapes and dtypes of its weights and
+    outputs. A layer whose configuration cannot be read is its own signature."""
+    import json
+
+    import tensorflow as tf
+
+    if structure is None:
+        structure, leaves, inputs, _ = call_parts(call)
+    layer = call.layer
+    try:
+        config = dict(layer.get_config())
+        config.pop("name", None)
+        config = json.dumps(config, sort_keys=True, default=repr)
+    except Exception:  # noqa: BLE001 - no configuration to compare: no sharing
+        return ("layer", id(layer))
+
+    # A layer without weights computes the same function of any shape (an
+    # activation, an add): only the ranks of its tensors count, and its trace
+    # leaves the other dimensions open (``Traced``). The proof of each call
+    # (``verdicts.same_function``) still compares it with the layer's own call.
+    weightless = not call.trainable and not call.non_trainable
+
+    def dims(shape):
+        return len(shape) if weightless else shape
+
+    def describe(leaf, floating):
+        shape = tuple(getattr(leaf, "shape", ()))
+        if floating or isinstance(leaf, ShapeOnly):
+            return ("float", dims(shape), str(getattr(leaf, "dtype", "")))
+        if hasattr(leaf, "dtype") and hasattr(leaf, "shape"):
+            return ("tensor", shape, str(leaf.dtype), hash(np.asarray(leaf).tobytes()))
+        return ("value", repr(leaf))
+
+    def shapes(values):
+        return tuple((tuple(getattr(v, "shape", ())), str(getattr(v, "dtype", ""))) for v in values)
+
+    return (
+        type(layer), config, repr(tf.nest.map_structure(lambda _: None, structure)),
+        tuple(describe(leaf, i in inputs) for i, leaf in enumerate(leaves)),
+        shapes(call.trainable), shapes(call.non_trainable),
+        tuple((dims(tuple(getattr(v, "shape", ()))), str(getattr(v, "dtype", "")))
+              for v in tf.nest.flatten(call.outputs)),
+    )
+
+
+def _accepted(layer, kwargs: dict) -> dict:
+    """The keyword arguments the layer's ``call`` takes: ``Layer.__call__``
+    drops ``training`` and ``mask`` for a ``call`` without them, and
+    ``stateless_call`` passes its keywords to ``call`` as they are."""
+    try:
+        parameters = inspect.signature(call_method(layer)).parameters.values()
+    except (TypeError, ValueError):
+        return dict(kwargs)
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        return dict(kwargs)
+    names = {p.name for p in parameters}
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def _argument_names(layer, args, kwargs) -> list[str]:
+    """A name per leaf of (args, kwargs): the parameter names of the layer's
+    ``call`` (``inputs``, ``query``...), ``NAME_i`` inside a list."""
+    import tensorflow as tf
+
+    try:
+        parameters = [
+            p.name for p in inspect.signature(call_method(layer)).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ][1:]
+    except (TypeError, ValueError):
+        parameters = []
+    names = []
+    for i, arg in enumerate(args):
+        base = parameters[i] if i < len(parameters) else f"arg{i}"
+        leaves = tf.nest.flatten(arg)
+        names += [base] if len(leaves) == 1 and not isinstance(arg, (list, tuple, dict)) else [
+            f"{base}_{j}" for j in range(len(leaves))
+        ]
+    for key in sorted(kwargs):  # tf.nest orders a dict's leaves by key
+        leaves = tf.nest.flatten(kwargs[key])
+        names += [key] if len(leaves) == 1 and not isinstance(kwargs[key], (list, tuple, dict)) else [
+            f"{key}_{j}" for j in range(len(leaves))
+        ]
+    return names
+
+
+def call_method(layer):
+    """The Python function a unit's call runs: a Keras layer's ``call``, a
+    tf.Module's ``__call__`` (the body of a ``tf.function`` one)."""
+    import keras
+
+    method = getattr(type(layer), "call" if isinstance(layer, keras.layers.Layer) else "__call__", None)
+    return getattr(method, "python_function", method)
+
+
+def call_site(layer) -> str:
+    """``file:line`` of the ``def call`` of the layer's class."""
+    from gradcli.model.paths import relative_path
+
+    function = call_method(layer)
+    code = getattr(function, "__code__", None)
+    if code is None or not os.path.isfile(code.co_filename):
+        return ""
+    try:
+        lines, start = inspect.getsourcelines(function)
+        offset = next(i for i, line in enumerate(lines) if line.lstrip().startswith("def "))
+    except (OSError, TypeError, StopIteration):
+        start, offset = code.co_firstlineno, 0
+    return f"{relative_path(code.co_filename)}:{start + offset}"
