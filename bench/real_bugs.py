@@ -7,7 +7,7 @@ TensorFlow/Keras (the issue is named in its docstring) or a correct function
 says the right verdict in ``RIGHT`` ("pass" or "fail"). For each, this script
 runs
 
-* ``gradcli check`` (the library: ``check_paths``, default options), and
+* ``gradcli check`` (the library: ``check_batch``, default options), and
 * ``tf.test.compute_gradient`` the way TensorFlow's own tests use it: the
   theoretical and numeric Jacobians of every differentiated input at the same
   (float64) point, its default step, and one threshold,
@@ -88,10 +88,10 @@ FROM_TESTS = {
 
 def gradcli_row(path, options=None):
     from gradcli.options import CheckOptions
-    from gradcli.workers.batch import check_paths
+    from gradcli.workers.batch import check_batch
     from gradcli.render.text import model_verdict
 
-    result = check_paths([path], CheckOptions(**(options or {})))
+    result = check_batch([path], CheckOptions(**(options or {})))
     (model,) = result.models
     where = ""
     if model.not_the_users_function:

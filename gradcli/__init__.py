@@ -164,11 +164,11 @@ def _require_eager(function: str) -> None:
 
 
 #: What ``check`` takes besides the fields of ``CheckOptions``.
-_CHECK_RUN = ("inputs", "fail_fast", "jobs", "progress")
+_CHECK_RUN = ("inputs", "fail_fast", "jobs", "progress", "isolate")
 
 
 @_api
-def check(model, inputs=None, *, fail_fast=False, jobs=1, progress=None, **options):
+def check(model, inputs=None, *, fail_fast=False, jobs=1, progress=None, isolate=False, **options):
     """Compare analytic gradients with finite differences (``gradcli check``).
 
     ``model`` may also be a folder or a list of model files (a batch). ``options``
@@ -176,8 +176,11 @@ def check(model, inputs=None, *, fail_fast=False, jobs=1, progress=None, **optio
     ``rng_seed``, ``wrt``, ``set``, ``input``, ``native_dtype``, ``xla``,
     ``order``, ``allow_surrogate``, ``taylor``, ``samples``, ``fail_on``...: the
     fields of ``gradcli.options.CheckOptions``); they win over a model file's
-    ``check`` dict. Returns a ``CheckResult``; a model that cannot be loaded or
-    run is a ``ModelResult`` with ``error`` set.
+    ``check`` dict. ``isolate=True`` checks each model file in a supervised
+    worker process, as the command line does, so one that ends its process
+    (``os._exit``) is an error row rather than the end of the caller's.
+    Returns a ``CheckResult``; a model that cannot be loaded or run is a
+    ``ModelResult`` with ``error`` set.
 
         >>> gradcli.check(lambda x: tf.sin(x), ([0.5],), mode="full").ok
         True
@@ -197,11 +200,11 @@ def check(model, inputs=None, *, fail_fast=False, jobs=1, progress=None, **optio
         specs = expand_models(specs)  # a file named twice is checked once
     else:
         specs = [s for spec in specs for s in (expand_models([spec]) if isinstance(spec, str) else [spec])]
-    from gradcli.workers.batch import check_paths
+    from gradcli.workers.batch import check_batch
 
-    return _raise_usage(
-        check_paths(specs, checked, fixed=set(fields), fail_fast=fail_fast, jobs=jobs, progress=progress)
-    )
+    return _raise_usage(check_batch(
+        specs, checked, fixed=set(fields), fail_fast=fail_fast, jobs=jobs, progress=progress, isolate=isolate,
+    ))
 
 
 def _raise_usage(result):

@@ -73,38 +73,22 @@ def isolation_default() -> bool:
     return os.environ.get(IN_PROCESS_VARIABLE, "") in ("", "0")
 
 
-def check_paths(
-    specs: list,
-    options,
-    *,
-    fixed=(),
-    fail_fast: bool = False,
-    jobs: int = 1,
-    progress=None,
-) -> CheckResult:
-    """Load and check every model; a model that fails to load becomes an error row.
-
-    ``fixed`` names the option fields given explicitly (command line, API
-    keywords): a model file's ``check`` dict does not override them.
-    ``fail_fast`` stops at the first model that is not ok; the rest are listed
-    in ``CheckResult.skipped``. ``jobs > 1`` checks models in that many worker
-    processes (``supervise``: a model that ends its worker becomes
-    an error row); results keep the order of ``specs``.
-    ``progress(done, total, label)``, if given, is called before the first
-    model and after each one (``label``: the model finished, or ``None``).
-    """
-    return check_batch(specs, options, fixed=fixed, fail_fast=fail_fast, jobs=jobs, progress=progress)
-
-
 def check_batch(
     specs: list, options, *, fixed=(), fail_fast: bool = False, jobs: int = 1,
     progress=None, isolate: bool = False,
 ) -> CheckResult:
     """Load and check every model; a model that fails to load, raises or ends
-    its process becomes an error row (see ``check_paths``).
+    its process becomes an error row.
 
-    ``isolate`` (or ``jobs > 1``) checks model files in supervised workers;
-    module objects are always checked in this process.
+    ``fixed`` names the option fields given explicitly (command line, API
+    keywords): a model file's ``check`` dict does not override them.
+    ``fail_fast`` stops at the first model that is not ok; the rest are listed
+    in ``CheckResult.skipped``. ``isolate`` (or ``jobs > 1``) checks model
+    files in supervised workers (``supervise``: a model that ends its worker
+    becomes an error row); module objects are always checked in this process.
+    Results keep the order of ``specs``. ``progress(done, total, label)``, if
+    given, is called before the first model and after each one (``label``:
+    the model finished, or ``None``).
     """
     specs = list(specs)
     timeout = getattr(options, "timeout", None)
