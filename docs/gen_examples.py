@@ -46,7 +46,7 @@ ROOT = DOCS.parent
 OUT = DOCS / "examples"
 #: Report width: wide enough for the check table, narrow enough for a page.
 COLUMNS = 110
-#: Set while the examples run: each model runs in this process (``gradcli.analyses.batch``),
+#: Set while the examples run: each model runs in this process (``gradcli.workers.batch``),
 #: which prints what a worker would, without a TensorFlow import per model.
 IN_PROCESS = "GRADCLI_IN_PROCESS"
 #: Examples whose table needs more than COLUMNS (long weight names and indices).

@@ -194,9 +194,9 @@ class CheckOptions(Options):
     #: element-wise re-check of a failing pair may take (else a sample of its elements)
     budget: float = DEFAULT_BUDGET
     #: Seconds a model file may run in its worker before it is stopped and
-    #: reported as an error row (``analyses.batch.supervise``); None: no limit.
+    #: reported as an error row (``workers.batch.supervise``); None: no limit.
     timeout: float | None = None
-    #: The layer-by-layer pass of a Keras model or a network of tf.Modules (``analyses.by_layer``): None
+    #: The layer-by-layer pass of a Keras model or a network of tf.Modules (``analyses.layers``): None
     #: runs it in auto mode when the full check does not fit ``budget``; True
     #: always; False never.
     by_layer: bool | None = None

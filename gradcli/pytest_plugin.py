@@ -22,7 +22,7 @@ the verdict table ``gradcli check`` prints; a model that cannot be loaded
 fails with its error.
 
 Model files run where ``gradcli check`` runs them: in a supervised worker
-process (``gradcli.analyses.batch.supervise``), never in pytest's own, whatever
+process (``gradcli.workers.batch.supervise``), never in pytest's own, whatever
 ``GRADCLI_IN_PROCESS`` says. A model that ends its process (``os._exit(0)``, a
 segfault) fails its own item with "the model ended the process (...)" and the
 test run goes on with a fresh worker. The worker is kept from one model item

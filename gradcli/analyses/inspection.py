@@ -502,7 +502,7 @@ def jacobian_block(output, input, values, output_shape, input_shape, error=None)
 def inspect_path(what: str, spec: str, load, args: tuple = (), keywords: dict | None = None):
     """Load ``spec`` with ``load`` (``LoadOptions``) and run ``what`` (forward,
     vjp, jvp or jacobian) on it with ``args`` and ``keywords``: the command
-    line's entry, run in a supervised worker (``gradcli.analyses.batch``)."""
+    line's entry, run in a supervised worker (``gradcli.workers.batch``)."""
     from gradcli.model.loading import load_model
 
     analysis = {"forward": forward, "vjp": vjp, "jvp": jvp, "jacobian": jacobian}[what]

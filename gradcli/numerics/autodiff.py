@@ -24,7 +24,7 @@ and both take forward-mode products: on an EfficientNet-B0 the joint check's
 JVP raised "OrderedDict mutated during iteration" about one run in two. Every
 forward-mode product of this process runs under the lock: ``jvp``,
 ``batched_jvp``, ``hvp_forward_over_reverse`` and the layer pass's traced
-probes (``analyses.by_layer._Traced.probe``).
+probes (``analyses.layers.traces.Traced.probe``).
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ Two passes, each a central difference D(s) = (f(x + s d) - f(x - s d)) / 2s:
    ``roundoff_ulps`` assumes fewer for 16-bit compute).
 
 Settling rule (the caller's ``settled``; the check's is
-``analyses.check._FullCheck.settled``): an element is settled after pass 1 when
+``analyses.check.full.FullCheck.settled``): an element is settled after pass 1 when
 
     |a - D(h)| <= atol + rtol * |a| + FD_SAFETY * roundoff(D(h))
 

@@ -6,7 +6,7 @@ public protocol ``PairEvaluator.evaluate_pairs``, for f(x + s d) and
 f(x - s d); it forms every quotient itself, so an evaluator changes how the
 values are computed, never which points or which numbers. ``ModelEvaluator``
 is the default (the model itself); a caller that evaluates the points
-elsewhere (``analyses.by_layer``'s one traced call per unit) supplies its own.
+elsewhere (``analyses.layers``'s one traced call per unit) supplies its own.
 
 How ``ModelEvaluator`` evaluates points. Unit directions (the full check) run
 in place: one traced ``tf.while_loop`` per input group sets x_i + s in a

@@ -191,7 +191,7 @@ class FiniteDifferences:
 
     def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0) -> Derivatives:
         """Derivatives along ``directions`` (shape ``[k, *input_shape]``);
-        ``step_scale`` times the step rule's step (``check._FastCheck``'s
+        ``step_scale`` times the step rule's step (``analyses.check.fast.FastCheck``'s
         round-off retry, ``ROUNDOFF_RETRY``)."""
         group, embedded, h = self._embedded({name: directions}, step_scale)
         return self.richardson(group, "directions", embedded, h)

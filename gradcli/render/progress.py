@@ -1,6 +1,6 @@
 """Progress on stderr; the library only calls back.
 
-Two kinds of progress share one display: the models of a batch (``check_paths``
+Two kinds of progress share one display: the models of a batch (``check_batch``
 calls ``progress(done, total, label)``), and the stages of long work inside one
 model that ``gradcli.progress.report`` announces (finite-difference passes,
 each naming its inputs and which of the inputs it is, ``input 3 of 6``; Lanczos
@@ -53,7 +53,7 @@ def wanted(stream=None, *, enabled: bool = True, total: int = 2) -> bool:
 
 @contextmanager
 def progress_callback(*, enabled: bool = True, total: int = 2, stream=None):
-    """Yields ``progress(done, total, label)`` for ``check_paths`` (None when
+    """Yields ``progress(done, total, label)`` for ``check_batch`` (None when
     no batch row is shown), and shows the stages reported inside the block."""
     stream = stream or sys.stderr
     if not enabled:

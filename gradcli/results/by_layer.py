@@ -1,4 +1,4 @@
-"""Results of the layer-by-layer pass (``gradcli.analyses.by_layer``): one row per
+"""Results of the layer-by-layer pass (``gradcli.analyses.layers``): one row per
 checked call of a layer, kept on ``ModelResult.layers``."""
 
 from __future__ import annotations

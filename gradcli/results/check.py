@@ -234,7 +234,7 @@ class ModelResult:
     #: spell its parameters as flags (``error`` spells them as in the API).
     sweep: Sweep | None = None  # ``--samples`` / ``--special``: checks at more points
     call_proof: CallProof | None = None  # is the checked function the user's own?
-    #: The layer-by-layer pass (``analyses.by_layer``): one ``LayerResult`` per
+    #: The layer-by-layer pass (``analyses.layers``): one ``LayerResult`` per
     #: checked layer call, failures first; empty when the pass did not run.
     layers: list = field(default_factory=list)
 
