@@ -1,4 +1,4 @@
-"""The culprit: which op's own gradient is wrong; and ``ModelGraph``, every graph rule in one place.
+"""The culprit (the op whose own gradient is wrong), and ``ModelGraph``: every graph rule in one place.
 
 ``find_culprit`` checks each differentiable op on the path from an input to an
 output, in graph order, on its own (``local_check.check_op``: the op's

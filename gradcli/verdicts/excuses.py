@@ -1,8 +1,8 @@
 """What earns an excuse: the graph evidence behind ``surrogate`` and ``kink``.
 
 A comparison that fails is excused only by something the traced graph
-(``culprit.ModelGraph``, ``graph.TracedGraph``) shows on the path from the input to the output, never
-by the finite differences alone:
+(``graph.TracedGraph``, such as ``culprit.ModelGraph``) shows on the path from
+the input to the output, never by the finite differences alone:
 
 * **A straight-through estimator** (``straight_through``) earns ``surrogate``.
   It is a construction, one of:
