@@ -101,7 +101,7 @@ def test_a_jump_does_not_hide_a_wrong_gradient_beside_it():
     assert all(e["analytic"] / e["numeric"] == pytest.approx(2 / 3, rel=1e-4) for e in failing)
     assert {tuple(k["input_index"]) for k in pair["kinks"] if k["jump"]} == set(padded)
     # The culprit is the wrong cube, not the mask's select: the select's own
-    # derivative holds its condition at the point (culprit._check_op).
+    # derivative holds its condition at the point (local_check.check_op).
     culprit = pair["culprit"]
     assert culprit["site"]["description"].startswith("tf.custom_gradient cube"), culprit
     assert culprit["analytic"] / culprit["numeric"] == pytest.approx(2 / 3, rel=1e-4)

@@ -353,7 +353,7 @@ def test_the_model_graph_inlines_tf_functions_only_when_the_graph_calls_one(monk
     flips, flip = [], tf.config.run_functions_eagerly
     monkeypatch.setattr(tf.config, "run_functions_eagerly", lambda on: (flips.append(on), flip(on))[1])
     graph = ModelGraph(model)
-    assert graph._trace()
+    assert graph.trace()
     assert flips == ([True, False] if switched else [])
     ops = {op.type for op in graph.graph.get_operations()}
     assert not ops & {"PartitionedCall", "StatefulPartitionedCall"}  # inlined: the ops are the graph's own

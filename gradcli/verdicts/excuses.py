@@ -1,14 +1,14 @@
 """What earns an excuse: the graph evidence behind ``surrogate`` and ``kink``.
 
 A comparison that fails is excused only by something the traced graph
-(``culprit.ModelGraph``) shows on the path from the input to the output, never
-by the finite differences alone:
+(``graph.TracedGraph``, such as ``culprit.ModelGraph``) shows on the path from
+the input to the output, never by the finite differences alone:
 
 * **A straight-through estimator** (``straight_through``) earns ``surrogate``.
   It is a construction, one of:
 
   - a quantizing op whose registered gradient is a straight-through one by
-    design (``culprit.SURROGATE_OPS``: ``FakeQuant*``,
+    design (``graph_ops.SURROGATE_OPS``: ``FakeQuant*``,
     ``QuantizeAndDequantize*``), or a quantizing op (``QUANTIZING_OPS``) whose
     gradient is overridden (``gradient_override_map``);
   - ``x + tf.stop_gradient(q(x) - x)``: a ``StopGradient`` of a difference
@@ -55,7 +55,7 @@ import numpy as np
 
 from gradcli.numerics.autodiff import graph_gradients
 from gradcli.results import GraphSite
-from gradcli.verdicts.culprit import SURROGATE_OPS, _ancestors, _custom_result_count, _describe
+from gradcli.verdicts.graph_ops import SURROGATE_OPS, ancestors, custom_result_count, describe
 
 #: Ops whose output is piecewise constant in their floating input.
 QUANTIZING_OPS = frozenset({"Round", "Rint", "Floor", "Ceil", "Sign", *SURROGATE_OPS})
@@ -121,12 +121,12 @@ class Construction:
 def straight_through(graph, name: str, output: str) -> list[Construction] | None:
     """The straight-through estimators on the path from input ``name`` to
     ``output`` (module docstring); ``None`` when the graph cannot be traced."""
-    if graph is None or not graph._trace():
+    if graph is None or not graph.trace():
         return None
     path = graph.path_ops(name, output)
     start = graph.inputs[name].op
-    reached = graph._forward_ops(name) | {start}
-    uncut = graph._forward_ops(name, stop_at_cuts=True) | {start}
+    reached = graph.forward_ops(name) | {start}
+    uncut = graph.forward_ops(name, stop_at_cuts=True) | {start}
     found = []
     for op in path:
         if op.type in SURROGATE_OPS:
@@ -145,14 +145,14 @@ def straight_through(graph, name: str, output: str) -> list[Construction] | None
             construction = _stop_gradient_pattern(graph, op, reached, uncut)
             if construction is not None:
                 found.append(construction)
-        elif _custom_result_count(op) is not None:
-            inside = graph._inside_custom_gradients([op])
+        elif custom_result_count(op) is not None:
+            inside = graph.inside_custom_gradients([op])
             quantizers = [o for o in graph.graph.get_operations() if o in inside and o.type in QUANTIZING_OPS]
             if quantizers:
                 q = quantizers[0]
-                n = _custom_result_count(op)
+                n = custom_result_count(op)
                 found.append(Construction(
-                    graph.site(op, f"{_describe(op)} at {graph.location(op) or op.name} around "
+                    graph.site(op, f"{describe(op)} at {graph.location(op) or op.name} around "
                                    f"{q.type} at {graph.location(q) or q.name}"),
                     list(op.outputs[:n]),
                 ))
@@ -175,10 +175,10 @@ def _stop_gradient_pattern(graph, stop, reached, uncut) -> Construction | None:
     its output is added back to that same ``t`` (``t + sg(q - t)``, or
     ``t - sg(t - q)``), which carries the input without a cut. The sum is q(x)
     forward and the identity backward."""
-    ancestors = _ancestors([stop])
+    upstream = ancestors([stop])
     quantizers = [
         o for o in graph.graph.get_operations()
-        if o in ancestors and o in reached and o.type in QUANTIZING_OPS
+        if o in upstream and o in reached and o.type in QUANTIZING_OPS
     ]
     if not quantizers:
         return None
@@ -190,7 +190,7 @@ def _stop_gradient_pattern(graph, stop, reached, uncut) -> Construction | None:
         t = _source(t)
         if t.op.type == "Neg":
             t = _source(t.op.inputs[0])
-        if not any(o.type in QUANTIZING_OPS for o in _ancestors([t.op])):
+        if not any(o.type in QUANTIZING_OPS for o in ancestors([t.op])):
             terms.add(t.ref())
     if not terms:
         return None
@@ -230,8 +230,8 @@ def has_nonsmooth_op(graph) -> bool:
     that can be traced) is in ``NONSMOOTH_OPS``: the step rule of dense
     directions (``finite_diff.dense_step_size``). Not an excuse: a kink still
     needs ``nonsmooth`` on the path and the slopes' gap."""
-    if graph is not None and hasattr(graph, "_trace"):
-        graph = graph.graph if graph._trace() else None
+    if graph is not None and hasattr(graph, "trace"):
+        graph = graph.graph if graph.trace() else None
     if graph is None:
         return False
     seen: set = set()
@@ -244,10 +244,10 @@ def has_nonsmooth_op(graph) -> bool:
 def nonsmooth(graph, name: str, output: str) -> list[GraphSite] | None:
     """Ops on the path from ``name`` to ``output`` that can make a kink (module
     docstring), at most 5; ``None`` when the graph cannot be traced."""
-    if graph is None or not graph._trace():
+    if graph is None or not graph.trace():
         return None
     start = graph.inputs[name].op
-    reached = graph._forward_ops(name) | {start}
+    reached = graph.forward_ops(name) | {start}
     sites = []
     for op in graph.path_ops(name, output):
         why = _nonsmooth_reason(graph.graph, op, reached)
@@ -314,7 +314,7 @@ def gradient_beside(graph, name: str, output: str, constructions, rows) -> np.nd
         if grad is None:
             return np.zeros((len(rows), size))
         feeds = [graph.inputs[n] for n in graph.model.point]
-        fn = graph._wrapped.prune(feeds + [seed], [grad])
+        fn = graph.wrapped.prune(feeds + [seed], [grad])
         values = [tf.constant(graph.model.point[n]) for n in graph.model.point]
         out = np.zeros((len(rows), size))
         shape = tuple(y.shape)

@@ -1,0 +1,395 @@
+"""The model's traced graph: its ops, the paths between them, and their lines.
+
+``TracedGraph`` traces ``Model.function`` once into a graph
+(``tf.compat.v1.wrap_function``, which keeps the graph prunable: any
+intermediate tensor can be fed and any fetched). Every op records the Python
+stack that created it, so each finding names the model-file line
+(``location``: the innermost frame of the model file below gradcli's own call
+of the model, else of user code; never a library's).
+
+It holds what every rule on the graph shares: the trace (``trace``,
+``callable``), reachability (``forward_ops``, ``path_ops``, ``reaches``), how a
+report names an op (``site``, ``location``, ``describe_op``, ``keras_layer``),
+and an op as a function of its own inputs (``local_inputs``,
+``local_outputs``, ``checkable``, ``seen_values``), with the forward code of a
+``tf.custom_gradient`` set apart (``inside_custom_gradients``: backpropagation
+never calls the gradients of those ops). The rules themselves live beside it:
+``sites`` (cuts, surrogates, boundaries), ``precision``, ``local_check``,
+``spread``, ``gradient_faults``, ``culprit`` (whose ``ModelGraph`` gathers them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+
+import numpy as np
+
+from gradcli.errors import error_line
+from gradcli.model.core import first_line
+from gradcli.model.paths import relative_path
+from gradcli.numerics.autodiff import functions_run_eagerly
+from gradcli.results import GraphSite
+from gradcli.tf_import import import_tensorflow
+from gradcli.verdicts.graph_ops import (
+    SURROGATE_OPS, TRIVIAL_OPS, ancestors, custom_result_count, cut_description, describe,
+    enclosing_class, floating, gradient_definition, override,
+)
+
+tf = import_tensorflow()
+
+_LIBRARY_DIRS = tuple(
+    os.path.dirname(os.path.abspath(p)) + os.sep
+    for p in (os.__file__, np.__file__, tf.__file__, os.path.dirname(__file__))  # .../gradcli/
+)
+#: gradcli's own package folder: frames in it are the caller side of a model call.
+_GRADCLI_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _is_library(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return (
+        path.startswith(_LIBRARY_DIRS)
+        or "site-packages" in path
+        or filename.startswith("<")
+        or path.startswith(sys.prefix)
+    )
+
+
+def _holds_calls(graph) -> bool:
+    """Whether a graph calls a function (a ``tf.function`` traced as a call)."""
+    return any(op.type in ("PartitionedCall", "StatefulPartitionedCall") for op in graph.get_operations())
+
+
+def _layer_names(model) -> set:
+    """Names of the Keras layers the model's module (and its ``model``) holds."""
+    names = set()
+    try:
+        import keras
+    except ImportError:
+        return names
+    roots = list(vars(model.module).values()) if getattr(model, "module", None) else []
+    roots.append(getattr(model, "source", None))
+    stack, seen = [r for r in roots if isinstance(r, keras.layers.Layer)], set()
+    while stack:
+        layer = stack.pop()
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
+        names.add(layer.name)
+        stack.extend(getattr(layer, "_layers", None) or [])
+    return names
+
+
+class TracedGraph:
+    """A lazily traced graph of ``model.function`` at ``model.point``."""
+
+    def __init__(self, model):
+        self.model = model
+        self.wrapped = None  # the ``wrap_function`` of the model's function, once traced
+        self.error: str | None = None
+        self.traced = False
+        self._called = None  # the trace with tf.function calls kept, when the graph inlined them
+        self.run_note: str | None = None  # why ``callable`` gave no graph to run
+
+    #: whether the model's function calls ``tf.function``s (``trace``)
+    calls_functions = False
+
+    def trace(self) -> bool:
+        """Trace the model once (later calls return the first answer): whether
+        there is a graph. Sets ``graph``, ``inputs`` (name -> placeholder) and
+        ``outputs`` (name -> tensor); ``error`` says why when there is none."""
+        if self.wrapped is not None or self.error is not None:
+            return self.wrapped is not None
+        model = self.model
+        names = list(model.point)
+        specs = [
+            tf.TensorSpec(np.shape(model.point[n]), tf.as_dtype(np.asarray(model.point[n]).dtype), name=n)
+            for n in names
+        ]
+
+        def traced(*args):
+            return model.function(dict(zip(names, args)))
+
+        # tf.function bodies are inlined (run_functions_eagerly), so their ops
+        # (and a custom gradient inside one) are ops of this graph rather than
+        # one opaque PartitionedCall; a body that needs autograph then fails,
+        # and stays traced as a call. The switch is process-wide (another
+        # thread's tf.functions would run eagerly meanwhile: the joint check
+        # beside the layer pass), so it is thrown only for a graph that holds
+        # a call: without one, both traces are the same graph.
+        error = None
+        for inline in (False, True):
+            try:
+                with functions_run_eagerly() if inline else contextlib.nullcontext():
+                    wrapped = tf.compat.v1.wrap_function(traced, specs)
+            except Exception as exc:  # not traceable in graph mode: no graph findings
+                error = f"{type(exc).__name__}: {error_line(exc)}"
+                continue
+            if inline:
+                self._called = self.wrapped
+            self.wrapped = wrapped
+            if inline or not _holds_calls(wrapped.graph):
+                break
+            self.calls_functions = True  # the model runs tf.functions (traced as calls)
+        if self.wrapped is None:
+            self.error = error
+            return False
+        self.graph = self.wrapped.graph
+        self.inputs = dict(zip(names, self.wrapped.inputs))
+        structured = self.wrapped.structured_outputs
+        self.outputs = {o: structured[o] for o in model.outputs}
+        self.traced = True
+        return True
+
+    def callable(self):
+        """The traced graph as the model's function (dict of the point's
+        tensors -> dict of outputs), or None when it cannot be traced: a call
+        runs no Python of the model (``FiniteDifferences.traced``)."""
+        if not self.trace():
+            return None
+        names = list(self.model.point)
+        point = [tf.constant(self.model.point[n]) for n in names]
+        # Inlining strips a tf.function's own settings: the body of a
+        # ``jit_compile=True`` function (Keras' grouped convolution on CPU) may
+        # not run outside XLA ("Fused conv implementation does not support
+        # grouped convolutions"). So the graph runs once at the point first;
+        # if it raises, the trace with the calls kept, else the model's Python.
+        failure = None
+        for wrapped in (self.wrapped, self._called):
+            if wrapped is None:
+                continue
+            try:
+                wrapped(*point)
+            except Exception as exc:  # this trace cannot run: the next, else none
+                failure = failure or exc
+                continue
+            if failure is not None:
+                self.run_note = (
+                    "the model's graph with tf.function bodies inlined does not run "
+                    f"({type(failure).__name__}: {first_line(failure)}); finite differences "
+                    "call its tf.functions as they are"
+                )
+
+            def function(values: dict, wrapped=wrapped) -> dict:
+                return wrapped(*[values[n] for n in names])
+
+            return function
+        self.run_note = (
+            f"the model's traced graph does not run ({type(failure).__name__}: {first_line(failure)}); "
+            "finite differences call the model's Python"
+        )
+        return None
+
+    # -- reachability ---------------------------------------------------------
+
+    def forward_ops(self, name, stop_at_cuts=False) -> set:
+        """The ops reached from input ``name`` (not through a cut, with ``stop_at_cuts``)."""
+        start = self.inputs[name].op
+        seen, stack = set(), [start]
+        while stack:
+            op = stack.pop()
+            for t in op.outputs:
+                for consumer in t.consumers():
+                    if consumer not in seen:
+                        seen.add(consumer)
+                        if not (stop_at_cuts and cut_description(consumer)):
+                            stack.append(consumer)
+        return seen
+
+    def backward_ops(self, output) -> set:
+        """The ops ``output`` reads from or waits for."""
+        return ancestors([self.outputs[output].op], control=True)
+
+    def path_ops(self, name, output) -> list:
+        """Ops on a path from input ``name`` to ``output``, in graph (topological) order."""
+        between = self.forward_ops(name) & self.backward_ops(output)
+        return [op for op in self.graph.get_operations() if op in between]
+
+    def reaches(self, name, output) -> bool:
+        return self.trace() and bool(self.path_ops(name, output))
+
+    def differentiated_ops(self) -> set:
+        """Ops a gradient flows through: reached from a differentiated input along
+        floating tensors (not through a cut) and reaching an output."""
+        if not self.trace():
+            return set()
+        reached, stack = set(), [self.inputs[n].op for n in self.model.wrt if n in self.inputs]
+        while stack:
+            op = stack.pop()
+            for t in op.outputs:
+                if not floating(t):
+                    continue
+                for consumer in t.consumers():
+                    if consumer not in reached:
+                        reached.add(consumer)
+                        if not cut_description(consumer):
+                            stack.append(consumer)
+        used = set().union(*(self.backward_ops(o) for o in self.outputs))
+        return reached & used
+
+    # -- naming an op in a report -------------------------------------------------
+
+    def site(self, op, description="") -> GraphSite:
+        return GraphSite(op_type=op.type, op_name=op.name, location=self.location(op),
+                         description=description)
+
+    def location(self, op) -> str:
+        """``file:line`` of the innermost frame of user code that created ``op``."""
+        model_path = os.path.abspath(self.model.path)
+        frames = list(op.traceback)
+        # Only frames below gradcli's own call of the model: a script that calls
+        # gradcli (the API, a bench) is not where the model made the op.
+        ours = [i for i, f in enumerate(frames) if os.path.abspath(f.filename).startswith(_GRADCLI_DIR)]
+        frames = frames[ours[-1] + 1:] if ours else frames
+        user = [f for f in frames if os.path.abspath(f.filename) == model_path]
+        if not user:
+            user = [f for f in frames if not _is_library(f.filename)]
+        if not user:
+            # Made by gradcli's call of the model itself: a tf.custom_gradient given
+            # as the model is where its decorated function is defined.
+            return gradient_definition(op) if custom_result_count(op) is not None else ""
+        frame = user[-1]
+        return f"{relative_path(frame.filename)}:{frame.lineno}"
+
+    def describe_op(self, op) -> str:
+        """What to call ``op`` in a report: the op type (or ``tf.custom_gradient
+        NAME``), whether a ``gradient_override_map`` replaced its registered
+        gradient and by which function, and the Keras layer whose ``call`` made
+        it (``keras_layer``)."""
+        text = describe(op)
+        overridden = override(op)
+        if overridden is not None:
+            name, function = overridden
+            text += f", its gradient overridden by registered gradient '{name}'"
+            if function:
+                text += f" ({function})"
+        layer = self.keras_layer(op) or self._scope_layer(op)
+        if layer:
+            text += f" in {layer}"
+        return text
+
+    def _scope_layer(self, op) -> str:
+        """``Keras layer 'NAME'`` for an op no line of the user's code made (a
+        built-in layer's, an LSTM's ``While``): the model's layer named by the
+        op's name scope, so a report never ends at an op with nothing to find
+        it by. "" when the op has a line or no scope names a layer."""
+        if self.location(op):
+            return ""
+        names = _layer_names(self.model)
+        for scope in op.name.split("/")[:-1]:
+            for name in (scope, re.sub(r"_\d+$", "", scope)):
+                if name in names:
+                    return f"Keras layer '{name}'"
+        return ""
+
+    def keras_layer(self, op) -> str:
+        """``Keras layer 'NAME' (Class.call)`` when ``op`` was made in the ``call``
+        of a layer class written in the model file, ``Class.method`` when in
+        another method of a class there (a tf.Module's ``__call__``), else "". The class comes
+        from the model-file frame's enclosing ``class`` (its ``call``), the name
+        from the op's outermost name scope matched against the model's layers
+        (a graph may append ``_1`` to a scope already used)."""
+        model_path = os.path.abspath(self.model.path)
+        frames = [f for f in op.traceback if os.path.abspath(f.filename) == model_path]
+        owner = next(
+            (c for c in (enclosing_class(f.filename, f.lineno) for f in reversed(frames)
+                         if f.name != "<module>") if c), None,
+        )
+        if owner is None:
+            return ""
+        scopes = [s for s in op.name.split("/")[:-1] if s]
+        names = _layer_names(self.model)
+        layer = next((s for s in scopes if s in names), None)
+        if layer is None:
+            stripped = [re.sub(r"_\d+$", "", s) for s in scopes]
+            layer = next((s for s in stripped if s in names), None)
+        if layer is None and not owner.endswith(".call"):  # a tf.Module's __call__: no Keras layer
+            return owner
+        if layer is None:
+            layer = re.sub(r"_\d+$", "", scopes[0]) if scopes else None
+        return f"Keras layer '{layer}' ({owner})" if layer else f"Keras layer {owner}"
+
+    # -- an op as a function of its own inputs ------------------------------------
+
+    def inside_custom_gradients(self, path) -> set:
+        """Ops of the forward code of a ``tf.custom_gradient`` (between its
+        arguments and its results): backpropagation never calls their gradients,
+        the decorated function's gradient replaces them, so they cannot be the
+        culprit (a correct ``x * x`` there must not be blamed)."""
+        inside = set()
+        for op in path:
+            n = custom_result_count(op)
+            if n is None:
+                continue
+            results = {t.op for t in op.inputs[:n]}
+            args = list(op.inputs[n:])
+            below = ancestors(results)
+            arg_ops = {t.op for t in args}
+            for o in below:
+                if o not in arg_ops and self.depends_on(o, arg_ops):
+                    inside.add(o)
+        return inside
+
+    @staticmethod
+    def depends_on(op, targets) -> bool:
+        """Whether ``op`` is one of ``targets`` or reads from one."""
+        seen, stack = set(), [op]
+        while stack:
+            o = stack.pop()
+            if o in targets:
+                return True
+            if o in seen:
+                continue
+            seen.add(o)
+            stack.extend(t.op for t in o.inputs)
+        return False
+
+    def checkable(self, op) -> bool:
+        """Whether ``op``'s own gradient can be checked: a floating function of
+        floating inputs that is not plumbing, a surrogate or a cut."""
+        if op.type in TRIVIAL_OPS or op.type in SURROGATE_OPS or cut_description(op):
+            return False
+        if not any(floating(t) for t in self.local_outputs(op)):
+            return False
+        return any(floating(t) for t in self.local_inputs(op))
+
+    def local_inputs(self, op):
+        """The op's distinct floating inputs: an input fed twice (``x * x``) is one
+        variable of the local function, perturbed once."""
+        n = custom_result_count(op)
+        inputs = list(op.inputs)
+        if n is not None:  # custom gradient: the decorated function's arguments
+            inputs = inputs[n:]
+        distinct = {}
+        for t in inputs:
+            if floating(t):
+                distinct.setdefault(t.ref(), t)
+        return list(distinct.values())
+
+    def local_outputs(self, op):
+        """The op's floating outputs (a custom gradient's results)."""
+        n = custom_result_count(op)
+        outputs = list(op.outputs)
+        if n is not None:
+            outputs = outputs[:n]
+        return [t for t in outputs if floating(t)]
+
+    def seen_values(self, ops):
+        """The model's inputs (``feeds``), their values, and ``seen``: tensor ref ->
+        the value each local input and output of ``ops`` had at the point."""
+        feeds = [self.inputs[n] for n in self.model.point]
+        feed_values = [tf.constant(self.model.point[n]) for n in self.model.point]
+        fed = {t.ref() for t in feeds}
+        needed = {}
+        for op in ops:
+            for t in self.local_inputs(op) + self.local_outputs(op):
+                if t.ref() not in fed:
+                    needed.setdefault(t.ref(), t)
+        needed = list(needed.values())
+        values = self.wrapped.prune(feeds, needed)(*feed_values) if needed else []
+        seen = {t.ref(): v for t, v in zip(needed, values)}
+        seen.update({t.ref(): v for t, v in zip(feeds, feed_values)})
+        return feeds, feed_values, seen
