@@ -42,7 +42,7 @@ def failing_gradient_site(model: Model) -> str | None:
     from gradcli.verdicts.culprit import ModelGraph
 
     graph = ModelGraph(model)
-    if not graph._trace():
+    if not graph.trace():
         return None
     with graph.graph.as_default():
         for op in list(graph.graph.get_operations()):
