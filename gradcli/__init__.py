@@ -21,14 +21,14 @@ only argument). ``inputs`` is every function's second argument, positional
 file defines its own. A model file that does not exist raises ``UsageError``
 in every function, before anything runs.
 
-Keyword arguments are the command's long options, spelled with underscores
-(``KEYWORDS``): ``rtol``, ``rng_seed``, ``native_dtype=True`` (``--native-dtype``),
+Keyword arguments are the command's long options, spelled with underscores,
+and the fields of the options dataclasses have the same names (``gradcli.options``):
+``rtol``, ``rng_seed``, ``native_dtype=True`` (``--native-dtype``),
 ``set={"x": [1.0]}`` (``--set``), ``input={...}`` (``--input``), ``xla=False``
 (``--no-xla``), ``cotangents={...}`` (``--cotangent``, also spelled
 ``cotangent``). A VALUE may be an array, a list or a string as the command
 line reads it (``"@h.npz:output"``); names (``wrt``, ``of``, ``fail_on``) a
-list or a comma-separated string. The earlier names of the options fields
-(``float64``, ``jit_compile``, ``overrides``, ``data``) still work. An unknown
+list or a comma-separated string (``KEYWORDS``: the one other spelling). An unknown
 keyword raises ``gradcli.UnknownKeyword`` (a ``UsageError`` and a
 ``TypeError``) naming it, the nearest known one and every keyword the
 function takes. Every function raises ``gradcli.UsageError`` for a bad
@@ -81,24 +81,19 @@ def __getattr__(name):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-#: Keywords spelled like the command line's options where the options field
-#: behind them is spelled otherwise: keyword -> field. The field's own name is
-#: accepted too (it was the keyword before), never both in one call.
-#: ``native_dtype`` is the negation of ``float64``; ``cotangent`` and
-#: ``tangent`` are the singular of the option (``--cotangent``), the plural
-#: the keyword a function lists, since it takes every output's seed at once.
+#: Every keyword is an options field's name, which is its option's (``rtol``,
+#: ``native_dtype``, ``set``, ``input``, ``xla``). The one other spelling a
+#: function takes: the singular of an option repeated per output or input
+#: (``--cotangent``, ``--tangent``), for the plural keyword that takes every
+#: seed at once. keyword -> field; never both in one call.
 KEYWORDS = {
-    "native_dtype": "float64",
-    "xla": "jit_compile",
-    "set": "overrides",
-    "input": "data",
     "cotangent": "cotangents",
     "tangent": "tangents",
 }
 #: Of ``KEYWORDS``, the spellings accepted but not listed (the field is).
 _SINGULAR = ("cotangent", "tangent")
 #: Fields that hold named arrays (VALUEs) and fields that hold names.
-_ARRAY_FIELDS = ("overrides", "data", "cotangents", "tangents")
+_ARRAY_FIELDS = ("set", "input", "cotangents", "tangents")
 _NAME_FIELDS = ("wrt", "of", "fail_on", "layers")
 
 
@@ -139,7 +134,7 @@ def _api(function=None, *, earlier_second: str | None = None):
                 raise
             raise _respelled(error, {KEYWORDS.get(key, key): key for key in kwargs}) from None
         # Messages inside the result (error rows, notes) name parameters as keywords.
-        return spell_texts(result, lambda name: _KEYWORD_OF.get(name, name))
+        return spell_texts(result, lambda name: name)
 
     return call
 
@@ -349,7 +344,7 @@ def _fields(options_class) -> dict:
 def _keywords(function: str, given: dict, options_class, extra=()) -> tuple[dict, dict]:
     """The keywords of a call as options fields: ``(fields, used)``, where
     ``fields`` maps each field to its value (converted: VALUEs to arrays, names
-    to lists, ``native_dtype`` to ``float64``) and ``used`` each field to the
+    to lists) and ``used`` each field to the
     keyword that set it (for messages). ``extra``: the function's own
     parameters, listed as known but not converted here."""
     from gradcli.errors import UsageError
@@ -372,11 +367,7 @@ def _keywords(function: str, given: dict, options_class, extra=()) -> tuple[dict
                 f"gradcli.{function}() got both {used[field]}= and {key}=, which set the same option: give one"
             )
         used[field] = key
-        if key == "native_dtype":
-            if not isinstance(value, bool):
-                raise UsageError(f"must be true or false, got {value!r}", param="native_dtype")
-            value = not value
-        elif field in _ARRAY_FIELDS:
+        if field in _ARRAY_FIELDS:
             value = _arrays(value, key)
         elif field in _NAME_FIELDS and "list" in str(getattr(declared.get(field), "type", "list")):
             value = _names(value)
@@ -410,17 +401,12 @@ def _build(options_class, fields: dict, used: dict):
         raise _respelled(exc, used) from None
 
 
-#: The keyword that names a field in messages when the call did not give it:
-#: the option's spelling (``overrides`` -> ``set``, ``data`` -> ``input``).
-_KEYWORD_OF = {field: key for key, field in KEYWORDS.items() if field in _ARRAY_FIELDS and key not in _SINGULAR}
-
-
 def _respelled(error, used: dict):
     """``error`` with each parameter named as the caller spelled it (``used``:
-    field -> keyword), else by its keyword (``_KEYWORD_OF``)."""
+    field -> keyword), else by its own name, the keyword."""
     import re
 
-    spell = lambda name: used.get(name) or _KEYWORD_OF.get(name, name)  # noqa: E731
+    spell = lambda name: used.get(name) or name  # noqa: E731
     problem = re.sub(r"\{@(\w+)\}", lambda m: "{@" + spell(m.group(1)) + "}", error.problem)
     return type(error)(problem, param=spell(error.param) if error.param else None, bad_value=error.bad_value)
 

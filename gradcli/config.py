@@ -51,20 +51,11 @@ from gradcli.model.project import PYPROJECT, REPOSITORY_MARKER, find_pyproject, 
 #: Keys whose values are paths, resolved against the configuration file's
 #: folder and kept inside its project.
 PATH_KEYS = ("paths", "junit_xml", "summary", "save", "plot")
-#: Command-line option names whose options-dataclass field differs:
-#: name -> (field, convert value).
-FIELD_OF_OPTION = {
-    "native_dtype": ("float64", lambda v: not v),
-    "xla": ("jit_compile", lambda v: v),
-    "plot": ("slice", bool),  # hessian: a plot needs the slice along the lowest eigenvector
-}
 #: Options a model file's ``check`` dict may not set, and why.
 NOT_PER_MODEL = {
     "wrt": "set `wrt` in the model file itself",
     "set": "change `inputs` in the model file itself",
-    "overrides": "change `inputs` in the model file itself",
     "input": "give a model file's data in `inputs`",
-    "data": "give a model file's data in `inputs`",
     "timeout": "its worker is stopped by the run, which does not read the model file",
     "imports": "import the module in the model file itself",
     "loss": "set `loss` in the model file itself",
@@ -192,19 +183,10 @@ def _resolve(value, base: str, root: str, where: str):
     return path
 
 
-def option_fields(names) -> set[str]:
-    """Command-line parameter names -> the options-dataclass fields they set."""
-    return {FIELD_OF_OPTION.get(n, (n, None))[0] for n in names}
-
-
 def options_from_params(cls, params: dict):
     """An options dataclass from command parameters: each field takes the
-    parameter of the same name, or the one ``FIELD_OF_OPTION`` maps to it."""
-    values = {n: params[n] for n in cls.__dataclass_fields__ if n in params}
-    for name, (field_name, convert) in FIELD_OF_OPTION.items():
-        if name in params and field_name in cls.__dataclass_fields__:
-            values[field_name] = convert(params[name])
-    return cls(**values)
+    parameter of its name (a field is named as its option)."""
+    return cls(**{n: params[n] for n in cls.__dataclass_fields__ if n in params})
 
 
 # --- a model file's ``check`` dict ---------------------------------------------
@@ -234,18 +216,16 @@ def model_options(options, settings: dict, fixed=(), where: str = "model file"):
             raise UsageError(
                 f"{label} applies to a whole run; set it in [tool.gradcli] or on the command line"
             )
-        field_name, convert = FIELD_OF_OPTION.get(name, (name, lambda v: v))
-        if field_name not in fields:
-            aliased = {f for f, _ in FIELD_OF_OPTION.values()}
-            known = sorted((fields - aliased - set(NOT_PER_MODEL)) | set(FIELD_OF_OPTION))
+        if name not in fields:
+            known = sorted(fields - set(NOT_PER_MODEL))
             raise UsageError(f"{label} is not an option (known: {', '.join(known)})")
         try:
-            value = coerce(value, hints[field_name], field_name)
+            value = coerce(value, hints[name], name)
         except UsageError as exc:
             raise UsageError(f"{label} {exc.problem}") from None
-        if field_name in fixed:
+        if name in fixed:
             continue
-        changes[field_name] = convert(value)
+        changes[name] = value
         applied[name] = value
     try:
         return dataclasses.replace(options, **changes), applied

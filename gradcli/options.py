@@ -142,12 +142,18 @@ class LoadOptions(Options):
     """How a model is loaded (``gradcli.model.loading.load_model``)."""
 
     wrt: list[str] | None = None  # inputs to differentiate (None: every floating input)
-    overrides: dict = field(default_factory=dict)  # --set: input name -> array
+    set: dict = field(default_factory=dict)  # input name -> array, replacing the model's own
     rng_seed: int = 0
-    float64: bool = True  # promote floating inputs to float64 for checking
-    data: dict = field(default_factory=dict)  # --input: data of a .keras model or SavedModel
+    native_dtype: bool = False  # check in the model's own dtype (else floating inputs go float64)
+    input: dict = field(default_factory=dict)  # the data of a .keras model or SavedModel
     imports: list[str] = field(default_factory=list)  # modules or .py files imported before loading
     loss: str | None = None  # a .keras model's loss: "compiled" or a Keras loss name
+
+    @classmethod
+    def fields_of(cls, options) -> dict:
+        """The loading options among an analysis's ``options`` (the fields of
+        the same names): what ``load_model`` takes, and all it is given."""
+        return {f.name: getattr(options, f.name) for f in dataclasses.fields(cls) if hasattr(options, f.name)}
 
 
 # --- gradcli check ---------------------------------------------------------------
@@ -169,12 +175,12 @@ class CheckOptions(Options):
     probes: int = 3
     rng_seed: int = 0
     wrt: list[str] | None = None
-    overrides: dict = field(default_factory=dict)
-    data: dict = field(default_factory=dict)  # --input: data of a .keras model or SavedModel
+    set: dict = field(default_factory=dict)  # input name -> array, replacing the model's own
+    input: dict = field(default_factory=dict)  # the data of a .keras model or SavedModel
     imports: list[str] = field(default_factory=list)  # modules or .py files imported before loading
     loss: str | None = None  # a .keras model's loss: "compiled" or a Keras loss name
-    float64: bool = True
-    jit_compile: bool | None = None  # None: XLA where it pays (numerics.in_place.XLA_PAYS_SECONDS)
+    native_dtype: bool = False  # check in the model's own dtype (else floating inputs go float64)
+    xla: bool | None = None  # None: XLA where it pays (numerics.in_place.XLA_PAYS_SECONDS)
     order: int = 1  # 2: also check second derivatives (gradcli.analyses.second_order)
     allow_surrogate: bool = False  # a surrogate (straight-through) gradient passes
     #: Which automatic differentiation modes are checked: "both" (reverse mode,
@@ -246,7 +252,7 @@ class HessianOptions(Options):
     """What ``gradcli hessian`` does; validated on construction (``gradcli.options``)."""
 
     wrt: list[str] | None = None
-    overrides: dict = field(default_factory=dict)
+    set: dict = field(default_factory=dict)
     cotangents: dict = field(default_factory=dict)
     method: str = "auto"
     top: int = 3
@@ -261,7 +267,7 @@ class HessianOptions(Options):
     rtol: float | None = None
     atol: float | None = None
     slice: bool = False  # compute the 1-D slice along the lowest eigenvector (for --plot)
-    float64: bool = True
+    native_dtype: bool = False
     max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available
 
     def validate(self):
@@ -293,6 +299,6 @@ class LogdetOptions(Options):
     output: str | None = None  # the output y (None: the only floating output)
     rtol: float | None = None
     atol: float | None = None
-    overrides: dict = field(default_factory=dict)
+    set: dict = field(default_factory=dict)
     rng_seed: int = 0
     max_memory: int | None = None  # bytes; None: gradcli.memory.SAFE_FRACTION of available

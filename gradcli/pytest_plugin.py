@@ -100,7 +100,6 @@ def _configured(config) -> tuple[dict, tuple, object]:
     from gradcli.cli import cli
     from gradcli.cli.check import check_options
     from gradcli.cli.settings import settings_without_flags
-    from gradcli.config import option_fields
     from gradcli.errors import UsageError
     from gradcli.model.loading import split_spec
     from gradcli.model.paths import expand_models
@@ -133,7 +132,7 @@ def _configured(config) -> tuple[dict, tuple, object]:
     for spec in specs:
         path, _ = split_spec(spec)
         models.setdefault(os.path.abspath(path), []).append(spec)
-    return models, (options, option_fields(given)), spell
+    return models, (options, set(given)), spell
 
 
 def _below(path: Path, root: Path) -> bool:

@@ -74,9 +74,6 @@ def test_values_name_the_keyword_the_call_used_never_the_flag():
         gradcli.check(square, (X,), set={"x": [1.0, 2.0, 3.0]})
     assert str(info.value) == "set x has shape [3], expected [2] (or a scalar)"
     with pytest.raises(UsageError) as info:
-        gradcli.forward(square, (X,), overrides={"x": [1.0, 2.0, 3.0]})
-    assert str(info.value) == "overrides x has shape [3], expected [2] (or a scalar)"
-    with pytest.raises(UsageError) as info:
         gradcli.forward(square, (X,), set={"z": 1.0})
     assert str(info.value) == "unknown input for set 'z' (known: x)"
     with pytest.raises(UsageError) as info:

@@ -281,7 +281,7 @@ def test_saved_model_weights_are_never_assigned(saved_module):
     from gradcli.model.loading import load_model
 
     folder, _ = saved_module
-    model = load_model(folder + ":serving_default", data={"x": X}, wrt=["inner/s", "x"])
+    model = load_model(folder + ":serving_default", input={"x": X}, wrt=["inner/s", "x"])
     shifted = dict(model.point, **{"inner/s": np.float64(-2.0)})
     t = np.tanh(X @ W + B)
     np.testing.assert_allclose(model.call(shifted)["y"], -2.0 * t, rtol=1e-12)
@@ -359,7 +359,7 @@ def test_native_dtype_weight_norms_are_the_float32_ones_training_sees():
 
     from gradcli.model.loading import load_model
 
-    point = load_model(sample("keras_mlp.py"), float64=False).point
+    point = load_model(sample("keras_mlp.py"), native_dtype=True).point
     assert point["dense/kernel"].dtype == np.float32
     reference = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(2)])
     names = ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
@@ -459,7 +459,7 @@ def test_float32_keras_layer_in_a_function_is_checked_in_float64():
     np.testing.assert_allclose(model.call(dict(model.point, x=x_shift))["output"], (x_shift @ w32 + b32) ** 2, rtol=1e-13)
     grads = inspection.vjp(model).arrays()
     np.testing.assert_allclose(grads["dense/kernel"], X.T @ (2 * z), rtol=1e-12)
-    native = load_model(float32_layer_module(), float64=False)
+    native = load_model(float32_layer_module(), native_dtype=True)
     assert native.dtype == np.float32 and native.outputs["output"].dtype == np.float32
     assert model.module.layer.dtype_policy.name == "float32"  # restored after each call
 

@@ -342,7 +342,7 @@ def test_previous_reports_are_removed_except_files_the_run_reads(tmp_path):
     old, read = tmp_path / "old.npz", tmp_path / "in.npz"
     old.write_bytes(b"x")
     read.write_bytes(b"x")
-    params = {"overrides": (f"x=@{read}:x",), "save": str(read)}
+    params = {"set": (f"x=@{read}:x",), "save": str(read)}
     writing.remove_previous([str(old), str(read), str(tmp_path / "missing.xml")], keep=_files_read(params))
     assert not old.exists() and read.exists()
 

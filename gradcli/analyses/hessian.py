@@ -33,7 +33,7 @@ import numpy as np
 from gradcli import progress
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError
-from gradcli.options import LANCZOS_TOL, HessianOptions  # noqa: F401 - part of this API
+from gradcli.options import LANCZOS_TOL, HessianOptions, LoadOptions  # noqa: F401 - part of this API
 
 #: auto uses the dense Hessian up to this many parameters: n HVPs and an
 #: O(n^3) eigendecomposition stay within seconds; beyond it Lanczos.
@@ -280,10 +280,7 @@ def hutchinson_trace(objective: Objective, theta, probes: int, rng) -> Trace:
 
 
 def analyse_path(spec: str, options: HessianOptions) -> HessianResult:
-    model = load_model(
-        spec, wrt=options.wrt, overrides=options.overrides, rng_seed=options.rng_seed,
-        float64=options.float64,
-    )
+    model = load_model(spec, **LoadOptions.fields_of(options))
     return analyse(model, options)
 
 

@@ -23,7 +23,7 @@ from gradcli.model.calling import Calling
 from gradcli.model.loading import (
     Model, definition_site, load_model, normalize_outputs, run_model, where_raised,
 )
-from gradcli.options import LogdetOptions
+from gradcli.options import LoadOptions, LogdetOptions
 from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
 from gradcli.results.logdet import LogdetExample, LogdetResult
@@ -51,10 +51,7 @@ def find_log_det(model: Model):
 
 def check_logdet_path(spec: str, options: LogdetOptions) -> LogdetResult:
     """Load ``spec`` and check its ``log_det_jacobian`` (``gradcli logdet``)."""
-    model = load_model(
-        spec, wrt=[options.wrt] if options.wrt else None, overrides=options.overrides,
-        rng_seed=options.rng_seed,
-    )
+    model = load_model(spec, **{**LoadOptions.fields_of(options), "wrt": [options.wrt] if options.wrt else None})
     return check_logdet(
         model, options.output, rtol=options.rtol, atol=options.atol, max_memory=options.max_memory
     )

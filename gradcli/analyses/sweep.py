@@ -58,8 +58,7 @@ def sweep(spec, model, options, check_model, load) -> Sweep:
     result = Sweep(samples=options.samples, radius=options.radius, seed=options.rng_seed,
                    special=options.special, dropped=dropped)
     for label, values in points:
-        overrides = {**options.overrides, **values}
-        point_options = dataclasses.replace(options, overrides=overrides, samples=0, special=False)
+        point_options = dataclasses.replace(options, set={**options.set, **values}, samples=0, special=False)
         try:
             at = load(spec, point_options)
         except GradcliError as exc:  # not defined there: outside the model's domain
@@ -157,7 +156,7 @@ def witness(values: dict) -> str:
     values are the native-dtype numbers written with Python's shortest round-trip
     repr, so they parse back to exactly the same numbers."""
     return " ".join(
-        "{@overrides} " + shlex.quote(f"{name}={json.dumps(value, separators=(',', ':'))}")
+        "{@set} " + shlex.quote(f"{name}={json.dumps(value, separators=(',', ':'))}")
         for name, value in values.items()
     )
 

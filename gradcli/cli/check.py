@@ -49,7 +49,7 @@ from gradcli.cli.options import (
 @click.option("--include", multiple=True, metavar="GLOB", help="Check only the files a folder MODEL holds that match GLOB (git's glob rules, relative to the working folder; repeatable).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")
 @click.option("-q", "--quiet", is_flag=True, help="Report only models that fail, and the summary; no progress bar.")
-def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format,
+def check(models, wrt, fail_on, fail_fast, shard, jobs, quiet, as_json, output_format,
           junit_xml, summary, plot, include, exclude, **options):
     """Compare analytic gradients with finite differences.
 
@@ -66,7 +66,6 @@ def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, 
     Example:
       gradcli check sample_models/buggy_custom_gradient.py --mode full
     """
-    from gradcli.config import option_fields
     from gradcli.model.paths import shard_models
 
     if not models:
@@ -75,7 +74,7 @@ def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, 
     if shard is not None:
         specs = shard_models(specs, *shard)
     options = check_options({
-        **options, "wrt": wrt, "overrides": overrides, "data": data, "fail_on": fail_on,
+        **options, "wrt": wrt, "fail_on": fail_on,
         "keep_blocks": bool(plot),
     })
     from gradcli.workers.batch import check_batch, isolation_default
@@ -85,7 +84,7 @@ def check(models, overrides, wrt, data, fail_on, fail_fast, shard, jobs, quiet, 
     # here), so one that ends its process is an error row, not a lost report.
     with progress_callback(enabled=not (as_json or quiet), total=len(specs)) as progress:
         return check_batch(
-            specs, options, fixed=option_fields(given_params()), fail_fast=fail_fast,
+            specs, options, fixed=set(given_params()), fail_fast=fail_fast,
             jobs=jobs, progress=progress, isolate=isolation_default(),
         )
 
@@ -99,8 +98,8 @@ def check_options(params: dict):
 
     return options_from_params(CheckOptions, {
         **params, "wrt": parse_names(params["wrt"]),
-        "overrides": parse_assignments(params["overrides"], "--set"),
-        "data": parse_assignments(params.get("data", ()), "--input"),
+        "set": parse_assignments(params["set"], "--set"),
+        "input": parse_assignments(params.get("input", ()), "--input"),
         "fail_on": parse_names(params["fail_on"]) or [],
         "layers": parse_names(params.get("layers") or ()) or None,
     })

@@ -38,10 +38,13 @@ from gradcli.errors import GradcliError, UsageError, spell_texts
 class GradcliCommand(click.Command):
     """``render``: "module:function" drawing the result as text on a rich
     console; ``render_params``: parameters it also takes (``quiet``);
-    ``formats``: other ``--format`` choices -> their "module:function"."""
+    ``formats``: other ``--format`` choices -> their "module:function";
+    ``implied``: options fields no flag sets but one implies -> that flag's
+    parameter (``gradcli hessian --plot`` draws the slice: ``slice`` -> ``plot``)."""
 
-    def __init__(self, *args, render: str, render_params=(), formats=None, **kwargs):
+    def __init__(self, *args, render: str, render_params=(), formats=None, implied=None, **kwargs):
         super().__init__(*args, **kwargs)
+        self.implied = dict(implied or {})
         self.render = render
         self.render_params = tuple(render_params)
         self.formats = {"text": render, **(formats or {})}
@@ -245,6 +248,7 @@ def _about_flag(ctx: click.Context, error: GradcliError):
     return click.UsageError(message, ctx=ctx)
 
 
-def command(render: str, render_params=(), formats=None, **kwargs):
+def command(render: str, render_params=(), formats=None, implied=None, **kwargs):
     """``@command("gradcli.render.text:render_check")``: a ``GradcliCommand``."""
-    return click.command(cls=GradcliCommand, render=render, render_params=render_params, formats=formats, **kwargs)
+    return click.command(cls=GradcliCommand, render=render, render_params=render_params, formats=formats,
+                         implied=implied, **kwargs)

@@ -11,7 +11,7 @@ from gradcli.cli.options import (
 )
 
 
-@command("gradcli.render.hessian_text:render_hessian")
+@command("gradcli.render.hessian_text:render_hessian", implied={"slice": "plot"})
 @model_argument()
 @model_options
 @click.option("--cotangent", "cotangents", multiple=True, metavar="OUTPUT=VALUE", help="The scalar is sum of <VALUE, OUTPUT> over the outputs given [default: the single output, cotangent ones].")
@@ -31,7 +31,7 @@ from gradcli.cli.options import (
 @save_option("Save eigenvalues, Hessian (dense), point and witness as .npz.")
 @json_option
 @junit_option("Also write a JUnit XML report (the expectation and the finite-difference check as testcases).")
-def hessian(model, wrt, overrides, cotangents, as_json, save, junit_xml, **options):
+def hessian(model, wrt, cotangents, as_json, save, junit_xml, **options):
     """Hessian of MODEL's scalar output: eigenvalues, definiteness, convexity.
 
     Exit 0 when done (and any --expect holds), 1 if --expect fails or the
@@ -47,7 +47,8 @@ def hessian(model, wrt, overrides, cotangents, as_json, save, junit_xml, **optio
     from gradcli.options import HessianOptions
 
     options = options_from_params(HessianOptions, {
-        **options, "wrt": parse_names(wrt), "overrides": parse_assignments(overrides, "--set"),
+        **options, "wrt": parse_names(wrt), "set": parse_assignments(options["set"], "--set"),
+        "slice": bool(options.get("plot")),  # a plot draws the slice along the lowest eigenvector
         "cotangents": parse_assignments(cotangents, "--cotangent"),
     })
     from gradcli.workers.batch import run_isolated

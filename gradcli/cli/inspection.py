@@ -47,10 +47,10 @@ def inspect(what: str, load_options: dict, *args, **keywords):
     model = load_options["model"]
     options = LoadOptions(
         wrt=parse_names(load_options["wrt"]),
-        overrides=parse_assignments(load_options["overrides"], "--set"),
-        rng_seed=load_options["rng_seed"], data=parse_assignments(load_options["data"], "--input"),
+        set=parse_assignments(load_options["set"], "--set"),
+        rng_seed=load_options["rng_seed"], input=parse_assignments(load_options["input"], "--input"),
         imports=list(load_options["imports"]), loss=load_options["loss"],
-        float64=not load_options["native_dtype"],
+        native_dtype=load_options["native_dtype"],
     )
     return run_isolated(
         "gradcli.analyses.inspection:inspect_path", model, what, model, options, args, keywords

@@ -112,10 +112,10 @@ def model_argument(command=None, *, many: bool = False):
 
 
 def model_options(command):
-    """How a model is loaded: ``--wrt`` (-> ``wrt``), ``--set`` (-> ``overrides``), ``--rng-seed``."""
+    """How a model is loaded: ``--wrt``, ``--set``, ``--rng-seed``."""
     return _apply(command, [
         click.option("--wrt", multiple=True, metavar="NAMES", help="Inputs to differentiate (comma-separated or repeated). Default: every floating input and every trainable weight (not a loss's targets y); the names given are exactly what is differentiated."),
-        click.option("--set", "overrides", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key."),
+        click.option("--set", "set", multiple=True, metavar="NAME=VALUE", help="Override an input: JSON literal, @file.npy or @file.npz:key."),
         click.option("--rng-seed", type=int, default=0, show_default=True, help="Seed for every random choice (inputs, weights, probes, samples); 0 to 2**32-1."),
     ])
 
@@ -129,11 +129,11 @@ def tolerance_options(what: str):
     return decorate
 
 
-input_option = click.option("--input", "data", multiple=True, metavar="NAME=VALUE", help="Data input of a .keras or SavedModel MODEL: JSON literal, @file.npy or @file.npz:key (a single-input model takes any NAME).")
+input_option = click.option("--input", "input", multiple=True, metavar="NAME=VALUE", help="Data input of a .keras or SavedModel MODEL: JSON literal, @file.npy or @file.npz:key (a single-input model takes any NAME).")
 
 
 def saved_model_options(command):
-    """What a saved model needs: ``--input`` (-> ``data``), ``--import`` (-> ``imports``,
+    """What a saved model needs: ``--input``, ``--import`` (-> ``imports``,
     config key ``imports``) and ``--loss``."""
     return _apply(command, [
         input_option,

@@ -24,12 +24,12 @@ CONFIG = "gradcli.config"
 
 
 def flag_of(ctx: click.Context, field: str) -> str:
-    """The flag that sets an options-dataclass field (``float64`` -> ``--native-dtype``);
-    for a field this command has no option for (``data`` in ``gradcli hessian``),
-    the flag of the other commands that set it (``--input``)."""
-    from gradcli.config import FIELD_OF_OPTION
-
-    names = {field} | {option for option, (f, _) in FIELD_OF_OPTION.items() if f == field}
+    """The flag that sets an options-dataclass field, which is named as its
+    option (``native_dtype`` -> ``--native-dtype``, ``imports`` -> ``--import``),
+    or the configuration key that set it; for a field this command has no
+    option for (``input`` in ``gradcli hessian``), the flag of the other
+    commands that set it (``--input``)."""
+    names = {field, getattr(ctx.command, "implied", {}).get(field)}
     for param in ctx.command.params:
         if param.name in names and isinstance(param, click.Option):
             return ctx.meta.get(FROM_CONFIG, {}).get(param.name) or param.opts[0]

@@ -338,7 +338,7 @@ def load_keras_file(
             raise UsageError(f"{{@loss}} {loss!r}: neither 'compiled' nor a Keras loss name (mse, ...)")
         if TARGET not in data:
             raise UsageError(
-                f"{{@loss}} needs the targets as {{@data}} {TARGET}=VALUE beside the model's data "
+                f"{{@loss}} needs the targets as {{@input}} {TARGET}=VALUE beside the model's data "
                 f"(given: {', '.join(data) or 'none'})"
             )
         data = dict(data)
@@ -346,10 +346,10 @@ def load_keras_file(
     if not data:
         known = ", ".join(specs) or "see the model's inputs"
         raise UsageError(
-            f"{relative_path(path)}: a .keras model needs its data as {{@data}} NAME=VALUE (inputs: {known})"
+            f"{relative_path(path)}: a .keras model needs its data as {{@input}} NAME=VALUE (inputs: {known})"
         )
     if specs and not (len(specs) == 1 and len(data) == 1):
-        check_unknown(data, specs, "input for {@data}")
+        check_unknown(data, specs, "input for {@input}")
     values = {}
     for name, value in data.items():
         spec = specs[name] if name in specs else next(iter(specs.values()), None)
@@ -358,7 +358,7 @@ def load_keras_file(
         if not (is_floating(value) and np.issubdtype(dtype, np.floating)):
             # The rules of the ``overrides`` option (``fit_value``): integers may become floats,
             # booleans never (true is not the number 1.0), no fractions for integers.
-            value = fit_value(value, np.zeros(value.shape, dtype), f"{{@data}} {name}")
+            value = fit_value(value, np.zeros(value.shape, dtype), f"{{@input}} {name}")
         values[name] = value
     model = keras_model(layer, values, relative_path(path), path, float64)
     if loss is not None:
@@ -366,7 +366,7 @@ def load_keras_file(
         loss_fn, described = _loss_function(chosen, path)
         _add_loss(model, targets, loss_fn)
         origin = "the compiled loss" if loss == COMPILED else "the loss"
-        model.notes.append(f"checking {origin} {described} on the data in {{@data}}")
+        model.notes.append(f"checking {origin} {described} on the data in {{@input}}")
         if getattr(layer, "losses", None):
             model.notes.append(
                 "the layers' own losses (regularizers, add_loss) are not part of the checked loss"
@@ -411,7 +411,7 @@ def _is_loss_name(name: str) -> bool:
 def _target_array(value) -> np.ndarray:
     """The targets ``y`` as numbers: booleans and text refused (``fit_value``)."""
     value = np.asarray(value)
-    return value if is_floating(value) else fit_value(value, np.zeros(value.shape), f"{{@data}} {TARGET}")
+    return value if is_floating(value) else fit_value(value, np.zeros(value.shape), f"{{@input}} {TARGET}")
 
 
 #: Words of Keras's errors for a class it cannot find in its registry.

@@ -28,7 +28,7 @@ alike.
 The steps live in their own modules, and this one runs them in order and
 exposes their names to the rest of gradcli: ``importing`` (the model file and
 the ``imports`` option's modules), ``model_file`` (its ``model`` and
-``inputs``), ``point`` (the ``overrides`` and ``wrt`` options),
+``inputs``), ``point`` (the ``set`` and ``wrt`` options),
 ``dtype_choice`` (float64 or the model's own dtype) and ``running`` (the
 forward pass at the point).
 """
@@ -62,32 +62,36 @@ def load_model(
     spec: str | ModuleType,
     *,
     wrt: list[str] | None = None,
-    overrides: dict[str, np.ndarray] | None = None,
+    set: dict[str, np.ndarray] | None = None,  # noqa: A002 - the option is named so
     rng_seed: int = 0,
-    float64: bool = True,
-    data: dict[str, np.ndarray] | None = None,
+    native_dtype: bool = False,
+    input: dict[str, np.ndarray] | None = None,  # noqa: A002 - the option is named so
     imports: list[str] | None = None,
     loss: str | None = None,
 ) -> Model:
     """Load a model file (``FILE.py`` or ``FILE.py:NAME``), or a module
-    object holding the same names, at its point.
+    object holding the same names, at its point. The keywords are the fields
+    of ``gradcli.options.LoadOptions`` (``LoadOptions.fields_of(options)``
+    takes them from an analysis's options), validated as one.
 
-    ``overrides`` replace input values; ``rng_seed`` seeds numpy,
+    ``set`` replaces input values; ``rng_seed`` seeds numpy,
     TensorFlow and Keras before the file is imported and is passed to a callable
-    ``inputs``, so random weights and inputs are reproducible. With ``float64``
-    the floating inputs are promoted to float64; if the model cannot run in
-    float64 it runs in its own dtype and a note says so. A saved Keras model
-    (``FILE.keras``) or SavedModel folder (``DIR`` or ``DIR:SIGNATURE``) takes
-    its data inputs from ``data``; a ``.keras`` file's ``loss``
-    (``"compiled"`` or a Keras loss name) makes the checked function that
-    loss on the targets ``data["y"]`` (``keras.load_keras_file``).
+    ``inputs``, so random weights and inputs are reproducible. Unless
+    ``native_dtype``, the floating inputs are promoted to float64; if the model
+    cannot run in float64 it runs in its own dtype and a note says so. A saved
+    Keras model (``FILE.keras``) or SavedModel folder (``DIR`` or
+    ``DIR:SIGNATURE``) takes its data inputs from ``input``; a ``.keras``
+    file's ``loss`` (``"compiled"`` or a Keras loss name) makes the checked
+    function that loss on the targets ``input["y"]`` (``keras.load_keras_file``).
     ``imports`` (modules importable from the project folder, or ``.py``
     files) are imported first, so that the custom classes they register are
     known when a saved model is deserialized (``import_modules``).
-    The options are validated as ``gradcli.options.LoadOptions``.
     """
-    LoadOptions(wrt=wrt, overrides=overrides or {}, rng_seed=rng_seed, float64=float64, data=data or {},
+    LoadOptions(wrt=wrt, set=set or {}, rng_seed=rng_seed, native_dtype=native_dtype, input=input or {},
                 imports=list(imports or []), loss=loss)
+    # The steps below say what each value is for: values that override inputs,
+    # the data of a saved model, whether to promote to float64.
+    overrides, data, float64 = set or {}, input or {}, not native_dtype
     seed_everything(rng_seed)
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
@@ -101,8 +105,8 @@ def load_model(
             return _finish(saved, overrides, wrt, None, float64, rng_seed)
         if data:
             raise UsageError(
-                "{@data} gives the data of a .keras or SavedModel MODEL; to change a model "
-                "file's inputs use {@overrides}"
+                "{@input} gives the data of a .keras or SavedModel MODEL; to change a model "
+                "file's inputs use {@set}"
             )
         module = import_model_file(path)
     file_wrt = getattr(module, "wrt", None)

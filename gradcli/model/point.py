@@ -26,11 +26,11 @@ def apply_overrides(model: Model, overrides: dict[str, np.ndarray]) -> None:
         leaves = _leaves_under(model, name)
         if leaves:
             raise UsageError(
-                f"{{@overrides}} {name}: a nested input; set its leaves ({name_list(leaves)})"
+                f"{{@set}} {name}: a nested input; set its leaves ({name_list(leaves)})"
             )
-    check_unknown(overrides, model.point, "input for {@overrides}")
+    check_unknown(overrides, model.point, "input for {@set}")
     for name, value in overrides.items():
-        model.point[name] = fit_value(value, model.point[name], f"{{@overrides}} {name}")
+        model.point[name] = fit_value(value, model.point[name], f"{{@set}} {name}")
 
 
 def choose_wrt(model: Model, given_wrt, file_wrt) -> list[str]:

@@ -123,24 +123,24 @@ def _fit_data(data: dict, specs: dict, display: str) -> dict[str, np.ndarray]:
     """The ``data`` option's values checked against the input specs (shape, dtype)."""
     described = ", ".join(f"{n} {_shape(s.shape)} {s.dtype.name}" for n, s in specs.items())
     if not data:
-        raise UsageError(f"{display}: a SavedModel needs its data as {{@data}} NAME=VALUE (inputs: {described})")
+        raise UsageError(f"{display}: a SavedModel needs its data as {{@input}} NAME=VALUE (inputs: {described})")
     if len(specs) == 1 and len(data) == 1:
         data = {next(iter(specs)): next(iter(data.values()))}
-    check_unknown(data, specs, "input for {@data}")
+    check_unknown(data, specs, "input for {@input}")
     missing = [n for n in specs if n not in data]
     if missing:
-        raise UsageError(f"{display}: no {{@data}} for {', '.join(missing)} (inputs: {described})")
+        raise UsageError(f"{display}: no {{@input}} for {', '.join(missing)} (inputs: {described})")
     values = {}
     for name, spec in specs.items():
         value = np.asarray(data[name])
         if not spec.shape.is_compatible_with(value.shape):
             raise UsageError(
-                f"{{@data}} {name} has shape {list(value.shape)}, the SavedModel expects {_shape(spec.shape)}"
+                f"{{@input}} {name} has shape {list(value.shape)}, the SavedModel expects {_shape(spec.shape)}"
             )
         dtype = np.dtype(spec.dtype.as_numpy_dtype)
         if not np.issubdtype(dtype, np.floating) and np.issubdtype(value.dtype, np.floating):
             if not np.all(value == np.round(value)):
-                raise UsageError(f"{{@data}} {name} must hold integers ({spec.dtype.name})")
+                raise UsageError(f"{{@input}} {name} must hold integers ({spec.dtype.name})")
         values[name] = value.astype(dtype)
     return values
 

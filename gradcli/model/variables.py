@@ -26,7 +26,7 @@ Keras layers cast their inputs and weights to their own dtype (float32 unless
 built otherwise). When the check promotes the weights to float64, the layers'
 dtype policies are set to float64 for the duration of the call (and restored),
 so a float32 layer is checked in float64 like a Keras ``model`` (which is
-cloned in float64 instead); ``float64=False`` (the native dtype) keeps float32.
+cloned in float64 instead); ``native_dtype=True`` keeps float32.
 """
 
 from __future__ import annotations

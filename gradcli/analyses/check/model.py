@@ -34,7 +34,7 @@ from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, UsageError, deb
 from gradcli.model.loading import Model, differentiable, load_model
 from gradcli.model.structure import split_complex_outputs
 from gradcli.numerics.finite_diff import FiniteDifferences
-from gradcli.options import CheckOptions
+from gradcli.options import CheckOptions, LoadOptions
 from gradcli.results import PASS, ModelResult
 from gradcli.verdicts import compare, diagnose, excuses, same_function
 from gradcli.verdicts.culprit import ModelGraph
@@ -48,7 +48,7 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     try:
         model = _load(spec, options)
         own, applied = config.model_options(options, model.settings, fixed, model.name)
-        if (own.rng_seed, own.float64) != (options.rng_seed, options.float64):
+        if (own.rng_seed, own.native_dtype) != (options.rng_seed, options.native_dtype):
             model = _load(spec, own)  # these settings take effect while loading
         model, proof = _users_own_rebuild(spec, model, own)
         result = check_model(model, own, proof)
@@ -85,12 +85,12 @@ def _users_own_rebuild(spec, model: Model, options: CheckOptions):
     constructor) is dropped for the model's own dtype, with a note, rather than
     failing a correct model as "not the user's function". Returns the model to
     check and the proof already taken for it (None: not taken yet)."""
-    if model.kind != "keras" or not model.runs_in_float64 or not options.float64:
+    if model.kind != "keras" or not model.runs_in_float64 or options.native_dtype:
         return model, None
     proof = same_function.prove(model, options.rng_seed)
     if proof is None or not proof.differs:
         return model, proof
-    native = _load(spec, dataclasses.replace(options, float64=False))
+    native = _load(spec, dataclasses.replace(options, native_dtype=True))
     native.notes.append(
         f"the float64 rebuild of the Keras model computes another function ({proof.detail}): "
         "checking the model itself, in its own dtype"
@@ -99,16 +99,7 @@ def _users_own_rebuild(spec, model: Model, options: CheckOptions):
 
 
 def _load(spec, options: CheckOptions) -> Model:
-    return load_model(
-        spec,
-        wrt=options.wrt,
-        overrides=options.overrides,
-        rng_seed=options.rng_seed,
-        float64=options.float64,
-        data=options.data,
-        imports=options.imports,
-        loss=options.loss,
-    )
+    return load_model(spec, **LoadOptions.fields_of(options))
 
 
 def _display(spec) -> str:
@@ -132,7 +123,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     def differences(mode):
         return FiniteDifferences(
             model.function, model.point, outputs, wrt=list(model.wrt),
-            joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.jit_compile,
+            joint=mode == "fast" or size <= JOINT_LIMIT, jit_compile=options.xla,
             nonsmooth=mode == "fast" and excuses.has_nonsmooth_op(graph),
             precision=dtype,
             center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)

@@ -40,7 +40,7 @@ def quick_check(local, traced: "Traced", options: CheckOptions):
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     fd = FiniteDifferences(
         local.function, local.point, [PROJECTED], wrt=list(local.wrt), joint=True,
-        jit_compile=options.jit_compile, precision=dtype, chunk=options.probes,
+        jit_compile=options.xla, precision=dtype, chunk=options.probes,
         nonsmooth=traced.nonsmooth(local),
     )
     fd.evaluator = BatchedDifferences(fd)  # fd's points: planned, then served (run_traced)

@@ -72,7 +72,7 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, ch
         call_index=call.index, calls=call.calls, weights=0, elements=0, mode="",
     )
     own = dataclasses.replace(
-        options, by_layer=False, layers=None, wrt=None, overrides={}, samples=0,
+        options, by_layer=False, layers=None, wrt=None, set={}, samples=0,
         special=False, keep_blocks=False, order=1, taylor=False,
     )
     try:
