@@ -179,7 +179,7 @@ def test_lanczos_method_matches_dense_and_hutchinson_is_within_its_error():
 
 
 def test_classify_rules():
-    from gradcli.analyses.hessian import classify
+    from gradcli.verdicts.curvature import classify
 
     assert classify(1.0, 2.0, 1e-9) == "positive definite"
     assert classify(1e-12, 2.0, 1e-9) == "positive semidefinite"

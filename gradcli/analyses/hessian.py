@@ -14,8 +14,8 @@ differentiated inputs flattened together.
 * ``samples`` points drawn around the point: the sign of the extreme eigenvalues
   at each, and the worst point as a witness.
 
-Verdict rule (``classify``): an eigenvalue within ``zero_tol`` of 0 counts as
-zero. ``zero_tol`` = n * eps * max|lambda| (the round-off a backward-stable
+Verdict rule (``verdicts.curvature.classify``): an eigenvalue within
+``zero_tol`` of 0 counts as zero. ``zero_tol`` = n * eps * max|lambda| (the round-off a backward-stable
 symmetric eigensolver and the n-term sums of an HVP make, numpy's matrix_rank
 rule) plus the computed Hessian's own error: for the dense Hessian its measured
 asymmetry ||H - H^T||_F / 2 (exact Hessians are symmetric, so the asymmetric
@@ -32,6 +32,7 @@ import numpy as np
 
 from gradcli import progress
 from gradcli.verdicts import compare
+from gradcli.verdicts.curvature import classify, meets
 from gradcli.errors import ModelError
 from gradcli.options import LANCZOS_TOL, HessianOptions, LoadOptions  # noqa: F401 - part of this API
 
@@ -47,32 +48,9 @@ from gradcli.model.loading import Model, load_model
 from gradcli.analyses.reach import require_gradient
 from gradcli.numerics.objective import Objective, choose_cotangents
 from gradcli.results.hessian import (
-    CONCAVE_VERDICTS, CONVEX_VERDICTS, INDEFINITE, NEGATIVE_DEFINITE, NEGATIVE_SEMIDEFINITE,
-    POSITIVE_DEFINITE, POSITIVE_SEMIDEFINITE, ZERO, FDCheck, HessianResult, SamplePoint, Sampling,
+    NEGATIVE_DEFINITE, NEGATIVE_SEMIDEFINITE, POSITIVE_DEFINITE, POSITIVE_SEMIDEFINITE, FDCheck, HessianResult, SamplePoint, Sampling,
     Slice, Spectrum, Trace,
 )
-
-# -- verdicts -------------------------------------------------------------------
-
-
-def classify(smallest: float, largest: float, zero_tol: float) -> str:
-    """Definiteness from the extreme eigenvalues (see the module docstring)."""
-    if smallest > zero_tol:
-        return POSITIVE_DEFINITE
-    if largest < -zero_tol:
-        return NEGATIVE_DEFINITE
-    if smallest >= -zero_tol and largest <= zero_tol:
-        return ZERO
-    if smallest >= -zero_tol:
-        return POSITIVE_SEMIDEFINITE
-    if largest <= zero_tol:
-        return NEGATIVE_SEMIDEFINITE
-    return INDEFINITE
-
-
-def meets(verdict: str, expect: str) -> bool:
-    return verdict in (CONVEX_VERDICTS if expect == "convex" else CONCAVE_VERDICTS)
-
 
 def condition_number(eigenvalues: np.ndarray, zero_tol: float) -> float:
     magnitudes = np.abs(eigenvalues)

@@ -27,7 +27,7 @@ class Block:
 
 
 
-#: Definiteness verdicts (``gradcli.analyses.hessian.classify``).
+#: Definiteness verdicts (``gradcli.verdicts.curvature.classify``).
 POSITIVE_DEFINITE = "positive definite"
 POSITIVE_SEMIDEFINITE = "positive semidefinite"
 NEGATIVE_DEFINITE = "negative definite"
