@@ -31,7 +31,7 @@ tf = import_tensorflow()
 
 from gradcli.analyses.hessian import lanczos_spectrum  # noqa: E402
 from gradcli.model.loading import Model  # noqa: E402
-from gradcli.numerics.objective import Objective  # noqa: E402
+from gradcli.analyses.objective import Objective  # noqa: E402
 
 ROWS, COLS = 400, 500
 

@@ -1,6 +1,6 @@
 """Hessians and convexity: eigenvalues of the Hessian at a point and over a region.
 
-The function is a model's scalar f(theta) (``gradcli.numerics.objective``): theta is the
+The function is a model's scalar f(theta) (``gradcli.analyses.objective``): theta is the
 differentiated inputs flattened together.
 
 * Small problems (n <= ``DENSE_LIMIT``): the dense Hessian, column by column as
@@ -46,7 +46,7 @@ DENSE_LIMIT = 2000
 ITERATIVE_HVP = "reverse"
 from gradcli.model.loading import Model, load_model
 from gradcli.analyses.reach import require_gradient
-from gradcli.numerics.objective import Objective, choose_cotangents
+from gradcli.analyses.objective import Objective, choose_cotangents
 from gradcli.results.hessian import (
     NEGATIVE_DEFINITE, NEGATIVE_SEMIDEFINITE, POSITIVE_DEFINITE, POSITIVE_SEMIDEFINITE, FDCheck, HessianResult, SamplePoint, Sampling,
     Slice, Spectrum, Trace,

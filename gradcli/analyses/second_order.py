@@ -1,6 +1,6 @@
 """Second derivatives checked against finite differences of the analytic gradient.
 
-The scalar is f = <c, output> (``gradcli.numerics.objective``); its gradient blocks
+The scalar is f = <c, output> (``gradcli.analyses.objective``); its gradient blocks
 ``df/dx`` are treated as the outputs of a model function and differenced by the
 same ``FiniteDifferences`` that first-order checks use, so the step rule,
 Richardson extrapolation, error estimate and verdict rule (``gradcli.verdicts.compare``)
@@ -35,7 +35,7 @@ import numpy as np
 
 from gradcli.verdicts import compare
 from gradcli.numerics.finite_diff import FiniteDifferences
-from gradcli.numerics.objective import Objective, choose_cotangents, gradient_name
+from gradcli.analyses.objective import Objective, choose_cotangents, gradient_name
 from gradcli.results import EXPLANATIONS, MISMATCH, PairResult, Tolerance
 
 
