@@ -75,7 +75,7 @@ class Columns:
 
 
 @dataclass
-class Classes:
+class ElementClasses:
     """Every examined element sorted by the rules, each ``[output size, columns]``."""
 
     kinks: KinkFinding
@@ -120,9 +120,16 @@ def refine_job(job: RefineJob) -> PairResult:
     _record(job, columns, slopes, classes, evidence)
     diagnosis.apply(pair, _decide(job, columns, classes))
     if was_zero and pair.verdict != ZERO:
-        pair.resolution = None
-        pair.warnings = [w for w in pair.warnings if " is zero (" not in w]
+        _drop_zero_evidence(pair)
     return pair
+
+
+def _drop_zero_evidence(pair: PairResult) -> None:
+    """A zero pair refined into another verdict (a zero gradient at a kink is
+    a kink too): the zero rule's resolution and its "is zero" warning no
+    longer describe it."""
+    pair.resolution = None
+    pair.warnings = [w for w in pair.warnings if " is zero (" not in w]
 
 
 def _select_columns(job: RefineJob) -> Columns | None:
@@ -152,7 +159,7 @@ def _select_columns(job: RefineJob) -> Columns | None:
     return Columns(bad, suspects, len(suspect_cols), len(suspect_cols) <= SCAN_COLUMNS, cols)
 
 
-def _classify(job: RefineJob, columns: Columns, slopes: ColumnSlopes, evidence) -> Classes:
+def _classify(job: RefineJob, columns: Columns, slopes: ColumnSlopes, evidence) -> ElementClasses:
     """Sort the examined elements by the rules: kink (and jump, tie),
     resolved at smaller steps, refuted, unresolved, surrogate, unexplained."""
     pair, tol, cols = job.pair, job.tol, columns.cols
@@ -192,10 +199,10 @@ def _classify(job: RefineJob, columns: Columns, slopes: ColumnSlopes, evidence) 
             pair.warnings.append(surrogate.several_paths_warning(pair, sites))
             s.surrogate |= unexplained & ~s.unearned
             unexplained &= s.unearned
-    return Classes(k, s, resolved, unresolved, unexplained)
+    return ElementClasses(k, s, resolved, unresolved, unexplained)
 
 
-def _record(job: RefineJob, columns: Columns, slopes: ColumnSlopes, classes: Classes, evidence) -> None:
+def _record(job: RefineJob, columns: Columns, slopes: ColumnSlopes, classes: ElementClasses, evidence) -> None:
     """The evidence on the pair, whatever its verdict: kinks and jumps,
     surrogates, the kink scan's reach, elements resolved at smaller steps,
     and the elements that still fail."""
@@ -222,13 +229,13 @@ def _record(job: RefineJob, columns: Columns, slopes: ColumnSlopes, classes: Cla
     pair.n_failing = int(full_failing.sum())
 
 
-def _failing(classes: Classes) -> np.ndarray:
+def _failing(classes: ElementClasses) -> np.ndarray:
     """The elements that fail after refinement: unexplained, kinks that are
     no subgradient, unresolved, and surrogates the graph cannot show."""
     return classes.unexplained | classes.kinks.kink_bad | classes.unresolved | classes.surrogates.unshown
 
 
-def _decide(job: RefineJob, columns: Columns, classes: Classes) -> Diagnosis | None:
+def _decide(job: RefineJob, columns: Columns, classes: ElementClasses) -> Diagnosis | None:
     """The one verdict, by the precedence of the module docstring; None when
     no suspect was a kink at the point (the verdict stands)."""
     pair, k, s = job.pair, classes.kinks, classes.surrogates
