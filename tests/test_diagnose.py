@@ -238,7 +238,7 @@ def test_taylor_order_one_for_a_wrong_gradient_shown_without_asking():
 def test_taylor_test_direct_on_a_quadratic():
     from gradcli.numerics.finite_diff import FiniteDifferences
     from gradcli.model.loading import load_model
-    from gradcli.numerics.taylor import taylor_test
+    from gradcli.verdicts.taylor import taylor_test
 
     model = load_model(sample("square.py"))
     fd = FiniteDifferences(model.function, model.point, ["output"])

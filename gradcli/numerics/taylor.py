@@ -1,4 +1,4 @@
-"""A tolerance-free second opinion: the Taylor remainder test.
+"""The Taylor remainder test's numbers: remainders and their observed orders.
 
 For a random direction u (max |u_i| = 1) and a random output weighting v, the
 scalar s(x) = <v, f(x)> and its analytic directional derivative <J^T v, u> (the
@@ -12,26 +12,39 @@ order log2(r(h) / r(h/2)) is taken on the ladder h = H0 max(1, |x|) 2**-k,
 k = 0..STEPS-1, over consecutive steps whose remainders stand above the
 round-off floor NOISE_FACTOR * ROUNDOFF_ULPS * eps * (|v| . |f|). The reported
 order is the median of the last three usable orders (the asymptotic regime).
-Order >= 1.7 reads "second order" (consistent), 0.7..1.3 "first order" (wrong
-gradient, or a kink), and no usable step "exact" (s is linear along u, so the
-remainder is round-off at every step). A non-finite slope or remainder reads
-"not finite", never "exact".
+What an order means (the test's verdict) is ``verdicts.taylor``'s to read.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
 from gradcli.numerics import autodiff
 from gradcli.numerics.finite_diff import ROUNDOFF_ULPS, machine_eps
-from gradcli.results import Taylor
 
 H0 = 0.1
 STEPS = 16
 NOISE_FACTOR = 100.0
 
 
-def taylor_test(model, fd, name: str, output: str, seed: int = 0) -> Taylor | None:
+@dataclass
+class Remainders:
+    """The remainder ladder of one pair (module docstring)."""
+
+    steps: list[float]
+    remainders: list[float]
+    orders: list[float]  # log2(r(h) / r(h/2)) for consecutive steps above round-off
+    order: float | None  # the median of the last three orders; None: no usable pair of steps
+    any_usable: bool  # some remainder stands above the round-off floor
+    finite: bool  # the slope and every remainder are finite
+
+
+def remainders(model, fd, name: str, output: str, seed: int = 0) -> Remainders | None:
+    """The remainders r(h) along a random direction of input ``name`` and a
+    random weighting of ``output``; None when the gradient has the wrong shape
+    (no slope along u: the pair already reports the two shapes)."""
     x = np.asarray(model.point[name])
     f0 = np.asarray(model.outputs[output], dtype=x.dtype)
     rng = np.random.default_rng([seed, 7])
@@ -49,32 +62,22 @@ def taylor_test(model, fd, name: str, output: str, seed: int = 0) -> Taylor | No
     flat_v, flat_f0 = v.reshape(-1), f0.reshape(-1).astype(np.float64)
     s = values @ flat_v
     s0 = float(flat_f0 @ flat_v)
-    remainders = np.abs(s - s0 - steps.astype(np.float64) * slope)
+    r = np.abs(s - s0 - steps.astype(np.float64) * slope)
     eps = machine_eps(fd.rule_dtype(x.dtype))
     floor = NOISE_FACTOR * ROUNDOFF_ULPS * eps * (
         np.abs(values) @ np.abs(flat_v) + np.abs(flat_f0) @ np.abs(flat_v)
     )
-    usable = remainders > floor
+    usable = r > floor
     orders = [
-        float(np.log2(remainders[k] / remainders[k + 1]))
+        float(np.log2(r[k] / r[k + 1]))
         for k in range(STEPS - 1)
         if usable[k] and usable[k + 1]
     ]
-    order = float(np.median(orders[-3:])) if orders else None
-    if not (np.isfinite(slope) and np.all(np.isfinite(remainders))):
-        verdict = "not finite"  # a NaN remainder is never "exact" (compare's NaN rule)
-    elif order is None:
-        verdict = "exact" if not usable.any() else "unclear"
-    elif order >= 1.7:
-        verdict = "second order"
-    elif 0.7 <= order <= 1.3:
-        verdict = "first order"
-    else:
-        verdict = "unclear"
-    return Taylor(
+    return Remainders(
         steps=[float(h) for h in steps],
-        remainders=[float(r) for r in remainders],
+        remainders=[float(value) for value in r],
         orders=orders,
-        order=order,
-        verdict=verdict,
+        order=float(np.median(orders[-3:])) if orders else None,
+        any_usable=bool(usable.any()),
+        finite=bool(np.isfinite(slope) and np.all(np.isfinite(r))),
     )

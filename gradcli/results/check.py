@@ -29,7 +29,7 @@ class Kink:
     analytic: float
     subgradient: bool  # analytic lies between left and right: valid, not a failure
     tie: bool = False  # refused by the tie rule (``diagnose.tie_direction``), though between its slopes
-    jump: bool = False  # the function jumps here (``diagnose._ladder``): no derivative; left/right are quotients
+    jump: bool = False  # the function jumps here (``ladder.one_sided_ladder``): no derivative; left/right are quotients
 
 
 @dataclass

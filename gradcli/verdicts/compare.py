@@ -155,7 +155,7 @@ def compare_block(
     allowed = allowed_error(a, numeric, fd_error, tol)
     bad = outside(a, numeric, allowed)
     pair = _pair(input_name, output_name, "full", a, numeric, diff, fd_error, bad, allowed)
-    pair.failing = _elements(a, numeric, diff, fd_error, bad, allowed, output_shape, input_shape)
+    pair.failing = failing_elements(a, numeric, diff, fd_error, bad, allowed, output_shape, input_shape)
     pair.worst = worst_element(a, numeric, diff, fd_error, output_shape, input_shape, allowed)
     return _verdict(pair, a, numeric, fd_error, disconnected, tol)
 
@@ -391,7 +391,7 @@ def worst_element(a, n, diff, fd_error, output_shape, input_shape, allowed) -> E
     flat = int(np.argmax(np.nan_to_num(ratio, nan=0.0).ravel()))
     r, c = np.unravel_index(flat, a.shape)
     return _element(
-        _index(r, output_shape), _index(c, input_shape), a[r, c], n[r, c], diff[r, c],
+        element_index(r, output_shape), element_index(c, input_shape), a[r, c], n[r, c], diff[r, c],
         fd_error[r, c], max(abs(a[r, c]), abs(n[r, c])),
     )
 
@@ -498,7 +498,9 @@ def _verdict(pair, a, n, fd_error, disconnected, tol, scale=None) -> PairResult:
     return pair
 
 
-def _elements(a, n, diff, fd_error, mask, allowed, output_shape, input_shape, limit=MAX_FAILING):
+def failing_elements(a, n, diff, fd_error, mask, allowed, output_shape, input_shape, limit=MAX_FAILING):
+    """The elements of ``mask`` (at most ``limit``), worst first by their
+    distance over ``allowed`` (a value that is not comparable is worst)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(mask, np.where(comparable(a, n), diff / allowed, np.inf), -np.inf).ravel()
     count = min(limit, int(np.count_nonzero(mask)))
@@ -509,14 +511,15 @@ def _elements(a, n, diff, fd_error, mask, allowed, output_shape, input_shape, li
     rows, cols = np.unravel_index(top, a.shape)
     return [
         _element(
-            _index(r, output_shape), _index(c, input_shape), a[r, c], n[r, c], diff[r, c],
+            element_index(r, output_shape), element_index(c, input_shape), a[r, c], n[r, c], diff[r, c],
             fd_error[r, c], max(abs(a[r, c]), abs(n[r, c])),
         )
         for r, c in zip(rows, cols)
     ]
 
 
-def _index(flat: int, shape: tuple) -> list[int]:
+def element_index(flat: int, shape: tuple) -> list[int]:
+    """The index in ``shape`` of flat position ``flat`` ([] for a scalar)."""
     return [int(i) for i in np.unravel_index(int(flat), shape)] if shape else []
 
 

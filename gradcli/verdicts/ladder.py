@@ -1,0 +1,305 @@
+"""The ladder: one-sided difference quotients on a ladder of steps, the
+evidence every diagnosis weighs (``refine``, ``nonfinite_analytic``, the joint
+check's probes).
+
+Ladder rule: h_k = h0 * 2**-k for k = 0..LADDER, with h0 the central-difference
+step of ``finite_diff.step_size`` (eps**(1/3) max(1, |x|)). One-sided quotients
+D(h) = (f(x + h) - f(x)) / h have an O(h) error, so each level is combined with
+the one above by Richardson, 2 D(h) - D(2h). A level's error estimate is
+|D(h) - D(2h)| + round-off (ROUNDOFF_ULPS eps |f| / h), plus its distance to
+the next level's Richardson value, plus its largest distance to a smaller
+step's value beyond that value's own estimate: at steps near multiples of a
+period, quotients agree with each other by aliasing and only smaller steps
+expose them. The level with the smallest estimate gives the slope. Going down to
+h0 / 2**LADDER also resolves a kink that lies inside the default stencil but
+not at the point: there both one-sided slopes agree with the analytic value at
+the smaller steps, and the element passes. A kink between the two smallest
+levels leaves slopes that do not settle; where a non-smooth op is on the path,
+float64 columns whose slopes do not settle go down to h0 / 2**DEEP_LADDER
+(``_deepen``); a smooth function keeps the ladder (its unsettled slopes are
+what ``inconclusive`` reports).
+
+Locally constant (``constant``, the surrogate rule's evidence): the function
+does not change at all, to the last bit, for any of the smallest
+``SURROGATE_STEPS`` steps on either side. Jump (``jump``): on a side,
+|f(x +- h) - f(x)| does not shrink with h at the ``JUMP_STEPS`` smallest steps.
+
+Early stop (``examine_columns``): the worst columns go first, and the ladder
+stops once a batch holds an element that is surely a mismatch (the verdict is
+then mismatch whatever the rest are): a real bug costs at most one batch of
+ladders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from gradcli.numerics.finite_diff import machine_eps, roundoff_ulps, step_size
+from gradcli.verdicts import compare
+
+#: Levels below h0: the smallest step is h0 / 2**LADDER (about 6e-9 in float64).
+LADDER = 10
+#: The deeper ladder (``_deepen``): h0 / 2**DEEP_LADDER, about 6e-12 in float64
+#: (1e4 ulps of max(1, |x|)).
+DEEP_LADDER = 20
+#: The function must be exactly constant at this many of the smallest steps
+#: (h0/2**7 .. h0/2**10) on both sides to count as piecewise constant.
+SURROGATE_STEPS = 4
+#: A jump (``one_sided_ladder``) is looked for at this many of the smallest steps, a
+#: factor 2**(JUMP_STEPS - 1) = 8 in h.
+JUMP_STEPS = 4
+#: ... where |f(x +- h) - f(x)| stays within this factor of its largest value: a
+#: function with a finite one-sided slope shrinks it 8-fold over those steps.
+JUMP_RATIO = 0.5
+#: ... and is over this many times the round-off of f, so the rounding of two
+#: evaluation paths (f(x) from the model's call, the ladder's) is no jump.
+JUMP_ROUNDOFF = 64
+#: Input elements whose ladders are evaluated in one batch.
+COLUMNS_PER_BATCH = 64
+
+
+@dataclass
+class ColumnSlopes:
+    """The ladder's findings on the examined columns, each ``[output size,
+    columns]``: one-sided slopes and their error estimates, ``constant`` and
+    ``jump`` (``one_sided_ladder``); ``ran`` ``[columns]``: the columns whose
+    ladders ran (the early stop leaves the rest unexamined: NaN slopes)."""
+
+    left: np.ndarray
+    right: np.ndarray
+    left_err: np.ndarray
+    right_err: np.ndarray
+    constant: np.ndarray
+    jump: np.ndarray
+    ran: np.ndarray
+
+    def tests(self, a, tol):
+        """``slope_tests`` of analytic values ``a`` against these slopes."""
+        return slope_tests(a, self.left, self.right, self.left_err, self.right_err, tol)
+
+
+def examine_columns(fd, pair, f0, a, bad, cols, tol, evidence) -> ColumnSlopes:
+    """The ladders of columns ``cols`` (worst first) of the pair's block
+    ``a`` (``[output size, input size]``; ``bad``: its failing elements), by
+    batches of ``COLUMNS_PER_BATCH`` up to the early stop, deepened
+    (``_deepen``) where they do not settle. Columns not examined stay
+    unexplained."""
+    shape = (a.shape[0], len(cols))
+    slopes = ColumnSlopes(
+        left=np.full(shape, np.nan), right=np.full(shape, np.nan),
+        left_err=np.full(shape, np.inf), right_err=np.full(shape, np.inf),
+        constant=np.zeros(shape, dtype=bool), jump=np.zeros(shape, dtype=bool),
+        ran=np.zeros(len(cols), dtype=bool),
+    )
+    s = slopes
+    for start in range(0, len(cols), COLUMNS_PER_BATCH):
+        part = slice(start, start + COLUMNS_PER_BATCH)
+        found = one_sided_ladder(fd, pair.input, pair.output, f0, cols[part])
+        for target, value in zip((s.left, s.right, s.left_err, s.right_err, s.constant, s.jump), found):
+            target[:, part] = value
+        s.ran[part] = True
+        seen = slice(0, start + COLUMNS_PER_BATCH)
+        if not s.constant[:, seen].any() and _unexplained_exists(
+            a[:, cols[seen]], bad[:, cols[seen]], s.left[:, seen], s.right[:, seen],
+            s.left_err[:, seen], s.right_err[:, seen], tol,
+        ):
+            break
+    _deepen(fd, pair, f0, cols, s, tol, evidence)
+    return slopes
+
+
+def slope_tests(a, left, right, left_err, right_err, tol):
+    """The ladder's tests of analytic values ``a`` against one-sided slopes
+    and their error estimates (module docstring), each a boolean array:
+    ``gap`` (the slopes differ beyond their errors), ``settled``
+    (``_settled``), ``between`` (``a`` within [left, right], with the element
+    rule's margin) and ``agrees`` (``a`` agrees with both slopes). Shared by
+    ``refine``, by its early stop and by the joint check's probes
+    (``check._JointCheck.settle_on_kinks``)."""
+    with np.errstate(invalid="ignore"):
+        gap = np.abs(left - right) > compare.allowed_error(left, right, left_err + right_err, tol)
+        settled = _settled(left, right, left_err, right_err, tol)
+        lo, hi = np.minimum(left, right), np.maximum(left, right)
+        margin = compare.allowed_error(a, hi, np.maximum(left_err, right_err), tol)
+        between = (a >= lo - margin) & (a <= hi + margin)
+        agrees = (np.abs(a - right) <= compare.allowed_error(a, right, right_err, tol)) & (
+            np.abs(a - left) <= compare.allowed_error(a, left, left_err, tol)
+        )
+    return gap, settled, between, agrees
+
+
+def outside_both(a, left, right, left_err, right_err, tol):
+    """The analytic value farther from each finite one-sided slope than the
+    element rule allows with that slope's error estimate."""
+    with np.errstate(invalid="ignore"):
+        return (
+            np.isfinite(left) & np.isfinite(right)
+            & (np.abs(a - left) > compare.allowed_error(a, left, left_err, tol))
+            & (np.abs(a - right) > compare.allowed_error(a, right, right_err, tol))
+        )
+
+
+def _settled(left, right, left_err, right_err, tol):
+    """Both one-sided slopes finite and resolved: each error estimate, with the
+    element rule's safety factor, within atol + ``Tolerance.resolve`` of the
+    slope (``compare``'s inconclusive rule)."""
+    with np.errstate(invalid="ignore"):
+        slope = np.maximum(np.abs(left), np.abs(right))
+        return (
+            np.isfinite(left) & np.isfinite(right)
+            & (compare.FD_SAFETY * np.maximum(left_err, right_err)
+               <= tol.atol + tol.resolve * slope)
+        )
+
+
+def _unexplained_exists(a, bad, left, right, left_err, right_err, tol) -> bool:
+    """Some failing element is surely a mismatch: its one-sided slopes settle,
+    agree with each other, and not with the analytic value."""
+    gap, settled, _, agrees = slope_tests(a, left, right, left_err, right_err, tol)
+    return bool(np.any(bad & settled & ~gap & ~agrees))
+
+
+def _deepen(fd, pair, f0, cols, slopes: ColumnSlopes, tol, evidence) -> None:
+    """Deeper ladders (``DEEP_LADDER``) for the float64 columns whose slopes did
+    not settle, where a non-smooth op is on the path: a kink at distance d from
+    x is resolved only by levels below d, and one that falls between the two
+    smallest levels leaves slopes that do not settle. A network whose
+    activations shrink near the default step (MobileNetV2 at random init: 900
+    relu6 inputs of one layer within 6e-6 of 0) puts a few elements in that
+    band. Smooth functions keep the ladder: their unsettled slopes (aliasing,
+    ill-conditioning) are what the inconclusive verdict reports. Updates the
+    columns in place."""
+    if str(fd.rule_dtype(fd.point[pair.input].dtype)) != "float64":
+        return
+    s = slopes
+    with np.errstate(invalid="ignore"):
+        unsettled = ~_settled(s.left, s.right, s.left_err, s.right_err, tol) & ~s.constant
+        unsettled = s.ran & unsettled.any(axis=0)
+    where = np.flatnonzero(unsettled)
+    if not len(where) or not evidence.nonsmooth:
+        return
+    found = one_sided_ladder(fd, pair.input, pair.output, f0, cols[where], levels=DEEP_LADDER)
+    targets = (s.left, s.right, s.left_err, s.right_err, s.constant, s.jump)
+    for target, value in zip(targets, found):
+        target[:, where] = value
+
+
+def one_sided_ladder(fd, name, output, f0, cols, levels: int = LADDER):
+    """One-sided slopes of ``output`` along unit vectors e_c (c in ``cols``).
+
+    Returns left, right, their error estimates (``[output size, len(cols)]``),
+    ``constant``: f unchanged at the SURROGATE_STEPS smallest steps on both sides,
+    and ``jump``: on a side, |f(x +- h) - f(x)| does not shrink with h at the
+    JUMP_STEPS smallest steps (``JUMP_RATIO``, above ``JUMP_ROUNDOFF`` times f's
+    round-off): f is discontinuous at x, as a mask ``x != 0`` at an exact 0 makes it.
+    """
+    x = fd.point[name]
+    flat = x.reshape(-1)
+    dtype = fd.rule_dtype(x.dtype)
+    eps = machine_eps(dtype)
+    f0 = np.asarray(f0, dtype=dtype).reshape(-1)
+    scales = 2.0 ** -np.arange(levels + 1)
+    parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant", "jump")}
+    for start in range(0, len(cols), COLUMNS_PER_BATCH):
+        chunk = cols[start : start + COLUMNS_PER_BATCH]
+        h0 = step_size(flat[chunk], dtype)
+        # [levels, columns]: exactly representable steps, as in along_axes.
+        xs = flat[chunk][None, :]
+        plus = (xs + h0[None, :] * scales[:, None]) - xs
+        minus = xs - (xs - h0[None, :] * scales[:, None])
+        fp, fm = _one_sided_points(fd, name, output, chunk, h0[None, :] * scales[:, None])  # [level, column, out]
+        values = np.stack([fp, fm])
+        d_right = (fp - f0) / plus[:, :, None]
+        d_left = (f0 - fm) / minus[:, :, None]
+        fmax = np.maximum(np.abs(values).max(axis=(0, 1)), np.abs(f0))  # [column, out]
+
+        # A function computing in a coarser dtype than x rounds x +- h there, so
+        # the step taken is known only to eps |x|: the slope to |d| eps |x| / h.
+        x_round = eps * np.abs(flat[chunk])[None, :, None] if dtype != x.dtype else 0.0
+
+        r, re = _best_slopes(d_right, plus, fmax, dtype, x_round)
+        l, le = _best_slopes(d_left, minus, fmax, dtype, x_round)
+        # Locally constant: the smallest steps' values on both sides are one
+        # value to the last bit, and it is f(x) up to the round-off of another
+        # evaluation path (f(x) comes from the model's own call, the ladder
+        # from the differences' traced loop, which may sum in another order).
+        ref = fp[-1]
+        same = (
+            (fp[-SURROGATE_STEPS:] == ref) & (fm[-SURROGATE_STEPS:] == ref)
+            & (np.abs(ref - f0[None, :]) <= roundoff_ulps(dtype) * eps * np.abs(f0[None, :]))
+        )
+        parts["right"].append(r)
+        parts["right_err"].append(re)
+        parts["left"].append(l)
+        parts["left_err"].append(le)
+        parts["constant"].append(same.all(axis=0).T)
+        floor = JUMP_ROUNDOFF * roundoff_ulps(dtype) * eps * fmax  # [column, out]
+        jump = np.zeros(floor.shape, dtype=bool)
+        for side in (fp, fm):
+            tail = np.abs(side[-JUMP_STEPS:] - f0)  # [level, column, out]
+            low = tail.min(axis=0)
+            jump |= (low >= JUMP_RATIO * tail.max(axis=0)) & (low > floor)
+        parts["jump"].append(jump.T)
+    return tuple(np.concatenate(parts[k], axis=1) for k in
+                 ("left", "right", "left_err", "right_err", "constant", "jump"))
+
+
+def _best_slopes(d, steps, fmax, dtype, x_round=0.0):
+    """The ladder's slope and error estimate from one-sided quotients ``d``
+    ``[level, column, out]`` at ``steps`` ``[level, column]`` (module
+    docstring's ladder rule), each ``[out, column]``; ``fmax`` ``[column, out]``."""
+    eps = machine_eps(dtype)
+    rich = 2.0 * d[1:] - d[:-1]
+    # A level counts only when its neighbour confirms it: at steps far
+    # too large for the function, two quotients can agree by chance.
+    confirm = np.abs(np.diff(rich, axis=0))
+    confirm = np.concatenate([confirm, confirm[-1:]], axis=0)
+    err = np.abs(d[1:] - d[:-1]) + confirm + (
+        2 * roundoff_ulps(dtype) * eps * fmax[None] + x_round * np.abs(d[1:])
+    ) / steps[1:, :, None]
+    # ... and so must every smaller step, within both error estimates:
+    # quotients sampled near multiples of a period agree with each other
+    # (aliasing) and are only exposed by the steps below them.
+    own = err.copy()
+    with np.errstate(invalid="ignore"):
+        for k in range(len(rich) - 1):
+            excess = np.abs(rich[k + 1:] - rich[k]) - own[k + 1:]
+            excess = np.where(np.isnan(excess), -np.inf, excess).max(axis=0)
+            err[k] = np.fmax(err[k], excess)
+    pick = np.argmin(err, axis=0)
+    take = lambda arr: np.take_along_axis(arr, pick[None], axis=0)[0]  # noqa: E731
+    return take(rich).T, take(err).T  # -> [out, column]
+
+
+def directional_slopes(fd, directions: dict, h: np.ndarray, f0, output, levels: int = LADDER):
+    """One-sided slopes of ``output`` along joint directions (``directions``:
+    input -> ``[k, *shape]``, the steps ``h`` ``[k]`` of ``along_joint``), by
+    the ladder rule: (left, right, left error, right error), each ``[out, k]``.
+    The joint check's evidence for a kink along its probes (``check._JointCheck``)."""
+    dtype = fd.rule_dtype(fd.point[next(iter(directions))].dtype)
+    scales = 2.0 ** -np.arange(levels + 1)
+    steps = h[None, :] * scales[:, None]  # [level, k]
+    k = len(h)
+    up, down = fd.joint_pairs(directions, steps)  # level-major
+    shape = (levels + 1, k, -1)
+    fp, fm = np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
+    f0 = np.asarray(f0, dtype=fp.dtype).reshape(-1)
+    fmax = np.maximum(np.abs(np.stack([fp, fm])).max(axis=(0, 1)), np.abs(f0))
+    r, re = _best_slopes((fp - f0) / steps[:, :, None], steps, fmax, dtype)
+    l, le = _best_slopes((f0 - fm) / steps[:, :, None], steps, fmax, dtype)
+    return l, r, le, re
+
+
+def _one_sided_points(fd, name, output, chunk, steps):
+    """f(x + s e_c) and f(x - s e_c) for c = chunk[j], s = steps[l, j], each
+    ``[level, column, output size]``: the finite-difference engine's own
+    evaluation of unit steps (in place, no copy of x per point;
+    ``FiniteDifferences.axis_pairs``). The points are fl(x + s) and fl(x - s),
+    so the steps taken are the ladder's exactly representable ``plus`` and
+    ``minus``."""
+    levels, k = steps.shape
+    up, down = fd.axis_pairs(name, np.tile(np.asarray(chunk), levels), steps.reshape(-1))
+    shape = (levels, k, -1)
+    return np.asarray(up[output]).reshape(shape), np.asarray(down[output]).reshape(shape)
