@@ -543,11 +543,11 @@ def _load(model, inputs, options: dict, function: str, *extra: str):
     from gradcli.options import LoadOptions
 
     fields, used = _keywords(function, options, LoadOptions, ("inputs", *extra))
-    _build(LoadOptions, fields, used)  # validates before TensorFlow is imported
-    from gradcli.model.loading import load_model
+    loading = _build(LoadOptions, fields, used)  # validates before TensorFlow is imported
+    from gradcli.analyses.load import load
 
     try:
-        return load_model(_spec(model, inputs, function), **fields)
+        return load(_spec(model, inputs, function), loading)
     except Exception as exc:
         from gradcli.errors import UsageError
 

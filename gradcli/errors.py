@@ -68,6 +68,25 @@ def internal_error_message(exc: BaseException) -> str:
     )
 
 
+def death_message(exit_code: int | None) -> str:
+    """How a process running a model ended, told as what the model did to it:
+    the error row of a model that ends its process (``sys.exit`` while checked
+    in this process, ``os._exit`` or a signal in a worker)."""
+    return f"the model ended the process ({how_ended(exit_code)})"
+
+
+def how_ended(exit_code: int | None) -> str:
+    """``exit code N`` or ``signal SIGxxx``, from a process's exit code."""
+    import signal
+
+    if exit_code is not None and exit_code < 0:
+        try:
+            return f"signal {signal.Signals(-exit_code).name}"
+        except ValueError:
+            return f"signal {-exit_code}"
+    return f"exit code {exit_code}"
+
+
 class GradcliError(Exception):
     """Base class. ``exit_code`` is what the command line exits with.
 

@@ -34,7 +34,7 @@ from gradcli import progress
 from gradcli.verdicts import compare
 from gradcli.verdicts.curvature import classify, meets
 from gradcli.errors import ModelError
-from gradcli.options import LANCZOS_TOL, HessianOptions, LoadOptions  # noqa: F401 - part of this API
+from gradcli.options import LANCZOS_TOL, HessianOptions  # noqa: F401 - part of this API
 
 #: auto uses the dense Hessian up to this many parameters: n HVPs and an
 #: O(n^3) eigendecomposition stay within seconds; beyond it Lanczos.
@@ -44,7 +44,8 @@ DENSE_LIMIT = 2000
 #: ForwardAccumulator-over-tape graph costs about 3x more on a 200k model).
 #: Dense Hessians use forward-over-reverse; a second-order check (``order=2``) compares both.
 ITERATIVE_HVP = "reverse"
-from gradcli.model.loading import Model, load_model
+from gradcli.analyses.load import load
+from gradcli.model.loading import Model
 from gradcli.analyses.reach import require_gradient
 from gradcli.analyses.objective import Objective, choose_cotangents
 from gradcli.results.hessian import (
@@ -258,7 +259,7 @@ def hutchinson_trace(objective: Objective, theta, probes: int, rng) -> Trace:
 
 
 def analyse_path(spec: str, options: HessianOptions) -> HessianResult:
-    model = load_model(spec, **LoadOptions.fields_of(options))
+    model = load(spec, options)
     return analyse(model, options)
 
 

@@ -503,10 +503,10 @@ def inspect_path(what: str, spec: str, load, args: tuple = (), keywords: dict | 
     """Load ``spec`` with ``load`` (``LoadOptions``) and run ``what`` (forward,
     vjp, jvp or jacobian) on it with ``args`` and ``keywords``: the command
     line's entry, run in a supervised worker (``gradcli.workers.batch``)."""
-    from gradcli.model.loading import load_model
+    from gradcli.analyses.load import load as load_for
 
     analysis = {"forward": forward, "vjp": vjp, "jvp": jvp, "jacobian": jacobian}[what]
-    return analysis(load_model(spec, **vars(load)), *args, **(keywords or {}))
+    return analysis(load_for(spec, load), *args, **(keywords or {}))
 
 
 def _autodiff():

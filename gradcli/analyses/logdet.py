@@ -20,10 +20,9 @@ from gradcli.numerics import autodiff
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import Calling
-from gradcli.model.loading import (
-    Model, definition_site, load_model, normalize_outputs, run_model, where_raised,
-)
-from gradcli.options import LoadOptions, LogdetOptions
+from gradcli.analyses.load import load
+from gradcli.model.loading import Model, definition_site, normalize_outputs, run_model, where_raised
+from gradcli.options import LogdetOptions
 from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
 from gradcli.results.logdet import LogdetExample, LogdetResult
@@ -51,7 +50,7 @@ def find_log_det(model: Model):
 
 def check_logdet_path(spec: str, options: LogdetOptions) -> LogdetResult:
     """Load ``spec`` and check its ``log_det_jacobian`` (``gradcli logdet``)."""
-    model = load_model(spec, **{**LoadOptions.fields_of(options), "wrt": [options.wrt] if options.wrt else None})
+    model = load(spec, options, wrt=[options.wrt] if options.wrt else None)
     return check_logdet(
         model, options.output, rtol=options.rtol, atol=options.atol, max_memory=options.max_memory
     )

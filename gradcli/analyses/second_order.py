@@ -18,7 +18,7 @@ One rule decides a pair's verdict and its count of failing elements (or
 probes): an element fails when either route is outside ``compare``'s tolerance
 of the differences (in full mode the block compared is, element by element,
 the route farther from the differences relative to its allowance). A failing
-pair says which route agrees with finite differences (``_routes``), and names
+pair says which route agrees with finite differences (``verdicts.second_order.second_derivative_routes``), and names
 the op or ``tf.custom_gradient`` whose gradient function's own derivative is
 wrong (``ModelGraph.culprit`` with ``order=2``: each op's gradient, as a
 function of the op's inputs for a fixed random cotangent, is differentiated
@@ -34,9 +34,10 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.verdicts import compare
+from gradcli.verdicts.second_order import second_derivative_routes
 from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.analyses.objective import Objective, choose_cotangents, gradient_name
-from gradcli.results import EXPLANATIONS, MISMATCH, PairResult, Tolerance
+from gradcli.results import MISMATCH, PairResult, Tolerance
 
 
 def check_objective(
@@ -78,7 +79,7 @@ def _full(objective, fd, outputs, tol, hessian) -> list[PairResult]:
             pair = compare.compare_block(
                 bj.name, out, block, columns, errors, bi.shape, bj.shape, tol
             )
-            _routes(pair, int(forward_bad.sum()), int(reverse_bad.sum()), forward_bad.size, "elements")
+            second_derivative_routes(pair, int(forward_bad.sum()), int(reverse_bad.sum()), forward_bad.size, "elements")
             pairs.append(pair)
     return pairs
 
@@ -92,27 +93,6 @@ def _severity(analytic, numeric, errors, tol) -> np.ndarray:
     allowed = compare.allowed_error(analytic, numeric, errors, tol)
     ratio = np.abs(analytic - numeric) / allowed
     return np.where(compare.comparable(analytic, numeric), ratio, np.inf)
-
-
-def _routes(pair: PairResult, forward_bad: int, reverse_bad: int, total: int, what: str) -> None:
-    """A failing pair's explanation says which second-derivative route agrees
-    with finite differences: forward-over-reverse (``ForwardAccumulator`` over
-    the gradient), reverse-over-reverse (the gradient of <gradient, v>)."""
-    if not pair.failed or pair.verdict != MISMATCH:
-        return
-    def count(bad):
-        return "agrees" if bad == 0 else f"disagrees ({bad} of {total} {what} outside tolerance)"
-    agreeing = [name for name, bad in (("forward-over-reverse", forward_bad),
-                                       ("reverse-over-reverse", reverse_bad)) if bad == 0]
-    which = (f"{agreeing[0]} agrees with finite differences" if agreeing
-             else "neither forward-over-reverse nor reverse-over-reverse agrees with finite differences")
-    routes = (
-        f"second derivative: {which} (forward-over-reverse {count(forward_bad)}; "
-        f"reverse-over-reverse {count(reverse_bad)})"
-    )
-    generic = pair.explanation == EXPLANATIONS[MISMATCH] or pair.explanation.startswith(
-        ("reverse mode", "forward mode", "reverse and forward"))  # compare's first-order words
-    pair.explanation = routes if generic or not pair.explanation else f"{pair.explanation}; {routes}"
 
 
 def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
@@ -142,7 +122,7 @@ def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
                 element_size=float(scale[0]) / np.sqrt(bi.size * bj.size),
             )
             allowed = compare.projection_allowed(err_p, scale, tol, roundoff, norms)
-            _routes(pair, int(compare.outside(fwd_p, num_p, allowed).sum()),
+            second_derivative_routes(pair, int(compare.outside(fwd_p, num_p, allowed).sum()),
                     int(compare.outside(rev_p, num_p, allowed).sum()), probes, "probes")
             pairs.append(pair)
     return pairs

@@ -4,7 +4,8 @@
 there (the forward pass twice, ``running.forward``; one reverse-mode product);
 when one raises in float64 only, the model is checked in its own dtypes and a
 note says why. Why a float64 gradient failed (the op, its line, TensorFlow's
-words) is judged by ``verdicts.gradient_failure``.
+words) is judged elsewhere (``verdicts.gradient_failure``, handed in as
+``explain_failure`` by ``analyses.load``); without it, TensorFlow's first line.
 """
 
 from __future__ import annotations
@@ -12,11 +13,11 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.errors import GradcliError, ModelError
-from gradcli.model.core import CHECK_DTYPE, Model, first_cotangents, is_floating, name_list
+from gradcli.model.core import CHECK_DTYPE, Model, first_cotangents, first_line, is_floating, name_list
 from gradcli.model.running import check_finite_outputs, forward
 
 
-def settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
+def settle_dtype(model: Model, float64: bool, rng_seed: int = 0, explain_failure=None) -> None:
     """Promote floating inputs to float64 and run the forward pass once.
 
     Rule: check in float64 whenever the model runs in it, because float32
@@ -47,7 +48,7 @@ def settle_dtype(model: Model, float64: bool, rng_seed: int = 0) -> None:
         }
         try:
             model.outputs, model.point = forward(model, promoted), promoted
-            failure = _float64_gradient_failure(model, native, rng_seed) if changed else None
+            failure = _float64_gradient_failure(model, native, rng_seed, explain_failure) if changed else None
         except ModelError as exc:
             if not changed and not written and not own:
                 raise
@@ -136,7 +137,7 @@ def _reverse_product(model: Model, values: dict, cotangents: dict) -> tuple[Base
         return exc, None
 
 
-def _float64_gradient_failure(model: Model, native: dict, rng_seed: int = 0) -> str | None:
+def _float64_gradient_failure(model: Model, native: dict, rng_seed: int = 0, explain_failure=None) -> str | None:
     """Why the reverse pass fails in float64 but not in the model's own dtypes
     (``settle_dtype``): "Op 'name' at file:line: its gradient raised ...", or
     None when it runs in float64 or fails in both (then it is the model's
@@ -153,6 +154,6 @@ def _float64_gradient_failure(model: Model, native: dict, rng_seed: int = 0) -> 
         return None
     if _reverse_product(model, native, cotangents)[0] is not None:
         return None
-    from gradcli.verdicts.gradient_failure import describe_gradient_failure
-
-    return describe_gradient_failure(model, failure)
+    if explain_failure is None:
+        return f"the gradient raised {type(failure).__name__}: {first_line(failure)}"
+    return explain_failure(model, failure)

@@ -68,6 +68,7 @@ def load_model(
     input: dict[str, np.ndarray] | None = None,  # noqa: A002 - the option is named so
     imports: list[str] | None = None,
     loss: str | None = None,
+    explain_failure=None,
 ) -> Model:
     """Load a model file (``FILE.py`` or ``FILE.py:NAME``), or a module
     object holding the same names, at its point. The keywords are the fields
@@ -86,6 +87,9 @@ def load_model(
     ``imports`` (modules importable from the project folder, or ``.py``
     files) are imported first, so that the custom classes they register are
     known when a saved model is deserialized (``import_modules``).
+    ``explain_failure(model, exc)`` words why the gradient raised in float64
+    only, for the note (``analyses.load`` hands it the verdicts' account,
+    which names the op; without it, TensorFlow's first line).
     """
     LoadOptions(wrt=wrt, set=set or {}, rng_seed=rng_seed, native_dtype=native_dtype, input=input or {},
                 imports=list(imports or []), loss=loss)
@@ -102,7 +106,7 @@ def load_model(
             raise UsageError("{@loss} applies to a saved Keras model (FILE.keras); a model file sets its `loss` itself")
         saved = _saved_model(path, entry, data or {}, float64, loss)
         if saved is not None:
-            return _finish(saved, overrides, wrt, None, float64, rng_seed)
+            return _finish(saved, overrides, wrt, None, float64, rng_seed, explain_failure)
         if data:
             raise UsageError(
                 "{@input} gives the data of a .keras or SavedModel MODEL; to change a model "
@@ -111,7 +115,7 @@ def load_model(
         module = import_model_file(path)
     file_wrt = getattr(module, "wrt", None)
     model = model_of_module(module, path, entry, rng_seed, float64)
-    model = _finish(model, overrides, wrt, file_wrt, float64, rng_seed)
+    model = _finish(model, overrides, wrt, file_wrt, float64, rng_seed, explain_failure)
     if model.structure is not None:
         model.notes.extend(model.structure.notes(model.point, model.wrt))
     return model
@@ -126,13 +130,14 @@ def _saved_model(path: str, entry: str | None, data: dict, float64: bool, loss=N
     return None
 
 
-def _finish(model: Model, overrides, wrt, file_wrt, float64: bool, rng_seed: int = 0) -> Model:
+def _finish(model: Model, overrides, wrt, file_wrt, float64: bool, rng_seed: int = 0,
+            explain_failure=None) -> Model:
     """Apply the ``overrides``, choose what to differentiate, and run the forward pass once."""
     apply_overrides(model, overrides or {})
     model.native_dtypes = {n: v.dtype for n, v in model.point.items()}
     model.wrt = choose_wrt(model, wrt, file_wrt)
     check_finite_inputs(model)
-    settle_dtype(model, float64, rng_seed)
+    settle_dtype(model, float64, rng_seed, explain_failure)
     return model
 
 

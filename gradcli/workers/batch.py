@@ -46,11 +46,12 @@ import time
 import traceback
 from dataclasses import dataclass
 
-from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, debugging, internal_error_message
+from gradcli.errors import (
+    EXIT_MODEL, GradcliError, ModelError, death_message, debugging, how_ended, internal_error_message,
+)
 from gradcli.options import UsageError
 from gradcli.results import CheckResult, ModelResult
 from gradcli.workers import isolation
-from gradcli.workers.deaths import death_message, how_ended
 
 #: Set to 1 to check model files in gradcli's own process (``--jobs 1`` only).
 IN_PROCESS_VARIABLE = "GRADCLI_IN_PROCESS"

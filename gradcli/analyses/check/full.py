@@ -18,7 +18,7 @@ from gradcli.analyses.check.rules import COTANGENT_SCALES, FORWARD_CHECKED, FORW
 from gradcli.model.core import first_cotangents
 from gradcli.numerics import autodiff
 from gradcli.results import MISMATCH, BlockWindow, PairResult
-from gradcli.verdicts import compare, diagnose
+from gradcli.verdicts import compare, diagnose, diagnosis
 
 
 def settled_future(value) -> Future:
@@ -297,7 +297,7 @@ class FullCheck:
                 )
             pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
             if nonfinite is not None:
-                pair.verdict, pair.failed, pair.explanation = MISMATCH, True, nonfinite
+                pair = diagnosis.apply(pair, diagnosis.Diagnosis(MISMATCH, True, nonfinite))
             elif block is not None:
                 pair = diagnose.refine(
                     pair, block, columns, errors, self.fd, self.model.outputs[o], x_shape,

@@ -30,15 +30,17 @@ from gradcli.analyses.check.rules import JOINT_LIMIT, JOINT_STAGE
 from gradcli.analyses.layers import plan as layer_plan
 from gradcli.analyses.layers import run as layer_run
 from gradcli.analyses.reach import require_gradient
-from gradcli.errors import EXIT_MODEL, GradcliError, ModelError, UsageError, debugging, internal_error_message
-from gradcli.model.loading import Model, differentiable, load_model
+from gradcli.errors import (
+    EXIT_MODEL, GradcliError, ModelError, death_message, debugging, internal_error_message,
+)
+from gradcli.analyses.load import load
+from gradcli.model.loading import Model, differentiable
 from gradcli.model.structure import split_complex_outputs
 from gradcli.numerics.finite_diff import FiniteDifferences
-from gradcli.options import CheckOptions, LoadOptions
+from gradcli.options import CheckOptions
 from gradcli.results import PASS, ModelResult
 from gradcli.verdicts import compare, diagnose, excuses, same_function
 from gradcli.verdicts.culprit import ModelGraph
-from gradcli.workers.deaths import death_message
 
 
 def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
@@ -99,7 +101,7 @@ def _users_own_rebuild(spec, model: Model, options: CheckOptions):
 
 
 def _load(spec, options: CheckOptions) -> Model:
-    return load_model(spec, **LoadOptions.fields_of(options))
+    return load(spec, options)
 
 
 def _display(spec) -> str:
