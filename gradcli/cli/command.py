@@ -162,7 +162,7 @@ class GradcliCommand(click.Command):
 def _rendered(renderer, result, extra, color=None) -> str:
     """The text report as one string, drawn on stdout's console (its colours
     and width; ``color``: ``--color/--no-color``)."""
-    from gradcli.render.text import console
+    from gradcli.render.formatting import console
 
     out = console(color=color)
     with out.capture() as captured:

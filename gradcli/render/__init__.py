@@ -26,7 +26,7 @@ def report(result) -> str:
     result class no command renders."""
     import importlib
 
-    from gradcli.render.text import plain_text
+    from gradcli.render.formatting import plain_text
 
     spec = TEXT.get(type(result).__name__)
     if spec is None:

@@ -32,7 +32,8 @@ import os
 
 from gradcli.model.paths import split_spec
 from gradcli.results import PASS, CheckResult, ModelResult, PairResult
-from gradcli.render.text import fmt, model_verdict, plural, printable, render_check, where
+from gradcli.render.formatting import fmt, plural, printable, where
+from gradcli.render.text import model_verdict, render_check
 
 TITLE = "gradcli check"
 

@@ -8,7 +8,8 @@ from rich.table import Table
 from rich.text import Text
 
 from gradcli.results.hessian import CONVEX_VERDICTS, HessianResult, Sampling, Spectrum
-from gradcli.render.text import fmt, plural, render_model, shown_notes
+from gradcli.render.formatting import fmt, plural, shown_notes
+from gradcli.render.text import render_model
 from gradcli.render.witness import set_arguments
 from gradcli.results import ModelResult
 

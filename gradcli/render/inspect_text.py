@@ -26,7 +26,7 @@ from gradcli.results.inspection import (
     NamedArray,
     VjpResult,
 )
-from gradcli.render.text import fmt, label, plural, shown_notes
+from gradcli.render.formatting import fmt, label, plural, shown_notes
 
 #: Arrays with at most this many entries are printed whole.
 PRINT_LIMIT = 32

@@ -56,7 +56,8 @@ class Case:
 
 
 def check_cases(result: CheckResult) -> list[Case]:
-    from gradcli.render.text import plain_text, render_failed_pair
+    from gradcli.render.formatting import plain_text
+    from gradcli.render.text import render_failed_pair
 
     cases = []
     for model in result.models:
@@ -125,7 +126,7 @@ def document(cases: list[Case], suite: str) -> ET.ElementTree:
         "skipped": str(sum(c.outcome == "skipped" for c in cases)),
         "time": f"{sum(c.time for c in cases):.3f}",
     }
-    from gradcli.render.text import printable  # a file name's newline would split the test's name
+    from gradcli.render.formatting import printable  # a file name's newline would split the test's name
 
     root = ET.Element("testsuites", counts)
     testsuite = ET.SubElement(
@@ -183,7 +184,7 @@ def hessian_cases(result) -> list[Case]:
     or ``hessian`` without --expect) and one for the finite-difference check of
     the Hessian when it ran."""
     from gradcli.render.hessian_text import render_hessian
-    from gradcli.render.text import plain_text
+    from gradcli.render.formatting import plain_text
 
     report = plain_text(lambda out: render_hessian(result, out))
     name = f"expect {result.expect}" if result.expect else "hessian"
