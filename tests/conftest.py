@@ -90,10 +90,15 @@ def check_json(path: str, *options: str):
     return run, run.json()
 
 
+def only_model(document) -> dict:
+    """The one model of a check document."""
+    (model,) = document["result"]["models"]
+    return model
+
+
 def pairs(document) -> dict:
     """(input, output) -> pair of the one model in a check document."""
-    (model,) = document["result"]["models"]
-    return {(p["input"], p["output"]): p for p in model["pairs"]}
+    return {(p["input"], p["output"]): p for p in only_model(document)["pairs"]}
 
 
 def gradcli(*args, env=None) -> Run:

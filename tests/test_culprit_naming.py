@@ -9,23 +9,16 @@ the fixture files.
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
-from conftest import error_line, fixture, gradcli, line_of as source_line
+from conftest import check_json, error_line, fixture, gradcli, line_of as source_line, pairs
 
 
-@lru_cache(maxsize=None)
-def check_json(name: str, *options: str):
-    run = gradcli("check", fixture(name), "--json", *options)
-    return run, run.json()
-
-
-def pairs(doc):
-    (model,) = doc["result"]["models"]
-    return {(p["input"], p["output"]): p for p in model["pairs"]}
+def checked(name: str, *options: str):
+    """``check_json`` of the fixture ``name``."""
+    return check_json(fixture(name), *options)
 
 
 def line_of(name: str, text: str) -> int:
@@ -54,7 +47,7 @@ def sin_affine_truth():
 @pytest.mark.parametrize("mode", ["full", "fast"])
 def test_a_scalar_gradient_for_a_per_channel_parameter_is_a_mismatch_and_the_rest_is_checked(mode):
     name = "blame_wrong_shape.py"
-    run, doc = check_json(name, "--mode", mode)
+    run, doc = checked(name, "--mode", mode)
     assert run.exit_code == 1, run
     found = pairs(doc)
     scale = found[("scale", "output")]
@@ -79,7 +72,7 @@ def test_a_scalar_gradient_for_a_per_channel_parameter_is_a_mismatch_and_the_res
 
 def test_a_broadcastable_gradient_shape_that_travels_through_other_ops_is_named_at_its_source():
     name = "blame_wrong_shape_deep.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     found = pairs(doc)
     log_g = found[("log_g", "output")]
@@ -102,7 +95,7 @@ def test_a_broadcastable_gradient_shape_that_travels_through_other_ops_is_named_
 
 def test_overwritten_scatter_update_is_named_with_its_type_name_and_line():
     name = "blame_scatter_duplicate.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     found = pairs(doc)
     c = np.array([[1.5, -2.0], [0.5, 3.0]])
@@ -133,7 +126,7 @@ def graph_culprit(name, input_name):
 
 def test_overwritten_stitch_slot_is_found_in_the_dynamic_stitch_gradient():
     name = "blame_stitch_duplicate.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     p_pair = pairs(doc)[("p", "output")]
     assert p_pair["failed"] and p_pair["verdict"] != "pass"
@@ -176,7 +169,7 @@ def test_a_registered_gradient_that_raises_names_the_op_its_override_and_both_li
 
 def test_an_overridden_gradient_is_named_with_its_registered_function():
     name = "blame_override_wrong.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     x, w = np.array([0.4, -1.1, 0.7]), 1.3
     s = 1 / (1 + np.exp(-w * x))
@@ -204,7 +197,7 @@ def test_an_overridden_gradient_is_named_with_its_registered_function():
 @pytest.mark.parametrize("mode", ["full", "fast"])
 def test_wrong_second_derivative_names_the_custom_gradient_and_the_routes(mode):
     name = "blame_second_order.py"
-    run, doc = check_json(name, "--order", "2", "--mode", mode)
+    run, doc = checked(name, "--order", "2", "--mode", mode)
     assert run.exit_code == 1, run
     found = pairs(doc)
     assert found[("x", "output")]["verdict"] == "pass"  # the first derivative is right
@@ -232,7 +225,7 @@ def test_one_rule_for_the_verdict_and_the_count_of_second_order_pairs():
     (tanh, second derivative -2 tanh (1 - tanh^2)) and on the wrong one."""
     for name in ("blame_second_order.py", "verdict_second_order_nan.py"):
         for mode in ("full", "fast"):
-            run, doc = check_json(name, "--order", "2", "--mode", mode)
+            run, doc = checked(name, "--order", "2", "--mode", mode)
             for pair in pairs(doc).values():
                 assert (pair["verdict"] == "mismatch") <= (pair["n_failing"] > 0), pair
                 assert (pair["verdict"] == "pass") <= (pair["n_failing"] == 0), pair
@@ -243,7 +236,7 @@ def test_second_order_culprit_is_the_innermost_rule_at_fault():
     instead of 2x: the second derivative is wrong in inner_square, which is
     named, with its probe off by exactly 3/2 (closed form)."""
     name = "blame_second_order_inner.py"
-    run, doc = check_json(name, "--order", "2")
+    run, doc = checked(name, "--order", "2")
     assert run.exit_code == 1, run
     found = pairs(doc)
     assert found[("x", "output")]["verdict"] == "pass"  # the first derivative is right
@@ -256,7 +249,7 @@ def test_second_order_culprit_is_the_innermost_rule_at_fault():
 
 def test_a_wrong_rule_inside_a_while_loop_is_named_in_the_loops_culprit():
     name = "blame_while_body.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     culprit = pairs(doc)[("x", "output")]["culprit"]
     body_line = source_line(fixture(name), "lambda i, y: (i + 1, soft(y)")
@@ -268,7 +261,7 @@ def test_a_wrong_rule_inside_a_while_loop_is_named_in_the_loops_culprit():
 
 def test_an_lstm_culprit_names_its_layer_and_the_rule_in_its_body():
     name = "blame_lstm_activation.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     culprits = [p["culprit"] for p in pairs(doc).values() if p["failed"] and p["culprit"]]
     assert culprits, run
@@ -285,7 +278,7 @@ def test_an_lstm_culprit_names_its_layer_and_the_rule_in_its_body():
 
 def test_keras_layer_culprit_names_the_layer_and_the_line_in_its_call():
     name = "blame_keras_layer.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     x = np.array([[0.3, -1.0, 0.7], [1.2, 0.4, -0.5]])
     kernel = np.array([[0.5, -0.3], [0.2, 0.8], [-0.6, 0.1]])
@@ -305,7 +298,7 @@ def test_keras_layer_culprit_names_the_layer_and_the_line_in_its_call():
 
 def test_keras_model_of_a_custom_layer_names_the_layer():
     name = "keras_loss_custom_layer.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     named = [p["culprit"] for p in pairs(doc).values() if p["culprit"]]
     assert named
@@ -321,7 +314,7 @@ def test_a_wrong_custom_gradient_inside_tf_recompute_grad_is_named_not_the_wrapp
     TensorFlow: the code at fault is the user's ``wave`` inside it, named with
     its own lines; the probe agrees with the closed form cos(x)(1 + 3e-4)."""
     name = "prec_rule_recompute_bad.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     culprit = pairs(doc)[("x", "output")]["culprit"]
     assert culprit["site"]["description"].startswith("tf.custom_gradient wave, inside tf.custom_gradient")
@@ -335,7 +328,7 @@ def test_a_wrong_custom_gradient_inside_tf_recompute_grad_is_named_not_the_wrapp
 
 def test_a_nan_gradient_where_the_function_is_smooth_blames_the_op_that_makes_it():
     name = "blame_where_pole.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     pair = pairs(doc)[("x", "output")]
     assert pair["verdict"] == "mismatch"

@@ -7,23 +7,16 @@ and definition lines read from the fixture files.
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
-from conftest import fixture, gradcli, line_of as source_line
+from conftest import check_json, fixture, gradcli, line_of as source_line, only_model
 
 
-@lru_cache(maxsize=None)
-def check_json(name: str, *options: str):
-    run = gradcli("check", fixture(name), "--json", *options)
-    return run, run.result
-
-
-def only_model(doc):
-    (model,) = doc["models"]
-    return model
+def checked(name: str, *options: str):
+    """``check_json`` of the fixture ``name``."""
+    return check_json(fixture(name), *options)
 
 
 def pairs(doc):
@@ -38,7 +31,7 @@ def line_of(name: str, text: str) -> int:
 
 
 def test_float32_inside_a_float64_model_is_checked_with_float32_rules():
-    run, doc = check_json("prec_cast_float32.py")
+    run, doc = checked("prec_cast_float32.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32"
@@ -54,7 +47,7 @@ def test_float32_inside_a_float64_model_is_checked_with_float32_rules():
 
 def test_keras_layer_that_autocasts_is_float32_and_passes():
     """A layer made inside the function autocasts to float32 on every call."""
-    run, doc = check_json("prec_keras_autocast_inner.py")
+    run, doc = checked("prec_keras_autocast_inner.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32"
@@ -64,7 +57,7 @@ def test_keras_layer_that_autocasts_is_float32_and_passes():
 def test_module_level_float32_layer_is_promoted_and_checked_in_float64():
     """Its weights are inputs (issue 13), promoted with the layer's policy, so
     nothing autocasts: float64 rules, and errors at float64's level."""
-    run, doc = check_json("prec_keras_autocast.py")
+    run, doc = checked("prec_keras_autocast.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float64"
@@ -73,7 +66,7 @@ def test_module_level_float32_layer_is_promoted_and_checked_in_float64():
 
 
 def test_keras_model_that_falls_back_to_float32_is_checked_with_float32_rules():
-    run, doc = check_json("prec_keras_fallback.py")
+    run, doc = checked("prec_keras_fallback.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
@@ -86,7 +79,7 @@ def test_subclassed_keras_model_that_cannot_be_rebuilt_runs_in_float64_by_its_po
     itself computes in float64 with its layers' dtype policies switched, and
     is checked with float64 rules. Float32 arithmetic differenced in float64
     would leave errors of about 1e-4 relative; these are float64's."""
-    run, doc = check_json("prec_keras_subclassed.py")
+    run, doc = checked("prec_keras_subclassed.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float64" and model["tolerance"]["rtol"] == pytest.approx(1e-6)
@@ -96,7 +89,7 @@ def test_subclassed_keras_model_that_cannot_be_rebuilt_runs_in_float64_by_its_po
 
 
 def test_mixed_float16_native_dtype_uses_the_float16_compute_dtype_and_passes():
-    run, doc = check_json("prec_mixed_float16.py", "--native-dtype")
+    run, doc = checked("prec_mixed_float16.py", "--native-dtype")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float16"
@@ -111,7 +104,7 @@ def test_mixed_bfloat16_outputs_are_checked_with_bfloat16_rules_and_pass():
     times float16's, by eps**(2/3)), as float16 models do; it was
     inconclusive. Five pairs: the four weights and, by default, the data x.
     Promoted to float64 (the default) the same model passes."""
-    run, doc = check_json("prec_mixed_bfloat16.py", "--native-dtype")
+    run, doc = checked("prec_mixed_bfloat16.py", "--native-dtype")
     model = only_model(doc)
     assert model["dtype"] == "bfloat16" and model["error"] is None
     assert model["tolerance"]["resolve"] == pytest.approx(0.4)
@@ -119,15 +112,15 @@ def test_mixed_bfloat16_outputs_are_checked_with_bfloat16_rules_and_pass():
     assert verdicts == {"pass"} and len(model["pairs"]) == 5
     assert run.exit_code == 0, run
     assert any("computes in bfloat16" in n for n in model["notes"])
-    run, doc = check_json("prec_mixed_bfloat16.py")
+    run, doc = checked("prec_mixed_bfloat16.py")
     assert run.exit_code == 0, run
     assert all(p["verdict"] == "pass" for p in only_model(doc)["pairs"])
 
 
 def test_float16_compute_correct_passes_and_a_20_percent_error_fails():
-    run, doc = check_json("prec_float16_custom.py")
+    run, doc = checked("prec_float16_custom.py")
     assert run.exit_code == 0, run
-    run, doc = check_json("prec_float16_bug.py")
+    run, doc = checked("prec_float16_bug.py")
     assert run.exit_code == 1, run
     pair = pairs(doc)[("x", "output")]
     assert pair["verdict"] == "mismatch" and pair["n_kinks"] == 0  # no false kink from round-off
@@ -149,7 +142,7 @@ def _tanh_xw_derivative():
 
 
 def test_list_inputs_beside_a_float32_constant_are_checked_in_float32_with_a_note():
-    run, doc = check_json("lists_float32_constant.py")
+    run, doc = checked("lists_float32_constant.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
@@ -166,7 +159,7 @@ def test_list_inputs_beside_a_float32_constant_are_checked_in_float32_with_a_not
 
 
 def test_list_inputs_beside_a_float32_constant_with_a_wrong_gradient_fail_as_a_mismatch():
-    run, doc = check_json("lists_float32_constant_wrong.py")
+    run, doc = checked("lists_float32_constant_wrong.py")
     assert run.exit_code == 1, run
     pair = pairs(doc)[("x", "output")]
     assert pair["verdict"] == "mismatch" and pair["n_failing"] == 4
@@ -183,14 +176,14 @@ def test_list_inputs_beside_a_float32_constant_with_a_wrong_gradient_fail_as_a_m
 def test_bfloat16_compute_correct_passes_and_twice_the_gradient_is_a_mismatch_with_its_culprit():
     """d/dx 2 sum(sin(x)) = 2 cos(x); the wrong gradient gives 4 cos(x)."""
     x = np.array([0.3, -1.2, 0.7])
-    run, doc = check_json("prec_bfloat16_custom.py")
+    run, doc = checked("prec_bfloat16_custom.py")
     assert run.exit_code == 0, run
     assert only_model(doc)["dtype"] == "bfloat16"
     pair = pairs(doc)[("x", "output")]
     assert pair["verdict"] == "pass"
     i = pair["worst"]["input_index"][0]
     assert pair["worst"]["numeric"] == pytest.approx(2 * np.cos(x[i]), rel=5e-2)
-    run, doc = check_json("prec_bfloat16_bug.py")
+    run, doc = checked("prec_bfloat16_bug.py")
     assert run.exit_code == 1, run
     pair = pairs(doc)[("x", "output")]
     assert pair["verdict"] == "mismatch" and pair["n_failing"] == 3
@@ -206,7 +199,7 @@ def test_wrong_float16_gradient_is_a_mismatch_with_its_culprit_not_inconclusive(
     slopes do not settle to a tenth in float16, but they refute the gradient.
     Closed form: d sum(sin(x s)) / dx = s cos(x s); the gradient 2 s cos(x s)."""
     name = "prec_float16_inputs_bug.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     assert only_model(doc)["dtype"] == "float16"
     pair = pairs(doc)[("x", "output")]
@@ -224,7 +217,7 @@ def test_wrong_float16_gradient_is_a_mismatch_with_its_culprit_not_inconclusive(
 
 
 def test_a_float64_model_keeps_float64_rules():
-    run, doc = check_json("culprit_square.py")
+    run, doc = checked("culprit_square.py")
     model = only_model(doc)
     assert model["dtype"] == "float64"
     assert not any("computes in" in n for n in model["notes"])
@@ -244,7 +237,7 @@ def test_a_float64_model_keeps_float64_rules():
     ],
 )
 def test_wrong_custom_gradient_is_the_culprit_not_its_forward_ops(name, function, input_name, half):
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     pair = pairs(doc)[(input_name, "output")]
     assert pair["verdict"] == "mismatch"
@@ -258,13 +251,13 @@ def test_wrong_custom_gradient_is_the_culprit_not_its_forward_ops(name, function
 
 
 def test_correct_custom_gradient_model_has_no_culprit_and_passes():
-    run, doc = check_json("prec_float16_custom.py")
+    run, doc = checked("prec_float16_custom.py")
     assert all(p["culprit"] is None for p in only_model(doc)["pairs"])
 
 
 def test_wrong_tensorflow_op_gradient_names_the_op_and_its_line():
     name = "culprit_cholesky.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     pair = pairs(doc)[("a", "output")]
     culprit = pair["culprit"]
@@ -283,7 +276,7 @@ def test_wrong_tensorflow_op_gradient_names_the_op_and_its_line():
 
 def test_disconnected_names_the_op_whose_gradient_is_none():
     name = "disconnected_betainc.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     pair = pairs(doc)[("a", "output")]
     assert pair["verdict"] == "disconnected"
@@ -296,7 +289,7 @@ def test_disconnected_names_the_op_whose_gradient_is_none():
 
 def test_svd_at_repeated_singular_values_is_found_by_its_gradient_to_the_output():
     name = "culprit_svd_repeated.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     pair = pairs(doc)[("a", "output")]
     culprit = pair["culprit"]
@@ -313,7 +306,7 @@ def test_svd_at_repeated_singular_values_is_found_by_its_gradient_to_the_output(
 
 def test_a_gradient_function_computing_in_float32_gets_float32_rules():
     name = "prec_float32_gradient.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32"
@@ -330,7 +323,7 @@ def test_a_gradient_function_computing_in_float32_gets_float32_rules():
 
 
 def test_custom_gradient_inside_tf_function_numbers_match_the_closed_form():
-    run, doc = check_json("culprit_in_tf_function.py")
+    run, doc = checked("culprit_in_tf_function.py")
     pair = pairs(doc)[("x", "output")]
     x = np.array([0.3, -0.7, 1.1]) + 0.1
     for element in pair["failing"]:

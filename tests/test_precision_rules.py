@@ -8,23 +8,16 @@ the fixture files' docstrings, source lines read from the fixture files.
 
 from __future__ import annotations
 
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
-from conftest import fixture, gradcli, line_of as source_line
+from conftest import check_json, fixture, line_of as source_line, only_model
 
 
-@lru_cache(maxsize=None)
-def check_json(name: str, *options: str):
-    run = gradcli("check", fixture(name), "--json", *options)
-    return run, run.result
-
-
-def only_model(doc):
-    (model,) = doc["models"]
-    return model
+def checked(name: str, *options: str):
+    """``check_json`` of the fixture ``name``."""
+    return check_json(fixture(name), *options)
 
 
 def pair(doc, input_name="x", output="output"):
@@ -49,7 +42,7 @@ def assert_float64_rules(model):
 
 
 def test_recompute_grad_float64_model_keeps_float64_rules_and_passes():
-    run, doc = check_json("prec_rule_recompute.py")
+    run, doc = checked("prec_rule_recompute.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert_float64_rules(model)
@@ -63,7 +56,7 @@ def test_recompute_grad_float64_model_keeps_float64_rules_and_passes():
 
 
 def test_a_3e_4_error_inside_recompute_grad_fails_at_float64_rules():
-    run, doc = check_json("prec_rule_recompute_bad.py")
+    run, doc = checked("prec_rule_recompute_bad.py")
     assert run.exit_code == 1, run
     model = only_model(doc)
     assert_float64_rules(model)
@@ -78,7 +71,7 @@ def test_a_3e_4_error_inside_recompute_grad_fails_at_float64_rules():
 
 
 def test_seeded_random_shape_size_and_counter_in_float32_keep_float64_rules():
-    run, doc = check_json("prec_rule_plumbing.py")
+    run, doc = checked("prec_rule_plumbing.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert_float64_rules(model)
@@ -96,7 +89,7 @@ def test_seeded_random_shape_size_and_counter_in_float32_keep_float64_rules():
 
 
 def test_float32_constants_in_a_custom_gradient_keep_float64_rules():
-    run, doc = check_json("prec_rule_gradient_constants.py")
+    run, doc = checked("prec_rule_gradient_constants.py")
     assert run.exit_code == 0, run
     assert_float64_rules(only_model(doc))
     x = np.array([0.4, -1.3, 2.2])
@@ -105,7 +98,7 @@ def test_float32_constants_in_a_custom_gradient_keep_float64_rules():
 
 
 def test_a_3e_4_error_from_float32_gradient_constants_fails():
-    run, doc = check_json("prec_rule_gradient_constants_bad.py")
+    run, doc = checked("prec_rule_gradient_constants_bad.py")
     assert run.exit_code == 1, run
     assert_float64_rules(only_model(doc))
     p = pair(doc)
@@ -122,7 +115,7 @@ def test_a_3e_4_error_from_float32_gradient_constants_fails():
 
 def test_a_cast_on_the_path_gets_float32_rules_and_the_note_names_the_cast():
     name = "prec_rule_cast.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
@@ -152,7 +145,7 @@ def resize_truth():
 
 def test_a_float32_only_gradient_falls_back_to_the_native_dtype_with_a_note():
     name = "prec_rule_resize.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
@@ -168,7 +161,7 @@ def test_a_float32_only_gradient_falls_back_to_the_native_dtype_with_a_note():
 
 
 def test_a_wrong_gradient_beside_a_float32_only_gradient_still_fails():
-    run, doc = check_json("prec_rule_resize_bad.py")
+    run, doc = checked("prec_rule_resize_bad.py")
     assert run.exit_code == 1, run
     model = only_model(doc)
     assert model["dtype"] == "float32"
@@ -251,7 +244,7 @@ def attention():
 
 
 def test_a_multi_head_attention_block_rebuilds_in_float64_and_passes(attention):
-    run, doc = check_json("prec_rule_keras_attention.py")
+    run, doc = checked("prec_rule_keras_attention.py")
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float64" and model["tolerance"]["rtol"] == pytest.approx(1e-6)
@@ -268,7 +261,7 @@ def test_a_multi_head_attention_block_rebuilds_in_float64_and_passes(attention):
 
 def test_a_3e_4_error_in_an_attention_softmax_gradient_fails_in_float64():
     name = "prec_rule_keras_attention_bad.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 1, run
     model = only_model(doc)
     assert model["dtype"] == "float64"
@@ -285,7 +278,7 @@ def test_a_3e_4_error_in_an_attention_softmax_gradient_fails_in_float64():
 
 def test_nested_models_shared_layers_and_batch_norm_rebuild_in_float64():
     name = "prec_rule_keras_nested.py"
-    run, doc = check_json(name)
+    run, doc = checked(name)
     assert run.exit_code == 0, run
     model = only_model(doc)
     assert model["dtype"] == "float64"

@@ -8,33 +8,24 @@ shows there is the buggy formula evaluated with numpy.
 
 from __future__ import annotations
 
-import json
 import shlex
-from functools import lru_cache
 
 import numpy as np
 import pytest
 
-from conftest import fixture, gradcli
+from conftest import check_json, fixture, gradcli, only_model
 
 NEAR_ZERO = fixture("sweep_wrong_near_zero.py")
 
 
-@lru_cache(maxsize=None)
-def check_json(path, *options):
-    run = gradcli("check", path, "--json", *options)
-    return run, run.result
-
-
 def sweep_of(doc):
-    (model,) = doc["models"]
-    return model["sweep"]
+    return only_model(doc)["sweep"]
 
 
 def test_wrong_only_near_zero_passes_at_the_point():
     run, doc = check_json(NEAR_ZERO)
     assert run.exit_code == 0, run
-    assert doc["models"][0]["sweep"] is None
+    assert only_model(doc)["sweep"] is None
 
 
 def test_sweep_catches_it_and_the_witness_reproduces_it_alone():
@@ -63,9 +54,9 @@ def test_sweep_catches_it_and_the_witness_reproduces_it_alone():
 def test_the_sweep_is_reproducible_from_its_seed():
     _, first = check_json(NEAR_ZERO, "--samples", "10", "--radius", "1")
     run = gradcli("check", NEAR_ZERO, "--json", "--samples", "10", "--radius", "1")
-    assert sweep_of(run.result)["witness"] == sweep_of(first)["witness"]
+    assert sweep_of(run.json())["witness"] == sweep_of(first)["witness"]
     other = gradcli("check", NEAR_ZERO, "--json", "--samples", "10", "--radius", "1", "--rng-seed", "3")
-    assert sweep_of(other.result)["worst"]["values"] != sweep_of(first)["worst"]["values"]
+    assert sweep_of(other.json())["worst"]["values"] != sweep_of(first)["worst"]["values"]
 
 
 def test_text_report_prints_the_witness():
