@@ -17,6 +17,7 @@ repeats (a repeated input would be compared against itself).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import typing
 from dataclasses import dataclass, field
@@ -63,12 +64,19 @@ def unique_names(names, param: str) -> None:
     require(not repeated, param, f"names {', '.join(map(repr, repeated))} more than once")
 
 
+@functools.lru_cache(maxsize=None)
+def type_hints(cls) -> dict:
+    """``typing.get_type_hints(cls)``, resolved once a class (a class's annotations
+    do not change; resolving them took a third of a millisecond a call). Read only."""
+    return typing.get_type_hints(cls)
+
+
 @dataclasses.dataclass
 class Options:
     """Base of every options dataclass: type checks, shared rules, then ``validate``."""
 
     def __post_init__(self):
-        hints = typing.get_type_hints(type(self))
+        hints = type_hints(type(self))
         for f in dataclasses.fields(self):
             setattr(self, f.name, coerce(getattr(self, f.name), hints[f.name], f.name))
         for name in ("rtol", "atol"):
