@@ -312,3 +312,70 @@ def test_a_failing_fast_check_too_large_to_recheck_reports_the_fast_result():
     # Each probe's analytic value is 3/2 of the numeric one: the gradient is 3x, the truth 2x.
     ratios = [e.analytic / e.numeric for e in pair.failing]
     assert len(ratios) == 3 and np.allclose(ratios, 1.5, rtol=1e-6), ratios
+
+
+# --- TensorFlow's kernel cache: cleared only for a model that needs it --------
+
+
+def test_a_random_function_draws_the_same_in_every_call_whatever_the_caller_ran():
+    import tensorflow as tf
+
+    import gradcli
+
+    def noisy(x):
+        return x + tf.random.uniform([3], dtype=tf.float64, seed=7)
+
+    def error():
+        return gradcli.check(noisy, (np.array([1.0, 2.0, 3.0]),)).models[0].error
+
+    first = error()
+    assert "the forward pass is nondeterministic" in first, first
+    tf.random.set_seed(0)
+    tf.random.uniform([3], dtype=tf.float64, seed=7)  # the cached kernel the model's op would reuse
+    assert error() == first
+
+
+def test_a_function_without_stateful_ops_leaves_the_callers_seeded_kernels_going_on():
+    import tensorflow as tf
+
+    import gradcli
+    from gradcli.model import random_state
+
+    def wave(x):
+        return tf.sin(x) * x
+
+    tf.random.set_seed(5)
+    expected = [float(tf.random.uniform([], seed=1)) for _ in range(2)]
+    tf.random.set_seed(5)
+    drawn = [float(tf.random.uniform([], seed=1))]
+    assert gradcli.check(wave, (np.linspace(0.1, 0.6, 6),)).ok
+    drawn.append(float(tf.random.uniform([], seed=1)))
+    assert drawn == expected  # as if no call had been made
+    assert random_state.KERNELS["reset"]  # outside a call
+
+
+def test_only_a_model_with_a_stateful_op_or_its_own_gradient_needs_fresh_kernels():
+    import types
+
+    import tensorflow as tf
+
+    from gradcli.model.loading import load_model
+    from gradcli.model.random_state import KERNELS, callers_state
+
+    variable = tf.Variable(2.0, dtype=tf.float64)
+
+    @tf.custom_gradient
+    def own(x):
+        return x * x, lambda dy: dy * 2 * x
+
+    def reset_by(function):
+        module = types.ModuleType("m")
+        module.model, module.inputs = function, {"x": np.array([1.0, 2.0, 3.0])}
+        with callers_state():
+            load_model(module)
+            return KERNELS["reset"]
+
+    assert not reset_by(lambda x: tf.sin(x) * x)
+    assert reset_by(lambda x: x * variable)
+    assert reset_by(own)
+    assert reset_by(lambda x: tf.function(lambda y: y * 2)(x))

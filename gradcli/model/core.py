@@ -87,6 +87,10 @@ class Model:
     structure: object | None = None
     #: complex outputs were split into real and imaginary parts (``structure.split_complex_outputs``)
     complex_outputs_split: bool = False
+    #: (function, specs, ``wrap_function`` trace) taken at load to learn whether the
+    #: model runs a stateful op (``loading.needs_fresh_kernels``); the graph rules
+    #: reuse it while ``function`` and the specs (``trace_specs``) are the same
+    first_trace: tuple | None = field(default=None, repr=False)
 
     @property
     def dtype(self) -> np.dtype:
@@ -216,6 +220,12 @@ def _unwrapped(obj):
     except ValueError:  # a __wrapped__ cycle
         return obj
     return inner if inner is not obj and inspect.isfunction(inner) else obj
+
+
+def trace_specs(point: dict) -> list:
+    """The ``tf.TensorSpec`` of each value of ``point``, named, in order: what the model is traced at."""
+    tf = import_tensorflow()
+    return [tf.TensorSpec(np.shape(v), tf.as_dtype(np.asarray(v).dtype), name=n) for n, v in point.items()]
 
 
 def is_keras(obj) -> bool:

@@ -35,6 +35,7 @@ forward pass at the point).
 
 from __future__ import annotations
 
+import random
 from types import ModuleType
 
 import numpy as np
@@ -43,7 +44,7 @@ from gradcli.errors import UsageError
 from gradcli.model.core import (  # re-exported: the names the rest of gradcli imports from here
     CHECK_DTYPE, Model, call_model, code_site, differentiable, first_cotangents, first_line, host_array,
     is_floating, is_keras, name_list, normalize_outputs, require_finite, run_model,
-    weight_name, where_raised,
+    trace_specs, weight_name, where_raised,
 )
 from gradcli.model.dtype_choice import settle_dtype
 from gradcli.model.importing import import_model_file, import_modules, own_modules, package_of  # noqa: F401
@@ -52,6 +53,7 @@ from gradcli.model.model_file import definition_site, model_of_module, read_inpu
 from gradcli.model.paths import is_saved_model, relative_path, split_spec  # noqa: F401
 from gradcli.model.point import apply_overrides, check_finite_inputs, choose_wrt
 from gradcli.model.project import project_folder
+from gradcli.model.random_state import KERNELS, reset_kernels, seed_streams
 from gradcli.model.running import REPEAT_ULPS, forward  # noqa: F401
 from gradcli.model.savedmodel import load_saved_model
 from gradcli.options import LoadOptions
@@ -96,7 +98,14 @@ def load_model(
     # The steps below say what each value is for: values that override inputs,
     # the data of a saved model, whether to promote to float64.
     overrides, data, float64 = set or {}, input or {}, not native_dtype
-    seed_everything(rng_seed)
+    # A function and its values (the Python API) run nothing before the forward
+    # pass: the kernel cache is cleared only if the model runs a stateful op
+    # (``_finish``); a model file, a Keras model or an ``inputs`` callable may
+    # draw random numbers before, so every stream is seeded as it always was.
+    deferred = (isinstance(spec, ModuleType) and not is_keras(getattr(spec, "model", None))
+                and not callable(getattr(spec, "inputs", None)) and seed_streams(rng_seed))
+    if not deferred:
+        seed_everything(rng_seed)
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
     else:
@@ -115,7 +124,7 @@ def load_model(
         module = import_model_file(path)
     file_wrt = getattr(module, "wrt", None)
     model = model_of_module(module, path, entry, rng_seed, float64)
-    model = _finish(model, overrides, wrt, file_wrt, float64, rng_seed, explain_failure)
+    model = _finish(model, overrides, wrt, file_wrt, float64, rng_seed, explain_failure, deferred)
     if model.structure is not None:
         model.notes.extend(model.structure.notes(model.point, model.wrt))
     return model
@@ -131,12 +140,15 @@ def _saved_model(path: str, entry: str | None, data: dict, float64: bool, loss=N
 
 
 def _finish(model: Model, overrides, wrt, file_wrt, float64: bool, rng_seed: int = 0,
-            explain_failure=None) -> Model:
-    """Apply the ``overrides``, choose what to differentiate, and run the forward pass once."""
+            explain_failure=None, deferred: bool = False) -> Model:
+    """Apply the ``overrides``, choose what to differentiate, and run the forward pass once.
+    ``deferred``: the kernel cache was not cleared when seeding (``load_model``)."""
     apply_overrides(model, overrides or {})
     model.native_dtypes = {n: v.dtype for n, v in model.point.items()}
     model.wrt = choose_wrt(model, wrt, file_wrt)
     check_finite_inputs(model)
+    if deferred and needs_fresh_kernels(model):
+        reset_kernels()
     settle_dtype(model, float64, rng_seed, explain_failure)
     return model
 
@@ -146,6 +158,7 @@ def seed_everything(seed: int) -> None:
 
     np.random.seed(seed)
     tf.random.set_seed(seed)
+    KERNELS["reset"] = True  # tf.random.set_seed cleared the kernel cache
     try:
         import keras
 
@@ -155,3 +168,63 @@ def seed_everything(seed: int) -> None:
         keras.utils.set_random_seed(seed)
     except Exception:  # keras absent or older: TF and numpy are seeded already
         pass
+
+
+#: graph ops that run another graph (a ``tf.function``): counted as stateful
+#: whatever their body, so a stateful op inside one cannot be missed
+CALL_OPS = frozenset({"PartitionedCall", "StatefulPartitionedCall"})
+
+
+def needs_fresh_kernels(model: Model) -> bool:
+    """Whether the model's forward pass may run a stateful op, so that the
+    kernel cache must be cleared before it to give the same values in every
+    call (a seeded ``tf.random.uniform`` restarts only in a fresh kernel).
+
+    The model is traced once in graph mode at its point (the trace the graph
+    rules take, kept in ``Model.first_trace`` so that the model's Python runs
+    no more often than before). Tracing runs no kernel. A model without a
+    stateful op (``OpDef.is_stateful``: random ops, variables, a call of a
+    ``tf.function`` counted as one) computes the same values whatever the
+    kernel cache holds, so clearing it can change none of them. True, the
+    cache to be cleared, when the trace fails (the eager run may take other
+    paths) or draws from numpy's or Python's global random stream (their state
+    is put back, and the graph rules trace the model again later, as before).
+    """
+    tf = import_tensorflow()
+    names, specs, function = list(model.point), trace_specs(model.point), model.function
+
+    def traced(*args):
+        return function(dict(zip(names, args)))
+
+    streams = random.getstate(), np.random.get_state()
+    try:
+        wrapped = tf.compat.v1.wrap_function(traced, specs)
+    except Exception:  # not traceable: the eager pass decides its own paths
+        wrapped = None
+    drawn = random.getstate() != streams[0] or not _same_numpy_state(np.random.get_state(), streams[1])
+    if wrapped is None or drawn:
+        random.setstate(streams[0])
+        np.random.set_state(streams[1])
+        return True
+    model.first_trace = (function, specs, wrapped)
+    return any(_stateful(op) for op in wrapped.graph.get_operations())
+
+
+def _stateful(op) -> bool:
+    """A stateful op, a call, or an op whose gradient is the model's own
+    (``tf.custom_gradient``, a gradient override): its gradient's ops are not
+    in the trace, and may draw random numbers (tests/models/nondeterministic_gradient.py)."""
+    try:
+        if op.type in CALL_OPS or op.op_def.is_stateful:
+            return True
+    except Exception:  # an op without a definition: assume the worst
+        return True
+    try:
+        op.get_attr("_gradient_op_type")
+    except ValueError:  # no gradient of its own
+        return False
+    return True
+
+
+def _same_numpy_state(a, b) -> bool:
+    return a[0] == b[0] and np.array_equal(a[1], b[1]) and tuple(a[2:]) == tuple(b[2:])

@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 from gradcli.errors import error_line
-from gradcli.model.core import first_line
+from gradcli.model.core import first_line, trace_specs
 from gradcli.model.paths import relative_path
 from gradcli.numerics.autodiff import functions_run_eagerly
 from gradcli.results import GraphSite
@@ -105,10 +105,9 @@ class TracedGraph:
             return self.wrapped is not None
         model = self.model
         names = list(model.point)
-        specs = [
-            tf.TensorSpec(np.shape(model.point[n]), tf.as_dtype(np.asarray(model.point[n]).dtype), name=n)
-            for n in names
-        ]
+        specs = trace_specs(model.point)
+        first = model.first_trace  # loading's trace, when it is of this function at these specs
+        first = first[2] if first is not None and first[0] is model.function and first[1] == specs else None
 
         def traced(*args):
             return model.function(dict(zip(names, args)))
@@ -123,8 +122,11 @@ class TracedGraph:
         error = None
         for inline in (False, True):
             try:
-                with functions_run_eagerly() if inline else contextlib.nullcontext():
-                    wrapped = tf.compat.v1.wrap_function(traced, specs)
+                if first is not None and not inline:
+                    wrapped = first
+                else:
+                    with functions_run_eagerly() if inline else contextlib.nullcontext():
+                        wrapped = tf.compat.v1.wrap_function(traced, specs)
             except Exception as exc:  # not traceable in graph mode: no graph findings
                 error = f"{type(exc).__name__}: {error_line(exc)}"
                 continue
