@@ -53,7 +53,7 @@ from gradcli.model.model_file import definition_site, model_of_module, read_inpu
 from gradcli.model.paths import is_saved_model, relative_path, split_spec  # noqa: F401
 from gradcli.model.point import apply_overrides, check_finite_inputs, choose_wrt
 from gradcli.model.project import project_folder
-from gradcli.model.random_state import KERNELS, reset_kernels, seed_streams
+from gradcli.model.random_state import KERNELS
 from gradcli.model.running import REPEAT_ULPS, forward  # noqa: F401
 from gradcli.model.savedmodel import load_saved_model
 from gradcli.options import LoadOptions
@@ -99,12 +99,16 @@ def load_model(
     # the data of a saved model, whether to promote to float64.
     overrides, data, float64 = set or {}, input or {}, not native_dtype
     # A function and its values (the Python API) run nothing before the forward
-    # pass: the kernel cache is cleared only if the model runs a stateful op
-    # (``_finish``); a model file, a Keras model or an ``inputs`` callable may
-    # draw random numbers before, so every stream is seeded as it always was.
+    # pass: TensorFlow and Keras are seeded (which clears TensorFlow's kernel
+    # cache) only if the model runs a stateful op (``_finish``); a model file,
+    # a Keras model or an ``inputs`` callable may draw random numbers before,
+    # so every stream is seeded first, as it always was.
     deferred = (isinstance(spec, ModuleType) and not is_keras(getattr(spec, "model", None))
-                and not callable(getattr(spec, "inputs", None)) and seed_streams(rng_seed))
-    if not deferred:
+                and not callable(getattr(spec, "inputs", None)))
+    if deferred:
+        random.seed(rng_seed)
+        np.random.seed(rng_seed)
+    else:
         seed_everything(rng_seed)
     if isinstance(spec, ModuleType):  # already imported (the Python API builds one)
         module, path, entry = spec, getattr(spec, "__file__", None) or spec.__name__, None
@@ -148,7 +152,7 @@ def _finish(model: Model, overrides, wrt, file_wrt, float64: bool, rng_seed: int
     model.wrt = choose_wrt(model, wrt, file_wrt)
     check_finite_inputs(model)
     if deferred and needs_fresh_kernels(model):
-        reset_kernels()
+        seed_everything(rng_seed)  # the seeding a model file gets, and the fresh kernels with it
     settle_dtype(model, float64, rng_seed, explain_failure)
     return model
 
