@@ -106,7 +106,7 @@ class TracedGraph:
         model = self.model
         names = list(model.point)
         specs = trace_specs(model.point)
-        first = model.first_trace  # loading's trace, when it is of this function at these specs
+        first = getattr(model, "first_trace", None)  # loading's trace, when it is of this function at these specs
         first = first[2] if first is not None and first[0] is model.function and first[1] == specs else None
 
         def traced(*args):
