@@ -90,8 +90,6 @@ KEYWORDS = {
     "cotangent": "cotangents",
     "tangent": "tangents",
 }
-#: Of ``KEYWORDS``, the spellings accepted but not listed (the field is).
-_SINGULAR = ("cotangent", "tangent")
 #: Fields that hold named arrays (VALUEs) and fields that hold names.
 _ARRAY_FIELDS = ("set", "input", "cotangents", "tangents")
 _NAME_FIELDS = ("wrt", "of", "fail_on", "layers")
@@ -355,10 +353,8 @@ def _keywords(function: str, given: dict, options_class, extra=()) -> tuple[dict
     allowed = takes | set(spellings)
     unknown = [key for key in given if key not in allowed]
     if unknown:
-        listed = (takes - {f for k, f in spellings.items() if k not in _SINGULAR}) | {
-            k for k in spellings if k not in _SINGULAR
-        }
-        raise _unknown_keyword(function, unknown, sorted(listed), sorted(allowed))
+        # The singular spellings are accepted but not listed: the field is.
+        raise _unknown_keyword(function, unknown, sorted(takes), sorted(allowed))
     fields, used = {}, {}
     for key, value in given.items():
         field = spellings.get(key, key)

@@ -39,11 +39,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
-import typing
 from dataclasses import dataclass, field
 
 from gradcli.errors import UsageError
-from gradcli.options import coerce
+from gradcli.options import coerce, type_hints
 from gradcli.model.paths import relative_path
 # The search for the project's pyproject.toml, shared with model imports:
 from gradcli.model.project import PYPROJECT, REPOSITORY_MARKER, find_pyproject, repository_root  # noqa: F401
@@ -205,7 +204,7 @@ def model_options(options, settings: dict, fixed=(), where: str = "model file"):
     if not settings:
         return options, {}
     fields = {f.name for f in dataclasses.fields(options)}
-    hints = typing.get_type_hints(type(options))
+    hints = type_hints(type(options))
     changes, applied = {}, {}
     for key, value in settings.items():
         name = normalize(key)
