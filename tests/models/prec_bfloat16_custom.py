@@ -2,25 +2,13 @@
 inside, with a custom gradient of sin scaled by ``FACTOR``: 1 here (right);
 ``prec_bfloat16_bug.py`` takes 2 (the gradient twice the derivative 2 cos(x))."""
 
+from functools import partial
+
 import tensorflow as tf
+from prec_float16_custom import inputs  # noqa: F401
+from prec_float16_custom import make_model as make_float16_model
 
 FACTOR = 1.0
 
-
-def make_model(factor):
-    @tf.custom_gradient
-    def wave(x):
-        def grad(upstream):
-            return upstream * factor * tf.cos(x)
-
-        return tf.sin(x), grad
-
-    def model(x):
-        low = tf.cast(x, tf.bfloat16)
-        return tf.cast(tf.reduce_sum(wave(low) * 2.0), tf.float64)
-
-    return model
-
-
+make_model = partial(make_float16_model, compute_dtype=tf.bfloat16)
 model = make_model(FACTOR)
-inputs = {"x": [0.3, -1.2, 0.7]}
