@@ -160,13 +160,16 @@ def api_warm_section(documents) -> list[str]:
     rows = defaultdict(list)
     for document in documents:
         for row in document["rows"]:
-            rows[row["checker"]].append(row)
+            rows[(row.get("function", "sin(x) x"), row["checker"])].append(row)
     lines = [runs_line(documents), "",
-             "| checker | wall ms | min ms | CPU ms | retracing warnings |", "|---|---|---|---|---|"]
-    for checker, found in rows.items():
+             "| function | checker | wall ms | min ms | CPU ms | x torch (wall) | retracing warnings |",
+             "|---|---|---|---|---|---|---|"]
+    for (function, checker), found in rows.items():
         ms = lambda key: fmt(median(r.get(key) for r in found) * 1e3)  # noqa: E731
+        torch = rows.get((function, "torch gradcheck"))
+        ratio = fmt(median(r["wall"] for r in found) / median(r["wall"] for r in torch)) if torch else "-"
         warnings = [r.get("retracing_warnings") for r in found if r.get("retracing_warnings") is not None]
-        lines.append(f"| {checker} | {ms('wall')} | {ms('min_wall')} | {ms('cpu')} | "
+        lines.append(f"| {function} | {checker} | {ms('wall')} | {ms('min_wall')} | {ms('cpu')} | {ratio} | "
                      f"{max(warnings) if warnings else '-'} |")
     lines.append("")
     return lines

@@ -19,14 +19,17 @@ from gradcli.model.loading import Model
 
 
 def require_gradient(
-    model: Model, outputs: list[str], wrt: list[str] | None = None, *, numeric_option: bool = False
+    model: Model, outputs: list[str], wrt: list[str] | None = None, *, numeric_option: bool = False,
+    through=None,
 ) -> None:
     """Raise ``ModelError`` if TensorFlow returns no gradient of ``outputs``
     for any input in ``wrt`` (default ``model.wrt``). One reverse pass seeded
     with ones: whether a gradient is None depends on the graph, not on the seed,
     so a product already taken at the point (``Model.taken_vjp``, every
     floating output seeded with a random draw) that holds a gradient answers it.
-    ``numeric_option``: the command has the ``numeric`` option, so say so."""
+    ``numeric_option``: the command has the ``numeric`` option, so say so.
+    ``through``: cotangents -> that VJP for ``model.wrt``, where the caller
+    takes its products other than by ``autodiff.vjp`` (a warm check's program)."""
     from gradcli.numerics import autodiff
     from gradcli.verdicts.same_function import taken_product
 
@@ -38,7 +41,10 @@ def require_gradient(
         return
     seeds = {o: np.ones(np.shape(model.outputs[o]), model.outputs[o].dtype) for o in outputs}
     try:
-        grads = autodiff.vjp(model.function, model.point, wrt, seeds)
+        if through is not None and wrt == list(model.wrt):
+            grads = through(seeds)
+        else:
+            grads = autodiff.vjp(model.function, model.point, wrt, seeds)
     except GradcliError:
         raise
     except Exception:  # noqa: BLE001 - the analysis itself reports why TensorFlow fails

@@ -91,6 +91,11 @@ class Model:
     #: model runs a stateful op (``loading.needs_fresh_kernels``); the graph rules
     #: reuse it while ``function`` and the specs (``trace_specs``) are the same
     first_trace: tuple | None = field(default=None, repr=False)
+    #: What makes two loads of a plain callable the same function of the same
+    #: flat named inputs (the callable and how it is called; None for any other
+    #: model): a warm check reuses what it traced for the earlier one
+    #: (``analyses.check.warm``) while that proves to be this function.
+    trace_key: tuple | None = field(default=None, repr=False)
 
     @property
     def dtype(self) -> np.dtype:

@@ -214,14 +214,22 @@ def needs_fresh_kernels(model: Model) -> bool:
     return any(_stateful(op) for op in wrapped.graph.get_operations())
 
 
-def _stateful(op) -> bool:
-    """A stateful op, a call, or an op whose gradient is the model's own
-    (``tf.custom_gradient``, a gradient override): its gradient's ops are not
-    in the trace, and may draw random numbers (tests/models/nondeterministic_gradient.py)."""
+def runs_state(op) -> bool:
+    """A stateful op (``OpDef.is_stateful``: a random draw, a variable read) or
+    a call of a ``tf.function`` (counted as one whatever its body); an op
+    without a definition counts as one."""
     try:
-        if op.type in CALL_OPS or op.op_def.is_stateful:
-            return True
+        return op.type in CALL_OPS or op.op_def.is_stateful
     except Exception:  # an op without a definition: assume the worst
+        return True
+
+
+def _stateful(op) -> bool:
+    """A stateful op, a call (``runs_state``), or an op whose gradient is the
+    model's own (``tf.custom_gradient``, a gradient override): its gradient's
+    ops are not in the trace, and may draw random numbers
+    (tests/models/nondeterministic_gradient.py)."""
+    if runs_state(op):
         return True
     try:
         op.get_attr("_gradient_op_type")

@@ -223,4 +223,6 @@ def _callable_model(
     )
     model.python_numbers = structure.python_numbers if isinstance(getattr(module, "inputs", None), dict) else []
     expose_weights(model, module, target)
+    if not (structure.nested or structure.sparse or structure.complex or getattr(model.function, "variables", ())):
+        model.trace_key = (target, calling, tuple(structure.names), tuple(model.point))
     return model

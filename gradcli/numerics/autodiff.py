@@ -183,18 +183,25 @@ def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> di
 def vjps(function: Callable, point: dict, wrt: list[str], seeds: list[dict]) -> list[dict]:
     """``vjp`` for each of several cotangents, from one forward pass (a
     persistent tape, one backward pass per seed)."""
-    values, sources = sources_of(function, _tensors(point), wrt)
+    products = vjp_tensors(function, _tensors(point), wrt, seeds)
+    return [{n: to_numpy(g) for n, g in zip(wrt, grads)} for grads in products]
+
+
+def vjp_tensors(function: Callable, values: dict, wrt: list[str], seeds: list[dict]) -> list[list]:
+    """The tensors of ``vjps`` (None where disconnected), eagerly or inside a
+    trace (``Program``): one forward pass on a persistent tape, one backward
+    pass per seed."""
+    values, sources = sources_of(function, values, wrt)
     with tf.GradientTape(persistent=len(seeds) > 1) as tape:
         tape.watch(sources)
         outputs = function(values)
     products = []
     for cotangents in seeds:
         names = list(cotangents)
-        grads = reverse(
+        products.append(reverse(
             tape, [outputs[o] for o in names], sources,
             output_gradients=[tf.cast(cotangents[o], outputs[o].dtype) for o in names],
-        )
-        products.append({n: to_numpy(g) for n, g in zip(wrt, grads)})
+        ))
     return products
 
 
@@ -237,8 +244,14 @@ def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | No
 
 
 def _jvp(function, point, tangents, outputs):
+    return {o: np.asarray(t) for o, t in jvp_tensors(function, _tensors(point), tangents, outputs).items()}
+
+
+def jvp_tensors(function: Callable, values: dict, tangents: dict, outputs: list[str] | None = None) -> dict:
+    """The tensors of ``jvp``, eagerly or inside a trace (``Program``): zeros
+    of the output's shape and dtype where no tangent arrives."""
     names = list(tangents)
-    values, primals = sources_of(function, _tensors(point), names)
+    values, primals = sources_of(function, values, names)
     with forward_accumulator(primals, [tf.cast(tangents[n], primals[i].dtype) for i, n in enumerate(names)]) as acc:
         results = function(values)
     result = {}
@@ -246,7 +259,7 @@ def _jvp(function, point, tangents, outputs):
         if outputs is not None and o not in outputs:
             continue
         t = acc.jvp(y) if y.dtype.is_floating else None
-        result[o] = np.zeros(y.shape, y.dtype.as_numpy_dtype) if t is None else np.asarray(t)
+        result[o] = tf.zeros_like(y) if t is None else t
     return result
 
 
@@ -357,45 +370,84 @@ def _reverse(function, values, wrt, outputs):
     every call (about 25 ms for a 6-element output; from the fifth call in a
     process TensorFlow warns of retracing), where six eager VJPs take 1-3 ms,
     and 32 about the cost of the trace."""
+    parts, shapes = reverse_parts(function, values, wrt, outputs, _rows_or_failure)
+    return _blocks_of(function, values, wrt, outputs, parts, shapes)
+
+
+def reverse_parts(function, values, wrt, outputs, rows_of) -> tuple[dict, dict]:
+    """The tensors of ``_reverse``, eagerly or inside a trace (``Program``): per
+    output, the reach gradients (one VJP seeded with ones: None where
+    disconnected) and the rows ``rows_of(tape, y, sources, size)`` gives for
+    the inputs whose reach gradient has the input's shape (None when there is
+    no such input, or one row: the reach gradient is that row); and per
+    output its (shape, dtype)."""
     call_values, watched = sources_of(function, values, wrt)
     source_of = dict(zip(wrt, watched))
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(watched)
         result = function(call_values)
-    blocks, passes, vectorised = {}, 0, True
+    parts, shapes = {}, {}
     for o in outputs:
         y = result[o]
+        shapes[o] = (tuple(y.shape), y.dtype)
         size = int(np.prod(y.shape, dtype=np.int64))
         reach = reverse(tape, y, watched, output_gradients=tf.ones_like(y))
-        reach = [checked_gradient(g, values[n].shape) for n, g in zip(wrt, reach)]
+        connected = [n for n, g in zip(wrt, reach) if g is not None and tuple(g.shape) == tuple(values[n].shape)]
+        rows = rows_of(tape, y, [source_of[n] for n in connected], size) if connected and size != 1 else None
+        parts[o] = {"reach": reach, "rows": rows}
+    return parts, shapes
+
+
+def _rows_or_failure(tape, y, sources, size):
+    """The rows of ``reverse_parts`` eagerly, or the exception that stops them
+    (``_blocks_of`` then takes them one by one, ``_rows_one_by_one``)."""
+    try:
+        return _rows(tape, y, sources, size)
+    except Exception as exc:  # noqa: BLE001 - TensorFlow raises many types here
+        return exc
+
+
+def _rows(tape, y, sources, size):
+    """Each source's rows J[i, :] of ``y``: unit cotangents, unrolled up to
+    ``EAGER_MAX_ROWS`` (see ``_reverse``), else one ``tf.vectorized_map``."""
+    seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
+
+    def row(c):
+        return reverse(tape, y, sources, output_gradients=c, zeros=True)
+
+    return _eager_rows(row, seeds, size) if size <= EAGER_MAX_ROWS else tf.vectorized_map(row, seeds)
+
+
+def _blocks_of(function, values, wrt, outputs, parts, shapes):
+    """``_reverse``'s result from ``reverse_parts``' (as numpy): the shape rule
+    on each reach gradient and row, disconnected blocks None."""
+    blocks, passes, vectorised = {}, 0, True
+    for o in outputs:
+        reach, rows = parts[o]["reach"], parts[o]["rows"]
+        reach = [checked_gradient(to_numpy(g), values[n].shape) for n, g in zip(wrt, reach)]
         for n, g in zip(wrt, reach):
             blocks[(o, n)] = g if isinstance(g, WrongShape) else None
         connected = [n for n, g in zip(wrt, reach) if isinstance(g, np.ndarray)]
+        y_shape, y_dtype = shapes[o]
+        size = int(np.prod(y_shape, dtype=np.int64))
         passes += size
         if not connected:
             continue
         if size == 1:  # the one pass is the reach gradient itself: no trace to pay for
             for n, g in zip(wrt, reach):
                 if isinstance(g, np.ndarray):
-                    blocks[(o, n)] = g.reshape(tuple(y.shape) + tuple(values[n].shape))
+                    blocks[(o, n)] = g.reshape(y_shape + tuple(values[n].shape))
             continue
-        sources = [source_of[n] for n in connected]
-        seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
-
-        def row(c, y=y, sources=sources):
-            return reverse(tape, y, sources, output_gradients=c, zeros=True)
-
-        try:
-            rows = _eager_rows(row, seeds, size) if size <= EAGER_MAX_ROWS else tf.vectorized_map(row, seeds)
-        except Exception:  # noqa: BLE001 - TensorFlow raises many types here
+        if isinstance(rows, Exception):
+            seeds = tf.reshape(tf.eye(size, dtype=y_dtype), (size,) + y_shape)
             rows, vectorised = _rows_one_by_one(function, values, connected, o, seeds), False
         for n, j in zip(connected, rows):
             j = j if isinstance(j, WrongShape) else checked_gradient(
-                j, (size,) + tuple(values[n].shape))
+                to_numpy(j), (size,) + tuple(values[n].shape))
             if isinstance(j, WrongShape):  # one row's shape, not the stacked rows'
                 blocks[(o, n)] = WrongShape(tuple(values[n].shape), j.got[1:] or j.got)
             else:
-                blocks[(o, n)] = j.reshape(tuple(y.shape) + tuple(values[n].shape))
+                blocks[(o, n)] = j.reshape(y_shape + tuple(values[n].shape))
     return blocks, passes, vectorised
 
 
@@ -477,6 +529,106 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
 def _jvp_or_zero(acc, y):
     t = acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return tf.cast(t, y.dtype)
+
+
+# -- the same products, traced once for a function called again ----------------
+
+
+class Program:
+    """The products of one function at fixed input specs, each a traced
+    concrete function (no autograph) whose body is the eager product's own
+    (``reverse_parts``, ``vjp_tensors``, ``jvp_tensors``): the forward values
+    (at one point, or at many in one call), the reverse-mode Jacobian, VJPs
+    for given cotangents and JVPs for given tangents, as numpy, by the same
+    rules as ``jacobians``, ``vjps`` and ``batched_jvp``. Each is traced once
+    per structure of its arguments (``_traced``) and then only run: what makes
+    a warm check of a function already checked cheap (``analyses.check.warm``,
+    which says when a program may stand for the function). Tracing raises
+    where the function cannot be traced (Python control flow on a tensor's
+    value) or a gradient's shape is not known statically: the caller then
+    takes the eager products.
+
+    Concrete functions, not ``tf.function`` calls: a call of one costs a third
+    of a ``tf.function``'s, and tracing one is not a "call with tracing"
+    (TensorFlow warns of retracing when the same code, here every program's,
+    is traced on five of its recent calls: a test module that checks twenty
+    functions would see the warning)."""
+
+    def __init__(self, function: Callable, specs: dict, wrt: list[str], outputs: list[str]):
+        self.function, self.specs = function, specs
+        self.names, self.wrt, self.outputs = list(specs), list(wrt), list(outputs)
+        self.shapes: dict = {}  # output -> (shape, dtype), read while tracing the Jacobian
+        self._traces: dict = {}
+        self._forward = self._traced("forward", lambda *flat: self._outputs(dict(zip(self.names, flat))),
+                                     *[specs[n] for n in self.names])
+
+    def _outputs(self, values):
+        results = self.function(values)
+        return {o: results[o] for o in self.outputs}
+
+    def _traced(self, key, body, *specs):
+        """The concrete function of ``body`` at ``specs``, traced on first use."""
+        found = self._traces.get(key)
+        if found is None:
+            found = self._traces[key] = tf.function(body, autograph=False).get_concrete_function(*specs)
+        return found
+
+    def _signature(self) -> dict:
+        return {n: self.specs[n] for n in self.names}
+
+    def values(self, point: dict) -> dict:
+        return {n: tf.convert_to_tensor(point[n]) for n in self.names}
+
+    def forward(self, values: dict) -> dict:
+        """The outputs at ``values`` (tensors), as a model function returns them."""
+        return self._forward(*[values[n] for n in self.names])
+
+    __call__ = forward
+
+    def many(self, stacked: dict) -> dict:
+        """``forward`` at k points in one call: input -> ``[k, *shape]``, output -> ``[k, *shape]``."""
+        returned = {o: tf.TensorSpec(t.shape, t.dtype) for o, t in self._forward.structured_outputs.items()}
+
+        def many(stacked):  # one point per leading index, the same graph for each
+            return tf.map_fn(self._outputs, stacked, fn_output_signature=returned)
+
+        run = self._traced("many", many, {n: tf.TensorSpec([None, *self.specs[n].shape], self.specs[n].dtype)
+                                          for n in self.names})
+        return run({n: stacked[n] for n in self.names})
+
+    def jacobians(self, point: dict) -> dict:
+        """``jacobians(..., mode="reverse").blocks`` of every output for ``wrt``."""
+        def jacobian(values):  # inside the trace a failure of the rows raises
+            parts, self.shapes = reverse_parts(self.function, values, self.wrt, self.outputs, _rows)
+            if any(g is not None and not g.shape.is_fully_defined() for p in parts.values() for g in p["reach"]):
+                raise ValueError("a gradient's shape is not known while tracing")
+            return parts
+
+        values = self.values(point)
+        parts = self._traced("jacobian", jacobian, self._signature())(values)
+        return _blocks_of(None, values, self.wrt, self.outputs, parts, self.shapes)[0]
+
+    def vjps(self, point: dict, seeds: list[dict]) -> list[dict]:
+        """``vjps`` at ``point``."""
+        seeds = [{o: tf.convert_to_tensor(c) for o, c in seed.items()} for seed in seeds]
+        specs = [{o: tf.TensorSpec(c.shape, c.dtype) for o, c in seed.items()} for seed in seeds]
+        key = ("vjps", tuple(tuple((o, s.shape, s.dtype) for o, s in seed.items()) for seed in specs))
+        run = self._traced(key, lambda values, seeds: vjp_tensors(self.function, values, self.wrt, seeds),
+                           self._signature(), specs)
+        products = run(self.values(point), seeds)
+        return [{n: to_numpy(g) for n, g in zip(self.wrt, grads)} for grads in products]
+
+    def batched_jvp(self, point: dict, tangents: dict, outputs: list[str]) -> dict:
+        """``batched_jvp`` at ``point`` (tangents of ``wrt`` only)."""
+        k = len(next(iter(tangents.values())))
+        batch = [{n: tf.convert_to_tensor(tangents[n][i]) for n in tangents} for i in range(k)]
+        specs = [{n: tf.TensorSpec(t.shape, t.dtype) for n, t in row.items()} for row in batch]
+        key = ("jvps", k, tuple((n, s.shape, s.dtype) for n, s in specs[0].items()))
+        with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
+            run = self._traced(key, lambda values, batch: [
+                jvp_tensors(self.function, values, t, self.outputs) for t in batch], self._signature(), specs)
+            rows = run(self.values(point), batch)
+        return {o: np.stack([np.asarray(r[o]) for r in rows]) for o in outputs}
 
 
 # -- second derivatives of a scalar function (traceable: tensors in, tensors out) --

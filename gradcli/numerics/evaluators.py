@@ -48,6 +48,11 @@ CHUNK_BYTES = 16 * 2**20
 IN_PLACE_CHUNK = 512
 #: Up to this many perturbed points in a call, evaluate eagerly instead of tracing.
 EAGER_MAX_POINTS = 32
+#: A trace that takes several points at once (``FiniteDifferences.traced``
+#: with ``many``: a warm check's kept program) gets them in one call while
+#: their copies hold at most this many elements (8 MB of float64); more are
+#: called one by one, each a copy of the moved input only.
+MANY_MAX_ELEMENTS = 2**20
 #: ... unless the points' copies hold more than this many elements in all
 #: (6 points of a 1.7M-weight network): copying every weight per point then
 #: costs more than tracing the model once, and a traced loop forms each point
@@ -186,6 +191,13 @@ class ModelEvaluator:
         if "eager inputs" not in self.traces:
             self.traces["eager inputs"] = {n: tf.constant(v) for n, v in fd.point.items()}
         fixed = self.traces["eager inputs"]
+        many = getattr(fd.traced, "many", None)  # a trace that takes the points at once
+        if many is not None and 2 * count * sum(v.size for v in fd.point.values()) <= MANY_MAX_ELEMENTS:
+            points = [{**fixed, **moved(j, sign)} for j in range(count) for sign in SIGNS]
+            result = many({n: tf.stack([p[n] for p in points]) for n in fd.point})
+            both = {o: np.asarray(tf.cast(result[o], dtype)).reshape((count, len(SIGNS)) + tuple(result[o].shape[1:]))
+                    for o in fd.outputs}
+            return tuple({o: both[o][:, i] for o in fd.outputs} for i in range(len(SIGNS)))
         evaluate = fd.traced or fd.function
         sides: tuple[dict, dict] = ({o: [] for o in fd.outputs}, {o: [] for o in fd.outputs})
         for j in range(count):

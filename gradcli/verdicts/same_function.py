@@ -64,12 +64,14 @@ def proof_rtol(dtype) -> float:
     return float(np.sqrt(machine_eps(dtype)))
 
 
-def prove(model, seed: int = 0, taken=None) -> CallProof | None:
+def prove(model, seed: int = 0, taken=None, through=None) -> CallProof | None:
     """Compare one VJP through ``model.function`` with the same VJP through
     ``model.own_call`` (see the module docstring). None when the model has no
     own call to compare with. ``taken``: (cotangents, VJP through
     ``model.function`` at the point) when the caller has one already (the layer
-    pass's probes): the user's call is then compared at those cotangents."""
+    pass's probes): the user's call is then compared at those cotangents.
+    ``through``: cotangents -> that VJP at the point, where the check takes
+    its products other than by ``autodiff.vjp`` (a warm check's kept program)."""
     own = model.own_call
     if own is None or not model.wrt:
         return None
@@ -81,7 +83,7 @@ def prove(model, seed: int = 0, taken=None) -> CallProof | None:
         return None
     cotangents = first_cotangents(outputs, seed)
     recorded = taken_product(model)  # loading's float64 gradient test took it already
-    if taken is None and recorded is not None and same_cotangents(recorded[0], cotangents):
+    if taken is None and through is None and recorded is not None and same_cotangents(recorded[0], cotangents):
         taken = recorded
     if taken is not None:
         cotangents = taken[0]
@@ -94,6 +96,8 @@ def prove(model, seed: int = 0, taken=None) -> CallProof | None:
             continue
         if taken is not None and point is model.point:
             ours = taken[1]
+        elif through is not None and point is model.point:
+            ours = through(cotangents)
         else:
             ours = autodiff.vjp(model.function, point, model.wrt, cotangents)
         if point is model.point:

@@ -219,9 +219,7 @@ class FullCheck:
         """Reverse mode always: it is what training uses, and TensorFlow's forward
         mode usually differentiates a ``tf.custom_gradient``'s forward ops instead of
         calling its gradient function, so a forward-mode Jacobian could hide its bugs."""
-        return autodiff.jacobians(
-            self.model.function, self.model.point, wrt, outputs, mode="reverse"
-        ).blocks
+        return self.products.jacobians(wrt, outputs)
 
     def check_cotangent(self, pair, name, o, rows) -> None:
         """The cotangent rule (``compare.cotangent_failure``) for one pair: two

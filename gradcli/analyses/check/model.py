@@ -24,7 +24,9 @@ from gradcli.analyses.check.fast import FastCheck
 from gradcli.analyses.check.full import FullCheck
 from gradcli.analyses.check.joint import JointCheck, joint_input
 from gradcli.analyses.check.mode import choose_mode, eager_call_seconds, require_full_memory, require_joint_memory
+from gradcli.analyses.check import warm
 from gradcli.analyses.check.precision import compute_precision, reaches
+from gradcli.analyses.check.products import ProgramProducts
 from gradcli.analyses.check.raised import in_autodiff, raised_in_gradcli
 from gradcli.analyses.check.rules import JOINT_LIMIT, JOINT_STAGE
 from gradcli.analyses.layers import plan as layer_plan
@@ -108,19 +110,31 @@ def _display(spec) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
 
 
-def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
+def check_model(model: Model, options: CheckOptions, proof=None, kept: bool = True) -> ModelResult:
     """Check one loaded model. ``proof``: its ``same_function.prove`` result when
-    the caller took it already (``check_spec`` does for a Keras rebuild)."""
+    the caller took it already (``check_spec`` does for a Keras rebuild).
+    ``kept``: a function checked before in this process may be checked with
+    the program its earlier check kept (``warm``); a program that fails to
+    prove itself is dropped and the model checked again without one."""
     started = time.perf_counter()
     split_complex_outputs(model)
     outputs = [o for o, v in model.outputs.items() if differentiable(v)]
     graph = ModelGraph(model)
-    dtype, precision_note = compute_precision(model, graph)
+    entry = warm.warm_start(model, outputs) if kept and outputs else None
+    program = entry.program if entry is not None else None
+    if program is not None and entry.precision is not None:
+        graph.trace()  # loading's trace: the graph rules read it as after the precision rule
+        dtype, precision_note = entry.precision
+    else:
+        dtype, precision_note = compute_precision(model, graph)
+        if program is not None:  # the rule's answer for the graph the program was traced from
+            entry.precision = (dtype, precision_note)
+    products = ProgramProducts(model, outputs, program) if program is not None else None
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
     if not outputs:
         raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
-    _require_a_gradient(model, outputs, graph)
+    _require_a_gradient(model, outputs, graph, products)
 
     def differences(mode):
         return FiniteDifferences(
@@ -129,7 +143,8 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             nonsmooth=mode == "fast" and excuses.has_nonsmooth_op(graph),
             precision=dtype,
             center=model.outputs,  # one-sided slopes for the kink scan (diagnose.kink_suspects)
-            traced=graph.callable(),  # the precision rule's trace, for points run one by one
+            # points run one by one through a trace: the precision rule's, or the kept program's
+            traced=graph.callable() if program is None else program,
         )
 
     fd = differences("full" if options.mode == "auto" else options.mode)
@@ -145,7 +160,11 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         + ([graph.run_note] if graph.run_note else []),
         predicted_full_seconds=predicted,
     )
-    result.call_proof = _prove_own_function(model, options, result.notes, proof)
+    result.call_proof = _prove_own_function(model, options, result.notes, proof, products)
+    if not warm.proves(entry, result.call_proof):  # the kept program is not this function now
+        warm.drop(model, outputs)
+        model.taken_vjp = None
+        return check_model(model, options, proof, kept=False)
     if options.autodiff == "reverse":
         result.notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
     skipped = [o for o in model.outputs if o not in outputs]
@@ -153,7 +172,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         result.notes.append(f"outputs {', '.join(skipped)} are not floating-point or have no elements: not checked")
     if mode == "full":
         require_full_memory(model, outputs, size, options.order, options.max_memory)
-    _run_checks(model, options, mode, fd, graph, outputs, tol, result)
+    _run_checks(model, options, mode, fd, graph, outputs, tol, result, products)
     if fd.eager:
         result.notes.append(
             "the model could not be traced by tf.function/vectorized_map: finite "
@@ -172,20 +191,22 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     return result
 
 
-def _require_a_gradient(model: Model, outputs, graph: ModelGraph) -> None:
+def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None) -> None:
     """``reach.require_gradient``, except where a TensorFlow path exists but
     its gradient is None (an op with no gradient for that input, a
     stop_gradient): check goes on, so the disconnected pairs name the op
     that cuts them. No path at all (numpy arithmetic) stays the model error
-    it is in every command."""
+    it is in every command. ``products``: the check's own (a kept program's)."""
+    through = None if products is None else (lambda seeds: products.taken_vjps([seeds])[0])
     try:
-        require_gradient(model, outputs)
+        require_gradient(model, outputs, through=through)
     except ModelError:
         if not any(reaches(graph, n, o) for n in model.wrt for o in outputs):
             raise
 
 
-def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outputs, tol, result) -> None:
+def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outputs, tol, result,
+                products=None) -> None:
     """The whole-model check of ``mode`` and, where it runs, the layer pass
     (``analyses.layers``) into ``result``: the joint check (``JointCheck``)
     runs beside the pass when the model's function is pure (``beside``)."""
@@ -202,7 +223,7 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
             f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
             "the layer table says where"
         )
-    check = checker(model, outputs, fd, tol, options, graph)
+    check = checker(model, outputs, fd, tol, options, graph, products)
     layers_failed = check.layer_verdict = Future()  # the layer pass's verdict, which the joint row reads
     joint = beside(check.run) if checker is JointCheck and model.pure_call else None
     try:
@@ -296,12 +317,15 @@ def beside(work) -> Future:
     return future
 
 
-def _prove_own_function(model: Model, options: CheckOptions, notes: list, proof=None):
+def _prove_own_function(model: Model, options: CheckOptions, notes: list, proof=None, products=None):
     """``verdicts.same_function.prove`` (or the ``proof`` taken already): a model
     whose checked function differs from the user's own call fails whatever its
-    pairs say; one whose own call could not be run says so in a note."""
+    pairs say; one whose own call could not be run says so in a note.
+    ``products``: where the check takes its products (a kept program,
+    ``ProgramProducts``), so the proof is of them."""
     if proof is None:
-        proof = same_function.prove(model, options.rng_seed)
+        through = None if products is None else (lambda cotangents: products.taken_vjps([cotangents])[0])
+        proof = same_function.prove(model, options.rng_seed, through=through)
     if proof is not None and not proof.proven and not proof.differs:
         notes.append(f"not proven to be the user's function: {proof.detail}")
     return proof

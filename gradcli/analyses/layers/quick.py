@@ -84,6 +84,9 @@ class TracedProducts:
     def vjps(self, seeds: list[dict]) -> list[dict]:
         return self.fallback.vjps(seeds)
 
+    def jacobians(self, wrt, outputs) -> dict:
+        return self.fallback.jacobians(wrt, outputs)
+
     def batched_jvp(self, tangents, outputs):
         names, jvps = self.joint
         if tuple(tangents) != names:
