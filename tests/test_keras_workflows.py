@@ -646,3 +646,18 @@ def test_assert_gradients_ok_checks_the_input_gradient_of_a_keras_model():
     assert "x -> output: mismatch" in str(raised.value)
     assert_gradients_ok(INPUT_RIGHT)
     assert_gradients_ok([ACTIVATION_RIGHT])
+
+
+def test_a_module_without_its_base_init_is_checked_with_its_weight_named_by_the_file():
+    """Its ``name`` raises AttributeError (no ``super().__init__()``); it was an
+    internal error. Closed form: y = sum(w x), dy/dw = x = [0.5, 1.5]."""
+    from gradcli.analyses import inspection
+    from gradcli.model.loading import load_model
+
+    model = load_model(fixture("module_without_init.py"))
+    assert model.wrt == ["net/w", "x"]
+    grads = inspection.vjp(model).arrays()
+    np.testing.assert_allclose(grads["net/w"], [0.5, 1.5], rtol=1e-15)
+    np.testing.assert_allclose(grads["x"], [1.0, -2.0], rtol=1e-15)
+    run = gradcli("check", fixture("module_without_init.py"))
+    assert run.exit_code == 0, run

@@ -214,6 +214,59 @@ def test_a_changed_gradient_function_is_checked_as_it_is_now(programs):
     assert not changed.models[0].call_proof.differs  # the cold check proves the function it checked
 
 
+def plainly_scaled(x):
+    return SCALE["value"] * tf.sin(x) * x
+
+
+def test_a_changed_closure_of_a_vouched_load_is_loaded_again(programs):
+    """From its third check the function's load is not traced (the kept
+    program vouches it runs no stateful op). Its scale changed, the program
+    no longer computes it: loaded again and checked cold, with the report of
+    a first check of the function as it is now (3 sin(x) x)."""
+    function = fresh(plainly_scaled)
+    try:
+        assert all(gradcli.check(function, (X,)).ok for _ in range(3))
+        assert len(programs) == 2
+        SCALE["value"] = 3.0
+        changed = gradcli.check(function, (X,))
+        first = gradcli.check(fresh(plainly_scaled), (X,))
+    finally:
+        SCALE["value"] = 2.0
+    assert len(programs) == 2
+    assert report(changed) == report(first)
+    worst = changed.models[0].pairs[0].worst  # J = diag(3 (cos(x) x + sin(x)))
+    (i,), (j,) = worst.output_index, worst.input_index
+    assert worst.analytic == pytest.approx(3 * (np.cos(X[i]) * X[i] + np.sin(X[i])) if i == j else 0.0, rel=1e-12)
+
+
+DRAWS = {"on": False}
+
+
+def sometimes_noisy(x):
+    """sin(x) x, plus a random draw while DRAWS is on."""
+    y = tf.sin(x) * x
+    return y + 1e-3 * tf.random.uniform(tf.shape(x), dtype=x.dtype) if DRAWS["on"] else y
+
+
+def test_a_function_that_starts_drawing_is_loaded_again_and_seeded(programs):
+    """Its third load took the kept program's word that it runs no stateful
+    op (not traced, not seeded). When it starts drawing random numbers the
+    program no longer computes it: the model is loaded again (traced, so
+    seeded) and checked cold, with the report of a first check of it in a
+    process, draws included: every random choice reproducible."""
+    function = fresh(sometimes_noisy)
+    try:
+        assert all(gradcli.check(function, (X,)).ok for _ in range(3))
+        assert len(programs) == 2
+        DRAWS["on"] = True
+        changed = gradcli.check(function, (X,))
+        first = gradcli.check(fresh(sometimes_noisy), (X,))
+    finally:
+        DRAWS["on"] = False
+    assert len(programs) == 2
+    assert report(changed) == report(first)
+
+
 def noisy(x):
     return tf.sin(x) * x + 0.0 * tf.random.uniform(tf.shape(x), dtype=x.dtype)
 

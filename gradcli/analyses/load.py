@@ -16,9 +16,28 @@ from gradcli.options import LoadOptions
 
 def load(spec, options, **changes):
     """The model ``spec`` names, loaded with the loading options of ``options``
-    (any analysis's options dataclass) and ``changes`` to them."""
+    (any analysis's options dataclass) and ``changes`` to them. A function a
+    warm check keeps a program of is not traced again to learn that it runs
+    no stateful op (``check.warm.stateless``); a load that took that word and
+    fails (its forward pass now draws random numbers, unseeded) is taken again
+    without it, traced and seeded as a first load is."""
+    from gradcli.analyses.check import warm
+    from gradcli.errors import GradcliError
     from gradcli.model.loading import load_model
     from gradcli.verdicts.gradient_failure import describe_gradient_failure
 
     fields = {**LoadOptions.fields_of(options), **changes}
+    vouched = []
+
+    def stateless(model) -> bool:
+        if warm.stateless(model):
+            vouched.append(model)
+        return bool(vouched)
+
+    try:
+        return load_model(spec, **fields, explain_failure=describe_gradient_failure, stateless=stateless)
+    except GradcliError:
+        if not vouched:
+            raise
+        warm.unvouch(vouched[0])
     return load_model(spec, **fields, explain_failure=describe_gradient_failure)

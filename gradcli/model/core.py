@@ -96,6 +96,11 @@ class Model:
     #: model): a warm check reuses what it traced for the earlier one
     #: (``analyses.check.warm``) while that proves to be this function.
     trace_key: tuple | None = field(default=None, repr=False)
+    #: Whether the model's forward pass may run a stateful op (``loading``'s
+    #: trace, ``needs_fresh_kernels``; or an earlier load's, which the caller
+    #: vouched for: ``load_model``'s ``stateless``). None: not asked (the
+    #: model was seeded before it was built).
+    stateful: bool | None = None
 
     @property
     def dtype(self) -> np.dtype:

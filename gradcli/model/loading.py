@@ -71,6 +71,7 @@ def load_model(
     imports: list[str] | None = None,
     loss: str | None = None,
     explain_failure=None,
+    stateless=None,
 ) -> Model:
     """Load a model file (``FILE.py`` or ``FILE.py:NAME``), or a module
     object holding the same names, at its point. The keywords are the fields
@@ -92,6 +93,10 @@ def load_model(
     ``explain_failure(model, exc)`` words why the gradient raised in float64
     only, for the note (``analyses.load`` hands it the verdicts' account,
     which names the op; without it, TensorFlow's first line).
+    ``stateless(model)``: whether an earlier load of the same function at
+    the same inputs found no stateful op in its trace, and what the caller
+    kept of that load still computes this function (``analyses.check.warm``):
+    then the model is not traced again to learn it.
     """
     LoadOptions(wrt=wrt, set=set or {}, rng_seed=rng_seed, native_dtype=native_dtype, input=input or {},
                 imports=list(imports or []), loss=loss)
@@ -128,7 +133,7 @@ def load_model(
         module = import_model_file(path)
     file_wrt = getattr(module, "wrt", None)
     model = model_of_module(module, path, entry, rng_seed, float64)
-    model = _finish(model, overrides, wrt, file_wrt, float64, rng_seed, explain_failure, deferred)
+    model = _finish(model, overrides, wrt, file_wrt, float64, rng_seed, explain_failure, deferred, stateless)
     if model.structure is not None:
         model.notes.extend(model.structure.notes(model.point, model.wrt))
     return model
@@ -144,15 +149,19 @@ def _saved_model(path: str, entry: str | None, data: dict, float64: bool, loss=N
 
 
 def _finish(model: Model, overrides, wrt, file_wrt, float64: bool, rng_seed: int = 0,
-            explain_failure=None, deferred: bool = False) -> Model:
+            explain_failure=None, deferred: bool = False, stateless=None) -> Model:
     """Apply the ``overrides``, choose what to differentiate, and run the forward pass once.
-    ``deferred``: the kernel cache was not cleared when seeding (``load_model``)."""
+    ``deferred``: the kernel cache was not cleared when seeding; ``stateless``
+    as ``load_model`` takes it."""
     apply_overrides(model, overrides or {})
     model.native_dtypes = {n: v.dtype for n, v in model.point.items()}
     model.wrt = choose_wrt(model, wrt, file_wrt)
     check_finite_inputs(model)
-    if deferred and needs_fresh_kernels(model):
-        seed_everything(rng_seed)  # the seeding a model file gets, and the fresh kernels with it
+    if deferred:
+        vouched = stateless is not None and stateless(model)
+        model.stateful = False if vouched else needs_fresh_kernels(model)
+        if model.stateful:
+            seed_everything(rng_seed)  # the seeding a model file gets, and the fresh kernels with it
     settle_dtype(model, float64, rng_seed, explain_failure)
     return model
 

@@ -154,6 +154,16 @@ def _set(parent, key, value):
         setattr(parent, key, value)
 
 
+def _module_name(module, global_name: str) -> str:
+    """A ``tf.Module``'s name; the name the file gives it where the module has
+    none (a subclass whose ``__init__`` skips ``super().__init__()``: TensorFlow
+    still tracks its variables, and its ``name`` raises AttributeError)."""
+    try:
+        return module.name
+    except AttributeError:
+        return global_name
+
+
 def find_weights(module: ModuleType) -> _Weights:
     """Trainable variables of the file's module-level Keras layers, tf.Modules
     and tf.Variables, named as the module docstring says."""
@@ -178,7 +188,7 @@ def find_weights(module: ModuleType) -> _Weights:
             for path, parent, key, v in variables_by_path(obj).values():
                 if v.trainable and id(v) not in seen:
                     seen.add(id(v))
-                    weights.slots.setdefault(f"{obj.name}/{path}", (parent, key, v))
+                    weights.slots.setdefault(f"{_module_name(obj, global_name)}/{path}", (parent, key, v))
         elif isinstance(obj, tf.Variable) and obj.trainable and id(obj) not in seen:
             seen.add(id(obj))
             weights.slots.setdefault(global_name, (module, global_name, obj))

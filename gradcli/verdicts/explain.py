@@ -54,7 +54,7 @@ def explain_cut_path(pair, graph) -> None:
                 f"{pair.input} reaches {pair.output} only through {where}: "
                 "nothing can be learned through it"
             )
-    elif pair.verdict == DISCONNECTED and graph.traced and not _reaches(graph, pair):
+    elif pair.verdict == DISCONNECTED and graph.trace() and not _reaches(graph, pair):
         pair.explanation += f"; {pair.input} does not reach {pair.output} in the graph"
 
 

@@ -93,6 +93,8 @@ class TracedGraph:
         self.traced = False
         self._called = None  # the trace with tf.function calls kept, when the graph inlined them
         self.run_note: str | None = None  # why ``callable`` gave no graph to run
+        #: an op's local check, cut out of this graph once (``local_check._cut_out``)
+        self.cut_outs: dict = {}
 
     #: whether the model's function calls ``tf.function``s (``trace``)
     calls_functions = False

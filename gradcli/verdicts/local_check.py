@@ -24,6 +24,7 @@ or call (``rules_in_body``), and the probe that convicted it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -160,11 +161,10 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
         ys = first_gradients(graph, xs, ys, rng)
         if not ys:
             return None
-    built = _partial_gradients(graph, op, xs, ys, order, shape_rule)
-    if built is None or isinstance(built, WrongShape):
-        return built
-    seeds, xs_grads = built
-    local = _LocalFunction.pruned(graph, op, feeds, feed_values, seen, xs_grads, ys, seeds, to, at)
+    local = _cut_out(graph, op, feeds, feed_values, xs, ys, order, shape_rule, to)
+    if local is None or isinstance(local, WrongShape):
+        return local
+    local = local.at_values(seen, at)
     out_values = local({k: tf.constant(v) for k, v in local.base.items()})
     if at is not None:  # validated at the point (``spread_culprit``); here the domain
         if not all(np.all(np.isfinite(np.asarray(v))) for v in out_values.values()):
@@ -176,6 +176,27 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
     precision = _coarsest([t.dtype.name for t in local.xs + ys])
     tol = _looser(tol, compare.tolerance(precision))
     return _probe(local, op, out_values, precision, tol, rng, shape_rule, at)
+
+
+def _cut_out(graph, op, feeds, feed_values, xs, ys, order, shape_rule, to):
+    """The op's gradient graph and pruned functions (``_partial_gradients``,
+    ``_LocalFunction.pruned``), or what stops them (None, a ``WrongShape``).
+    Built once per op, inputs and feeds of a graph (``TracedGraph.cut_outs``):
+    the spread rule checks the same op at seven points and two looks each,
+    and every build adds a gradient to the graph and prunes two functions
+    (the bulk of a local check's cost). Second order is built each time: its
+    outputs are the gradients ``first_gradients`` adds with a draw of ``rng``."""
+    key = (op.name, tuple(x.name for x in xs), tuple(y.name for y in ys), tuple(t.name for t in feeds),
+           None if to is None else to.name, shape_rule)
+    if order == 1 and key in graph.cut_outs:
+        return graph.cut_outs[key]
+    built = _partial_gradients(graph, op, xs, ys, order, shape_rule)
+    if built is not None and not isinstance(built, WrongShape):
+        seeds, xs_grads = built
+        built = _LocalFunction.pruned(graph, op, feeds, feed_values, xs_grads, ys, seeds, to)
+    if order == 1:
+        graph.cut_outs[key] = built
+    return built
 
 
 def _partial_gradients(graph, op, xs, ys, order, shape_rule):
@@ -221,12 +242,12 @@ class _LocalFunction:
     held_values: list
     forward: object
     backward: object
-    base: dict
+    base: dict | None  # None until ``at_values``
     base_feeds: dict
     ys: list
 
     @classmethod
-    def pruned(cls, graph, op, feeds, feed_values, seen, xs_grads, ys, seeds, to, at):
+    def pruned(cls, graph, op, feeds, feed_values, xs_grads, ys, seeds, to):
         xs = [x for x, _ in xs_grads]
         fed_refs = {t.ref() for t in feeds}
         extra = [x for x in xs if x.ref() not in fed_refs]
@@ -242,11 +263,16 @@ class _LocalFunction:
         held_values = list(graph.wrapped.prune(feeds, held)(*feed_values)) if held else []
         forward = graph.wrapped.prune(feeds + extra + held, ys)
         backward = graph.wrapped.prune(feeds + extra + held + seeds, [g for _, g in xs_grads])
-        base = {f"in{i}": np.asarray(seen[x.ref()]) for i, x in enumerate(xs)}
         base_feeds = {t.ref(): v for t, v in zip(feeds, feed_values)}
+        return cls(xs, feeds, extra, held_values, forward, backward, None, base_feeds, ys)
+
+    def at_values(self, seen, at=None) -> "_LocalFunction":
+        """This function checked at the values its inputs had in the model
+        (``seen``), or at ``at`` of them (the spread)."""
+        base = {f"in{i}": np.asarray(seen[x.ref()]) for i, x in enumerate(self.xs)}
         if at is not None:
             base = {k: np.asarray(at(v), v.dtype) for k, v in base.items()}
-        return cls(xs, feeds, extra, held_values, forward, backward, base, base_feeds, ys)
+        return dataclasses.replace(self, base=base)
 
     def __call__(self, values):
         """The op's outputs for input values ``{"in0": ..., ...}``."""

@@ -55,11 +55,11 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
         if (own.rng_seed, own.native_dtype) != (options.rng_seed, options.native_dtype):
             model = _load(spec, own)  # these settings take effect while loading
         model, proof = _users_own_rebuild(spec, model, own)
-        result = check_model(model, own, proof)
+        result = _check_loaded(spec, model, own, proof)
         if own.samples or own.special:
             from gradcli.analyses.sweep import sweep
 
-            result.sweep = sweep(spec, model, own, check_model, _load)
+            result.sweep = sweep(spec, model, own, lambda at, options: _check_loaded(spec, at, options), _load)
         if applied:
             settings = ", ".join(f"{k.replace('_', '-')}={v!r}" for k, v in applied.items())
             result.notes.append(f"options from the model file's `check`: {settings}")
@@ -106,6 +106,15 @@ def _load(spec, options: CheckOptions) -> Model:
     return load(spec, options)
 
 
+def _check_loaded(spec, model: Model, options: CheckOptions, proof=None) -> ModelResult:
+    """``check_model`` of a model loaded from ``spec``; loaded again and checked
+    cold when its load relied on a kept program that no longer stands (``warm.Reload``)."""
+    try:
+        return check_model(model, options, proof)
+    except warm.Reload:
+        return check_model(_load(spec, options), options)
+
+
 def _display(spec) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
 
@@ -123,7 +132,8 @@ def check_model(model: Model, options: CheckOptions, proof=None, kept: bool = Tr
     entry = warm.warm_start(model, outputs) if kept and outputs else None
     program = entry.program if entry is not None else None
     if program is not None and entry.precision is not None:
-        graph.trace()  # loading's trace: the graph rules read it as after the precision rule
+        if model.first_trace is not None:  # loading's trace: the graph rules read it as after the precision rule
+            graph.trace()  # (a load vouched stateless took none: no gradient of its own, no call to read)
         dtype, precision_note = entry.precision
     else:
         dtype, precision_note = compute_precision(model, graph)
@@ -162,7 +172,7 @@ def check_model(model: Model, options: CheckOptions, proof=None, kept: bool = Tr
     )
     result.call_proof = _prove_own_function(model, options, result.notes, proof, products)
     if not warm.proves(entry, result.call_proof):  # the kept program is not this function now
-        warm.drop(model, outputs)
+        warm.stale(model, outputs)
         model.taken_vjp = None
         return check_model(model, options, proof, kept=False)
     if options.autodiff == "reverse":

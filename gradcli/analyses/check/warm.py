@@ -30,7 +30,12 @@ into the program, and the proof compares that with the user's eager call.
 
 When: from the second check of the same function (the first only records
 it), so a single check, every command-line run, traces nothing more than
-before. At most ``KEPT`` functions are kept (least recently checked dropped
+before. From the third, a function whose program was traced from a load that
+found no stateful op is not traced at load to learn it again (``stateless``,
+asked by ``analyses.load``): the program vouches for it, and is proven at the
+call as above; one that no longer stands has the model loaded again, traced
+and seeded as a first load (``Reload``), and a vouched load that fails is
+taken again without the vouch. At most ``KEPT`` functions are kept (least recently checked dropped
 first); each keeps its callable alive while kept.
 """
 
@@ -67,6 +72,27 @@ class Entry:
 
 
 _ENTRIES: collections.OrderedDict = collections.OrderedDict()
+#: Functions whose kept program was traced from a load that found no stateful
+#: op (``Model.stateful``): their next load is not traced to learn it again
+#: (``stateless``), each its callable by its key before the dtype is settled.
+_STATELESS: collections.OrderedDict = collections.OrderedDict()
+
+
+class Reload(Exception):
+    """A kept program no longer computes the function, and the model's load
+    took the program's word that it runs no stateful op (``stateless``): it
+    was not traced nor seeded. The caller loads it again (now traced, and
+    seeded if it needs it) and checks it cold (``check.model``)."""
+
+
+def stateless(model: Model) -> bool:
+    """Whether ``model`` (loaded, its dtype not yet settled) is a function whose
+    kept program was traced from a load that found no stateful op: what
+    ``loading`` asks before it would trace the model to learn it. The program
+    is proven again in the check (``warm_start``, ``proves``); one that no
+    longer stands is dropped with this answer (``drop``)."""
+    key = _load_key(model)
+    return key is not None and _STATELESS.get(key) is model.trace_key[0]
 
 
 def warm_start(model: Model, outputs: list[str]) -> Entry | None:
@@ -100,8 +126,12 @@ def warm_start(model: Model, outputs: list[str]) -> Entry | None:
         refused(model, outputs)
         return None
     if not same:
-        drop(model, outputs)
+        stale(model, outputs)
         return None
+    if model.stateful is False:
+        _STATELESS[_load_key(model)] = model.trace_key[0]
+        while len(_STATELESS) > KEPT:
+            _STATELESS.popitem(last=False)
     return entry
 
 
@@ -119,11 +149,25 @@ def refused(model: Model, outputs: list[str]) -> None:
         entry.program, entry.refused = None, True
 
 
+def stale(model: Model, outputs: list[str]) -> None:
+    """The kept program is not this function now: dropped; ``Reload`` when
+    the model's load relied on it (``stateless``)."""
+    drop(model, outputs)
+    if model.stateful is False and model.first_trace is None:  # its load took the program's word
+        raise Reload()
+
+
+def unvouch(model: Model) -> None:
+    """``stateless`` no longer says so of this function (its vouched load failed)."""
+    _STATELESS.pop(_load_key(model), None)
+
+
 def drop(model: Model, outputs: list[str]) -> None:
     """Forget what this model's function left (module docstring)."""
     key = _key(model, outputs)
     if key is not None:
         _ENTRIES.pop(key, None)
+        _STATELESS.pop(_load_key(model), None)
 
 
 def _key(model: Model, outputs: list[str]):
@@ -134,9 +178,24 @@ def _key(model: Model, outputs: list[str]):
     return (id(target), *rest, specs, tuple(model.wrt), tuple(outputs))
 
 
+def _load_key(model: Model):
+    """The function and its inputs as loading knows them: before the dtype is
+    settled (the shapes and the dtypes the user gave)."""
+    if model.trace_key is None:
+        return None
+    target, *rest = model.trace_key
+    specs = tuple((tuple(np.shape(v)), np.dtype(model.native_dtypes.get(n, np.asarray(v).dtype)).str)
+                  for n, v in model.point.items())
+    return (id(target), *rest, specs, tuple(model.wrt))
+
+
 def _eligible(model: Model) -> bool:
+    if getattr(model.function, "variables", ()):
+        return False
+    if model.stateful is False:  # no stateful op, no call, no gradient of its own (loading)
+        return True
     first = model.first_trace
-    if first is None or first[0] is not model.function or getattr(model.function, "variables", ()):
+    if first is None or first[0] is not model.function:
         return False
     return not any(runs_state(op) for op in first[2].graph.get_operations())
 
