@@ -267,6 +267,36 @@ def test_a_function_that_starts_drawing_is_loaded_again_and_seeded(programs):
     assert report(changed) == report(first)
 
 
+@tf.custom_gradient
+def _noisy_square(x):
+    def grad(dy):  # a fresh standard normal draw in every reverse pass
+        return dy * 2 * x * (1 + 1e-3 * tf.random.normal(tf.shape(x), dtype=x.dtype))
+
+    return x * x, grad
+
+
+def noisy_gradient(x):
+    return _noisy_square(x)
+
+
+def test_a_nondeterministic_gradient_is_found_as_in_a_first_check(programs):
+    """Its kept program's VJP differs from the user's own call (another
+    draw): the program does not stand, the model is loaded again and checked
+    as a first check, which finds the nondeterministic gradient, with the
+    same draws every time."""
+    function = fresh(noisy_gradient)
+    results = [gradcli.check(function, (X,)) for _ in range(4)]
+    first = gradcli.check(fresh(noisy_gradient), (X,))
+    proof = first.models[0].call_proof
+    assert not first.ok and proof.differs and proof.nondeterministic
+
+    def finding(result):  # the culprit's own probe draws anew in every check, cold or warm
+        model = result.models[0]
+        return report(result)["result"]["models"][0]["call_proof"], [(p.verdict, p.failed) for p in model.pairs]
+
+    assert all(finding(r) == finding(first) for r in results)
+
+
 def noisy(x):
     return tf.sin(x) * x + 0.0 * tf.random.uniform(tf.shape(x), dtype=x.dtype)
 

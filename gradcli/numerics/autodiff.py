@@ -579,6 +579,14 @@ class Program:
     def values(self, point: dict) -> dict:
         return {n: tf.convert_to_tensor(point[n]) for n in self.names}
 
+    def reverse_graphs(self) -> list:
+        """The graphs of the reverse-mode products traced so far (the Jacobian's
+        and the VJPs'), where the function's gradient functions run; empty
+        until the Jacobian is traced."""
+        if "jacobian" not in self._traces:
+            return []
+        return [t.graph for key, t in self._traces.items() if key == "jacobian" or (isinstance(key, tuple) and key[0] == "vjps")]
+
     def forward(self, values: dict) -> dict:
         """The outputs at ``values`` (tensors), as a model function returns them."""
         return self._forward(*[values[n] for n in self.names])

@@ -108,7 +108,8 @@ def _load(spec, options: CheckOptions) -> Model:
 
 def _check_loaded(spec, model: Model, options: CheckOptions, proof=None) -> ModelResult:
     """``check_model`` of a model loaded from ``spec``; loaded again and checked
-    cold when its load relied on a kept program that no longer stands (``warm.Reload``)."""
+    cold, as a first check of it, when a kept program no longer stands for
+    it (``warm.Reload``)."""
     try:
         return check_model(model, options, proof)
     except warm.Reload:
@@ -119,27 +120,27 @@ def _display(spec) -> str:
     return spec if isinstance(spec, str) else getattr(spec, "__name__", repr(spec))
 
 
-def check_model(model: Model, options: CheckOptions, proof=None, kept: bool = True) -> ModelResult:
+def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     """Check one loaded model. ``proof``: its ``same_function.prove`` result when
     the caller took it already (``check_spec`` does for a Keras rebuild).
-    ``kept``: a function checked before in this process may be checked with
-    the program its earlier check kept (``warm``); a program that fails to
-    prove itself is dropped and the model checked again without one."""
+    A function checked before in this process is checked with the program its
+    earlier check kept (``warm``); one that fails to prove itself raises
+    ``warm.Reload`` (``_check_loaded`` loads the model again)."""
     started = time.perf_counter()
     split_complex_outputs(model)
     outputs = [o for o, v in model.outputs.items() if differentiable(v)]
     graph = ModelGraph(model)
-    entry = warm.warm_start(model, outputs) if kept and outputs else None
+    entry = warm.warm_start(model, outputs) if outputs else None
     program = entry.program if entry is not None else None
     if program is not None and entry.precision is not None:
-        if model.first_trace is not None:  # loading's trace: the graph rules read it as after the precision rule
-            graph.trace()  # (a load vouched stateless took none: no gradient of its own, no call to read)
+        if model.first_trace is not None or entry.own_gradients:  # as after the precision rule:
+            graph.trace()  # the graph rules (the spread rule) read the trace
         dtype, precision_note = entry.precision
     else:
         dtype, precision_note = compute_precision(model, graph)
         if program is not None:  # the rule's answer for the graph the program was traced from
             entry.precision = (dtype, precision_note)
-    products = ProgramProducts(model, outputs, program) if program is not None else None
+    products = ProgramProducts(model, entry) if program is not None else None
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
     if not outputs:
@@ -172,9 +173,7 @@ def check_model(model: Model, options: CheckOptions, proof=None, kept: bool = Tr
     )
     result.call_proof = _prove_own_function(model, options, result.notes, proof, products)
     if not warm.proves(entry, result.call_proof):  # the kept program is not this function now
-        warm.stale(model, outputs)
-        model.taken_vjp = None
-        return check_model(model, options, proof, kept=False)
+        warm.stale(entry)
     if options.autodiff == "reverse":
         result.notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
     skipped = [o for o in model.outputs if o not in outputs]

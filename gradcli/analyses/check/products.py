@@ -53,9 +53,9 @@ class ProgramProducts(ModelProducts):
     product is taken eagerly, where a failure of the function itself raises
     again as in a cold check."""
 
-    def __init__(self, model, outputs, program):
+    def __init__(self, model, entry):
         super().__init__(model)
-        self.outputs, self.program = outputs, program
+        self.entry, self.program = entry, entry.program
 
     def taken_vjps(self, seeds: list[dict]) -> list[dict]:
         return self._served(lambda: self.program.vjps(self.model.point, seeds), super().taken_vjps, seeds)
@@ -80,6 +80,6 @@ class ProgramProducts(ModelProducts):
             try:
                 return product()
             except Exception:  # noqa: BLE001 - not runnable as a program: eagerly, as cold
-                warm.refused(self.model, self.outputs)
+                warm.refused(self.entry)
                 self.program = None
         return eager(*args)

@@ -15,9 +15,9 @@ every call (``warm_start``, ``proves``):
 * its VJP passes the proof (``same_function.prove``) against the user's own
   eager call.
 
-Any other answer drops the entry and the call is checked cold, from the start
-(``check_model``): a closure that now reads other Python state is checked as
-the function it now is. A program that cannot be traced (Python control flow
+Any other answer drops the entry, and the model is loaded again and checked
+cold, as a first check of it (``Reload``): a closure that now reads other
+Python state is checked as the function it now is. A program that cannot be traced (Python control flow
 on a tensor's value, a gradient of unknown shape) or raises is dropped for
 the eager products, which raise again where the function itself fails.
 
@@ -31,12 +31,13 @@ into the program, and the proof compares that with the user's eager call.
 When: from the second check of the same function (the first only records
 it), so a single check, every command-line run, traces nothing more than
 before. From the third, a function whose program was traced from a load that
-found no stateful op is not traced at load to learn it again (``stateless``,
-asked by ``analyses.load``): the program vouches for it, and is proven at the
-call as above; one that no longer stands has the model loaded again, traced
-and seeded as a first load (``Reload``), and a vouched load that fails is
-taken again without the vouch. At most ``KEPT`` functions are kept (least recently checked dropped
-first); each keeps its callable alive while kept.
+found no stateful op, or whose only "stateful" ops are gradients of its own
+that the program's reverse-mode traces show draw nothing
+(``_reverse_runs_no_state``), is not traced and seeded at load to learn it
+again (``stateless``, asked by ``analyses.load``): the program vouches for
+it, and is proven at the call as above; a vouched load that fails is taken
+again without the vouch. At most ``KEPT`` functions are kept (least recently
+checked dropped first); each keeps its callable alive while kept.
 """
 
 from __future__ import annotations
@@ -65,10 +66,15 @@ class Entry:
     """What one function's earlier checks left (module docstring)."""
 
     target: object  # the user's callable, kept alive so that its id names only it
+    key: tuple = ()  # its key here (``_key``), and loading's (``_load_key``)
+    load_key: tuple = ()
     program: Program | None = None
     precision: tuple | None = None  # compute_precision's (dtype, note)
     checks: int = 0
     refused: bool = False  # the function cannot be run as a program: none is tried again
+    #: the function has a gradient of its own (a ``tf.custom_gradient``): the
+    #: graph rules (the spread rule) read its trace in every check
+    own_gradients: bool = False
 
 
 _ENTRIES: collections.OrderedDict = collections.OrderedDict()
@@ -79,10 +85,11 @@ _STATELESS: collections.OrderedDict = collections.OrderedDict()
 
 
 class Reload(Exception):
-    """A kept program no longer computes the function, and the model's load
-    took the program's word that it runs no stateful op (``stateless``): it
-    was not traced nor seeded. The caller loads it again (now traced, and
-    seeded if it needs it) and checks it cold (``check.model``)."""
+    """A kept program no longer stands for the function (``stale``). The
+    caller loads the model again and checks it cold (``check.model``): as a
+    first check of it, so nothing the failed attempt ran (the user's own
+    call, its random draws) and nothing its load skipped on the program's
+    word (``stateless``: the trace, the seeding) shows in the result."""
 
 
 def stateless(model: Model) -> bool:
@@ -90,17 +97,17 @@ def stateless(model: Model) -> bool:
     kept program was traced from a load that found no stateful op: what
     ``loading`` asks before it would trace the model to learn it. The program
     is proven again in the check (``warm_start``, ``proves``); one that no
-    longer stands is dropped with this answer (``drop``)."""
+    longer stands is dropped with this answer (``stale``)."""
     key = _load_key(model)
     return key is not None and _STATELESS.get(key) is model.trace_key[0]
 
 
 def warm_start(model: Model, outputs: list[str]) -> Entry | None:
     """This model's entry (module docstring), counted as one more check:
-    None when the model may keep none, or when its kept program no longer
-    computes this call's outputs (the entry is dropped). From the second
-    check on, the entry holds a program; the caller takes the proof with it
-    (``proves``) before any verdict rests on it."""
+    None when the model may keep none (or its program cannot be traced);
+    ``Reload`` when its kept program no longer computes this call's outputs.
+    From the second check on, the entry holds a program; the caller takes
+    the proof with it (``proves``) before any verdict rests on it."""
     key = _key(model, outputs)
     if key is None:
         return None
@@ -108,7 +115,7 @@ def warm_start(model: Model, outputs: list[str]) -> Entry | None:
     if entry is not None and entry.target is not model.trace_key[0]:
         entry = None  # another callable now has the id: a fresh entry
     if entry is None:
-        entry = _ENTRIES[key] = Entry(target=model.trace_key[0])
+        entry = _ENTRIES[key] = Entry(target=model.trace_key[0], key=key, load_key=_load_key(model))
         while len(_ENTRIES) > KEPT:
             _ENTRIES.popitem(last=False)
     _ENTRIES.move_to_end(key)
@@ -121,18 +128,28 @@ def warm_start(model: Model, outputs: list[str]) -> Entry | None:
         if entry.program is None:
             entry.program = Program(model.function, dict(zip(model.point, trace_specs(model.point))),
                                     model.wrt, outputs)
+            # eligible, yet stateful to loading: only a gradient of its own makes it so
+            entry.own_gradients = model.stateful is True
         same = _same_outputs(entry.program, model, outputs)
     except Exception:  # noqa: BLE001 - not traceable or runnable as a program: the eager products
-        refused(model, outputs)
+        refused(entry)
         return None
     if not same:
-        stale(model, outputs)
-        return None
-    if model.stateful is False:
-        _STATELESS[_load_key(model)] = model.trace_key[0]
+        stale(entry)
+    if model.stateful is False or (model.stateful and _reverse_runs_no_state(entry.program)):
+        _STATELESS[entry.load_key] = entry.target
         while len(_STATELESS) > KEPT:
             _STATELESS.popitem(last=False)
     return entry
+
+
+def _reverse_runs_no_state(program: Program) -> bool:
+    """Whether the program's reverse-mode traces (where a ``tf.custom_gradient``'s
+    gradient function runs, traced) hold no stateful op: then the function's own
+    gradients draw no random number, the one reason loading counts them
+    stateful (``loading._stateful``), and its loads need no fresh kernels."""
+    graphs = program.reverse_graphs()
+    return bool(graphs) and not any(runs_state(op) for graph in graphs for op in graph.get_operations())
 
 
 def proves(entry: Entry | None, proof) -> bool:
@@ -141,33 +158,26 @@ def proves(entry: Entry | None, proof) -> bool:
     return entry is None or entry.program is None or proof is None or not proof.differs
 
 
-def refused(model: Model, outputs: list[str]) -> None:
+def refused(entry: Entry) -> None:
     """The program could not be traced or run: the function keeps none, and no
     other is tried for it while its entry is kept."""
-    entry = _ENTRIES.get(_key(model, outputs))
-    if entry is not None:
-        entry.program, entry.refused = None, True
+    entry.program, entry.refused = None, True
+    _STATELESS.pop(entry.load_key, None)
 
 
-def stale(model: Model, outputs: list[str]) -> None:
-    """The kept program is not this function now: dropped; ``Reload`` when
-    the model's load relied on it (``stateless``)."""
-    drop(model, outputs)
-    if model.stateful is False and model.first_trace is None:  # its load took the program's word
-        raise Reload()
+def stale(entry: Entry) -> None:
+    """The kept program is not this function now: its entry dropped, and ``Reload``.
+    (By the entry's own keys: the graph rules add ops to the model's trace,
+    which the eligibility reads, as the check goes on.)"""
+    _ENTRIES.pop(entry.key, None)
+    _STATELESS.pop(entry.load_key, None)
+    raise Reload()
 
 
 def unvouch(model: Model) -> None:
     """``stateless`` no longer says so of this function (its vouched load failed)."""
     _STATELESS.pop(_load_key(model), None)
 
-
-def drop(model: Model, outputs: list[str]) -> None:
-    """Forget what this model's function left (module docstring)."""
-    key = _key(model, outputs)
-    if key is not None:
-        _ENTRIES.pop(key, None)
-        _STATELESS.pop(_load_key(model), None)
 
 
 def _key(model: Model, outputs: list[str]):
