@@ -15,6 +15,7 @@ import argparse
 import glob
 import importlib.util
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -27,7 +28,10 @@ CHECKS = 4
 
 
 def plain(node):
-    """A report's JSON without timings, its numbers to 8 digits."""
+    """A report's JSON without timings (a mode choice's predicted seconds
+    included), its numbers to 8 digits."""
+    if isinstance(node, str):
+        return re.sub(r"predicted [0-9.]+ s", "predicted (seconds)", node)
     if isinstance(node, dict):
         return {k: plain(v) for k, v in node.items() if "seconds" not in k and k != "elapsed"}
     if isinstance(node, list):
@@ -65,7 +69,9 @@ def main():
     for path in sorted(p for folder in args.folders for p in glob.glob(os.path.join(folder, "[!_]*.py"))):
         try:
             module = module_of(path)
-        except Exception as exc:  # noqa: BLE001 - a fixture that fails on import is no case here
+        except BaseException as exc:  # noqa: BLE001 - a fixture that fails on import is no case here
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             print(f"{path:50s} not imported ({type(exc).__name__})")
             continue
         if not callable(getattr(module, "model", None)) or not isinstance(getattr(module, "inputs", None), dict):
@@ -74,7 +80,9 @@ def main():
         try:
             reports = [plain(json_render.document("check", gradcli.check(module.model, module.inputs)))
                        for _ in range(CHECKS)]
-        except Exception as exc:  # noqa: BLE001 - a usage error raises the same each time
+        except BaseException as exc:  # noqa: BLE001 - a usage error raises the same each time
+            if isinstance(exc, KeyboardInterrupt):
+                raise
             print(f"{path:50s} raises {type(exc).__name__}")
             continue
         same = all(r == reports[0] for r in reports)
