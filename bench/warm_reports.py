@@ -67,6 +67,10 @@ def main():
     autodiff.Program.jacobians = counted
     differ = checked = 0
     for path in sorted(p for folder in args.folders for p in glob.glob(os.path.join(folder, "[!_]*.py"))):
+        with open(path) as source:
+            if "os._exit" in source.read():  # ends any process that runs it (the isolation fixtures)
+                print(f"{path:50s} skipped (os._exit)")
+                continue
         try:
             module = module_of(path)
         except BaseException as exc:  # noqa: BLE001 - a fixture that fails on import is no case here
