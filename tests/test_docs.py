@@ -68,6 +68,31 @@ def test_readme_is_short_and_keeps_the_setup_commands_ci_runs():
             "'.[test]'", "'.[test]' -q") in ci, command
 
 
+#: What the README's model-file summary says of the defaults, each held to the code below.
+README_CLAIMS = {
+    "wrt": "default every floating input and\n  every trainable weight (a Keras model's, the file's layers' and `tf.Module`s'), weights named\n  by their path (`dense/kernel`)",
+    "inputs": "a callable taking a `numpy.random.Generator` that returns\n  one (`--rng-seed` makes it reproducible)",
+}
+
+
+def test_readme_claims_about_defaults_are_what_the_code_does():
+    """The README's summary of a model file says what the loader does by default: the
+    sentences are pinned here, and each is checked against a load of a sample model."""
+    import numpy as np
+
+    from gradcli.model.loading import load_model
+
+    text = README.read_text(encoding="utf-8")
+    for name, claim in README_CLAIMS.items():
+        assert claim in text, f"README's `{name}` claim changed: check it against the code, then update README_CLAIMS"
+    mlp = load_model(str(ROOT / "sample_models" / "keras_mlp.py"))
+    weights = ["dense/kernel", "dense/bias", "dense_1/kernel", "dense_1/bias"]
+    assert sorted(mlp.wrt) == sorted(["x", *weights]), mlp.wrt  # inputs and weights
+    assert set(mlp.weights) == set(weights)  # named by path, without the model's name
+    seeded = [load_model(str(ROOT / "sample_models" / "keras_mlp.py"), rng_seed=s).point["x"] for s in (3, 3, 4)]
+    assert np.array_equal(seeded[0], seeded[1]) and not np.array_equal(seeded[0], seeded[2])
+
+
 def test_readme_links_into_docs_resolve():
     text = README.read_text(encoding="utf-8")
     links = re.findall(r"\]\(([^)#\s]+)(?:#[^)\s]*)?\)", text)
