@@ -25,6 +25,24 @@ JVP raised "OrderedDict mutated during iteration" about one run in two. Every
 forward-mode product of this process runs under the lock: ``jvp``,
 ``batched_jvp``, ``hvp_forward_over_reverse`` and the layer pass's traced
 probes (``analyses.layers.traces.Traced.probe``).
+
+Forward mode eagerly and traced (``traced_jvp``). TensorFlow's forward mode
+transposes the gradient registered for each op's *type*, in eager execution
+and in a graph alike (``forwardprop._jvp_helper`` calls
+``record_gradient(op_type, ...)``: a ``gradient_override_map`` changes neither),
+and a ``tf.function`` called under an accumulator, eagerly or from a trace,
+gets its JVP from its gradient (a custom gradient's rule transposed). The one
+op whose forward mode depends on where the accumulator runs is a
+``tf.custom_gradient`` (``custom_gradient._eager_mode_decorator`` against
+``_graph_mode_decorator``): eagerly its forward ops are recorded and then its
+rule (``record_operation``), which fills in a tangent only where the forward
+ops left the result without one (a ``stop_gradient``, a ``numpy_function``, a
+round trip through integers: the rule, transposed); in a graph its results pass
+through an ``IdentityN`` whose JVP (by type: the identity) gives every result a
+tangent, zero where none arrived, so the rule is never used. Measured (TF
+2.21) for s(x) = stop_gradient(x^2) with the rule 2x dy: 2x u eagerly, 0
+inside a ``tf.function``; with the value recorded, 2x u both ways. So the two
+ways can differ only where the traced function holds a custom gradient.
 """
 
 from __future__ import annotations
@@ -526,6 +544,31 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
     return {o: np.asarray(v) for o, v in result.items()}
 
 
+def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[str]) -> dict:
+    """``batched_jvp`` with every JVP taken inside one traced function: a
+    concrete function (no autograph) whose body is ``jvp_rows``, the body a
+    warm check's ``Program.batched_jvp`` runs: forward mode as a compiled JVP
+    or HVP takes it (module docstring: it differs from the eager JVP only at a
+    ``tf.custom_gradient``). Raises where the function cannot be traced."""
+    values = _tensors(point)
+    k = len(next(iter(tangents.values())))
+    batch = [{n: tf.convert_to_tensor(tangents[n][i]) for n in tangents} for i in range(k)]
+    specs = [{n: tf.TensorSpec(t.shape, t.dtype) for n, t in row.items()} for row in batch]
+    signature = {n: tf.TensorSpec(v.shape, v.dtype) for n, v in values.items()}
+    with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
+        run = tf.function(lambda values, batch: jvp_rows(function, values, batch, outputs),
+                          autograph=False).get_concrete_function(signature, specs)
+        rows = run(values, batch)
+    return {o: np.stack([np.asarray(r[o]) for r in rows]) for o in outputs}
+
+
+def jvp_rows(function: Callable, values: dict, batch: list[dict], outputs: list[str]) -> list[dict]:
+    """``jvp_tensors`` for each tangent of ``batch`` (a list of input name ->
+    tangent), one accumulator each: the body of every traced JVP
+    (``traced_jvp``, ``Program.batched_jvp``)."""
+    return [jvp_tensors(function, values, t, outputs) for t in batch]
+
+
 def _jvp_or_zero(acc, y):
     t = acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return tf.cast(t, y.dtype)
@@ -633,8 +676,8 @@ class Program:
         specs = [{n: tf.TensorSpec(t.shape, t.dtype) for n, t in row.items()} for row in batch]
         key = ("jvps", k, tuple((n, s.shape, s.dtype) for n, s in specs[0].items()))
         with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
-            run = self._traced(key, lambda values, batch: [
-                jvp_tensors(self.function, values, t, self.outputs) for t in batch], self._signature(), specs)
+            run = self._traced(key, lambda values, batch: jvp_rows(self.function, values, batch, self.outputs),
+                               self._signature(), specs)
             rows = run(self.values(point), batch)
         return {o: np.stack([np.asarray(r[o]) for r in rows]) for o in outputs}
 

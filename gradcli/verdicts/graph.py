@@ -63,6 +63,17 @@ def _holds_calls(graph) -> bool:
     return any(op.type in ("PartitionedCall", "StatefulPartitionedCall") for op in graph.get_operations())
 
 
+def holds_custom_gradient(graph) -> bool:
+    """Whether ``graph`` or a function of its library holds an ``IdentityN``
+    with ``_gradient_op_type`` set (how ``tf.custom_gradient`` marks its
+    results; a ``gradient_override_map`` of an ``IdentityN`` counts too)."""
+    def custom(nodes):
+        return any(n.op == "IdentityN" and "_gradient_op_type" in n.attr for n in nodes)
+
+    definition = graph.as_graph_def()
+    return custom(definition.node) or any(custom(f.node_def) for f in definition.library.function)
+
+
 def _layer_names(model) -> set:
     """Names of the Keras layers the model's module (and its ``model``) holds."""
     names = set()
@@ -186,6 +197,19 @@ class TracedGraph:
             "finite differences call the model's Python"
         )
         return None
+
+    _custom_gradients: bool | None = None
+
+    @property
+    def custom_gradients(self) -> bool:
+        """Whether the trace holds a ``tf.custom_gradient`` (an ``IdentityN``
+        whose gradient is overridden), at its top or in a function body it
+        runs (a loop's, a branch's, a ``tf.function``'s): where forward mode
+        can differ between an eager accumulator and one inside a traced
+        function (``numerics.autodiff``'s docstring). False without a trace."""
+        if self._custom_gradients is None:
+            self._custom_gradients = self.trace() and holds_custom_gradient(self.graph)
+        return self._custom_gradients
 
     # -- reachability ---------------------------------------------------------
 

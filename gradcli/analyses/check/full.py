@@ -8,6 +8,7 @@ caller that takes them elsewhere (the layer pass's traced call) passes its own.
 
 from __future__ import annotations
 
+import contextlib
 from concurrent.futures import Future
 
 import numpy as np
@@ -15,10 +16,15 @@ import numpy as np
 from gradcli.analyses.check.products import ModelProducts
 from gradcli.analyses.check.raised import raised_in_gradcli
 from gradcli.analyses.check.rules import COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, WINDOW
-from gradcli.model.core import first_cotangents
+from gradcli.model.core import first_cotangents, first_line
 from gradcli.numerics import autodiff
 from gradcli.results import MISMATCH, BlockWindow, PairResult
 from gradcli.verdicts import compare, diagnose, diagnosis
+
+
+#: How a forward-mode failure found only one other way says so (``FullCheck.forward_ways``).
+EAGER_FUNCTIONS = "with the model's tf.functions run eagerly"
+TRACED_JVP = "with the JVP taken inside a tf.function (as a compiled JVP or HVP takes it)"
 
 
 def settled_future(value) -> Future:
@@ -167,19 +173,12 @@ class FullCheck:
         return p, float(forward[p]), float(numeric_projection[p])
 
     def checked_forward(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
-        """``forward_failures``; a forward pass that raises leaves the reverse-mode
-        verdicts standing, with a warning on every pair that says why."""
+        """``forward_failures``, taken every way of ``forward_ways``; a forward
+        pass that raises leaves the reverse-mode verdicts standing, with a
+        warning on every pair that says why."""
         try:
-            failures = self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
-            if self.graph is not None and self.graph.traced and self.graph.calls_functions:
-                # TensorFlow takes a JVP through a traced tf.function by its own
-                # rules (a custom gradient's rule transposed) and eagerly through
-                # the forward ops: both are the user's forward mode, both checked.
-                with autodiff.functions_run_eagerly():
-                    eager = self.forward_failures(pairs, tangents, cotangents, numeric, reverse)
-                for key, worst in eager.items():
-                    if key not in failures:
-                        failures[key] = (*worst[:3], "with the model's tf.functions run eagerly")
+            failures = self.each_forward_way(
+                pairs, lambda: self.forward_failures(pairs, tangents, cotangents, numeric, reverse))
             return {key: worst for key, worst in failures.items() if not self.forward_unavailable(pairs, *key)}
         except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
             if raised_in_gradcli(exc):
@@ -188,6 +187,75 @@ class FullCheck:
             for pair in pairs:
                 pair.warnings.append(f"forward mode could not be checked: {problem}")
             return {}
+
+    #: Whether ``batched_jvp`` takes the JVPs inside one traced function (``jvps_traced``).
+    traced_jvps = False
+
+    def forward_ways(self) -> list:
+        """The ways forward mode is taken besides the model's call as it is,
+        each (how a failure found only that way says so, a context that takes
+        the JVPs that way). Both are the user's forward mode:
+
+        * with the model's tf.functions run eagerly, where its trace calls
+          some: TensorFlow takes a JVP through a called tf.function by its
+          gradient (a custom gradient's rule transposed), and eagerly through
+          its forward ops;
+        * inside one traced function (``jvps_traced``), as a compiled JVP or
+          HVP takes it, where the trace holds a ``tf.custom_gradient``, the
+          one op whose JVP depends on where the accumulator runs
+          (``numerics.autodiff``'s docstring: eagerly its rule fills in a
+          tangent its stop-gradiented forward ops left out, traced never), or
+          where the model could not be traced (the attempt says why, as a
+          warning). A warm check that took no trace holds no custom gradient
+          (its program's function has none: ``warm.Entry.own_gradients``).
+
+        None for the layer pass's quick check (no graph): a unit whose trace
+        holds a custom gradient is ``check_model``'s (``analyses.layers.quick``)."""
+        graph = self.graph
+        if graph is None:
+            return []
+        ways = []
+        if graph.traced and graph.calls_functions:
+            ways.append((EAGER_FUNCTIONS, autodiff.functions_run_eagerly))
+        if (graph.traced and graph.custom_gradients) or graph.error is not None:
+            ways.append((TRACED_JVP, self.jvps_traced))
+        return ways
+
+    @contextlib.contextmanager
+    def jvps_traced(self):
+        """``batched_jvp`` takes the JVPs inside one traced function for the duration."""
+        self.traced_jvps = True
+        try:
+            yield
+        finally:
+            self.traced_jvps = False
+
+    def each_forward_way(self, pairs, take) -> dict:
+        """``take()`` (failures: (input, output) -> (probe, forward, numeric[, how]))
+        the model's way and each of ``forward_ways``; a failure found only
+        another way says which (its ``how``). A traced JVP that cannot be taken
+        (the model cannot be traced, or forward mode raises inside a trace)
+        is a warning on every pair, not a failure: forward mode stands
+        checked eagerly."""
+        failures = take()
+        for how, way in self.forward_ways():
+            try:
+                with way():
+                    found = take()
+            except Exception as exc:
+                if how != TRACED_JVP or raised_in_gradcli(exc):
+                    raise
+                error = self.graph.error
+                why = f"the model cannot be traced ({error})" if error else f"{type(exc).__name__}: {first_line(exc)}"
+                for pair in pairs:
+                    pair.warnings.append(
+                        "forward mode not checked inside a tf.function (as a compiled JVP or HVP "
+                        f"takes it): {why}; checked eagerly only")
+                continue
+            for key, worst in found.items():
+                if key not in failures:
+                    failures[key] = (*worst[:3], how)
+        return failures
 
     def forward_unavailable(self, pairs, name, o) -> bool:
         """Whether forward mode cannot be taken from ``name`` to ``o`` at all
@@ -212,7 +280,10 @@ class FullCheck:
         return self.products.vjps(seeds)
 
     def batched_jvp(self, tangents: dict, outputs) -> dict:
-        """J t for a batch of tangents (``products``)."""
+        """J t for a batch of tangents (``products``), inside one traced
+        function while ``jvps_traced``."""
+        if self.traced_jvps:
+            return self.products.traced_jvp(tangents, outputs)
         return self.products.batched_jvp(tangents, outputs)
 
     def reverse_jacobians(self, wrt, outputs) -> dict:

@@ -128,15 +128,20 @@ class JointCheck(FastCheck):
 
     def checked_joint_forward(self, pair, tangents, cotangents, o, numeric, reverse):
         """Forward mode along the first ``JOINT_FORWARD_PROBES`` joint tangents
-        (``forward_probe``'s rule); a forward pass that raises leaves the pair
-        standing, with a warning."""
+        (``forward_probe``'s rule), taken every way of ``forward_ways``; a
+        forward pass that raises leaves the pair standing, with a warning."""
         k = JOINT_FORWARD_PROBES
         tangents = {n: t[:k] for n, t in tangents.items()}
-        try:
+
+        def take() -> dict:
             jvp = self.batched_jvp(tangents, [o])[o]
-            return self.forward_probe(
+            worst = self.forward_probe(
                 tangents, cotangents[:k], jvp, [(numeric.values[o][:k], numeric.errors[o][:k])], reverse[:k]
             )
+            return {} if worst is None else {o: worst}
+
+        try:
+            return self.each_forward_way([pair], take).get(o)
         except Exception as exc:  # forward mode raised: the reverse-mode verdict stands
             if raised_in_gradcli(exc):
                 raise

@@ -41,6 +41,11 @@ class ModelProducts:
         """J t for a batch of tangents (``autodiff.batched_jvp``)."""
         return autodiff.batched_jvp(self.model.function, self.model.point, tangents, outputs)
 
+    def traced_jvp(self, tangents: dict, outputs) -> dict:
+        """``batched_jvp`` with the JVPs taken inside one traced function, as a
+        compiled JVP or HVP takes them (``autodiff.traced_jvp``)."""
+        return autodiff.traced_jvp(self.model.function, self.model.point, tangents, outputs)
+
     def jacobians(self, wrt, outputs) -> dict:
         """The reverse-mode Jacobian blocks (``autodiff.jacobians``)."""
         return autodiff.jacobians(self.model.function, self.model.point, wrt, outputs, mode="reverse").blocks
@@ -61,10 +66,19 @@ class ProgramProducts(ModelProducts):
         return self._served(lambda: self.program.vjps(self.model.point, seeds), super().taken_vjps, seeds)
 
     def batched_jvp(self, tangents: dict, outputs) -> dict:
-        if len(next(iter(tangents.values()))) > autodiff.EAGER_MAX_TANGENTS:  # a program unrolls its tangents
-            return super().batched_jvp(tangents, outputs)
+        """The program's JVPs are traced ones: they stand for the eager JVPs
+        except where the function has a gradient of its own (a
+        ``tf.custom_gradient``, ``autodiff``'s docstring), whose JVPs are
+        then taken eagerly, as in a cold check (the traced ones are
+        ``traced_jvp``'s)."""
+        if self.entry.own_gradients or len(next(iter(tangents.values()))) > autodiff.EAGER_MAX_TANGENTS:
+            return super().batched_jvp(tangents, outputs)  # (a program unrolls its tangents)
         return self._served(lambda: self.program.batched_jvp(self.model.point, tangents, outputs),
                             super().batched_jvp, tangents, outputs)
+
+    def traced_jvp(self, tangents: dict, outputs) -> dict:
+        return self._served(lambda: self.program.batched_jvp(self.model.point, tangents, outputs),
+                            super().traced_jvp, tangents, outputs)
 
     def jacobians(self, wrt, outputs) -> dict:
         if self.program is None or not (set(wrt) <= set(self.program.wrt) and set(outputs) <= set(self.program.outputs)):

@@ -7,7 +7,9 @@ inputs and probes (``BatchedDifferences`` plans them, step rule and Richardson
 unchanged), the P VJPs and the P JVPs along the joint tangents. The check is
 ``FastCheck`` itself, given a provider of those products (``TracedProducts``);
 what the trace cannot serve raises ``Unsettled`` and the unit goes to
-``check_model``.
+``check_model``. So does a unit whose trace holds a ``tf.custom_gradient``:
+its forward mode is taken eagerly and inside a trace there
+(``FullCheck.forward_ways``), where the one traced call takes it one way.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ def quick_check(local, traced: "Traced", options: CheckOptions):
     from gradcli.analyses.check.products import ModelProducts
 
     dtype = str(local.dtype)
-    if traced.computes_below(local):
+    if traced.computes_below(local) or traced.custom_gradients(local):
+        # A custom gradient: its JVP taken eagerly and inside a trace may differ
+        # (``FullCheck.forward_ways``); ``check_model`` takes both, this call one.
         return None
     tol = compare.tolerance(dtype, options.rtol, options.atol)
     fd = FiniteDifferences(

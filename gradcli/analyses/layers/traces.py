@@ -81,6 +81,7 @@ class Traced:
         self.users = 0
         self.coarser: bool | None = None
         self._nonsmooth: bool | None = None
+        self._custom: bool | None = None
 
     def probe(self, values, frozen, cotangents, tangents, plan, seeds):
         """(f at the planned points, JVPs [probes], per probe the gradient of
@@ -117,6 +118,20 @@ class Traced:
             values = [constant_tensor(local.point[n]) for n in weights]
             self._nonsmooth = has_nonsmooth_op(self.value.get_concrete_function(values, frozen, cotangents).graph)
         return self._nonsmooth
+
+    def custom_gradients(self, local) -> bool:
+        """Whether the traced local function holds a ``tf.custom_gradient``
+        (``verdicts.graph.holds_custom_gradient``): its forward mode can differ
+        between an eager accumulator and one inside a trace, and the quick
+        check takes only the latter. Read once per signature, from the trace
+        already made."""
+        from gradcli.verdicts.graph import holds_custom_gradient
+
+        if self._custom is None:
+            weights, frozen, cotangents = local.function.bound
+            values = [constant_tensor(local.point[n]) for n in weights]
+            self._custom = holds_custom_gradient(self.value.get_concrete_function(values, frozen, cotangents).graph)
+        return self._custom
 
     def computes_below(self, local) -> bool:
         """Whether a floating tensor on the forward path from the

@@ -1,0 +1,90 @@
+"""Forward mode taken eagerly and inside a tf.function (issue 35).
+
+TensorFlow's forward mode differs between an eager accumulator and one inside
+a traced function only at a ``tf.custom_gradient`` (``numerics.autodiff``'s
+docstring): eagerly its rule fills in the tangent its stop-gradiented forward
+ops leave out, traced it never does. The fixtures (``_forward_twins``) are a
+custom softplus s(x) = log(1 + e^x) with the right rule dy * sigmoid(x) inside
+loss = sum s(x)^2, so J t = sum 2 s(x) sigmoid(x) t; the wrong twin computes
+its value inside ``tf.stop_gradient``, whose traced JVP is exactly 0.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, check_json, fixture, pairs
+
+sys.path.insert(0, str(FIXTURES))
+import _forward_twins as twins  # noqa: E402
+
+TRACED = "with the JVP taken inside a tf.function (as a compiled JVP or HVP takes it)"
+
+
+def closed_form_jvp(x, t):
+    s, sigmoid = np.log1p(np.exp(x)), 1.0 / (1.0 + np.exp(-x))
+    return float(np.sum(2.0 * s * sigmoid * t))
+
+
+@pytest.mark.parametrize("recorded", [False, True])
+def test_the_seam_takes_the_jvp_eagerly_and_inside_one_trace(recorded):
+    from gradcli.numerics import autodiff
+
+    model, inputs = twins.softplus_model(recorded)
+    x = np.asarray(inputs["x"])
+    tangents = np.array([[0.3, -1.2, 0.7], [1.0, 0.5, -2.0]])
+
+    def function(values):
+        return {"output": model(values["x"])}
+
+    truth = [closed_form_jvp(x, t) for t in tangents]
+    eager = autodiff.batched_jvp(function, {"x": x}, {"x": tangents}, ["output"])["output"]
+    traced = autodiff.traced_jvp(function, {"x": x}, {"x": tangents}, ["output"])["output"]
+    np.testing.assert_allclose(eager, truth, rtol=1e-13)
+    np.testing.assert_allclose(traced, truth if recorded else [0.0, 0.0], rtol=1e-13, atol=0.0)
+
+
+@pytest.mark.parametrize("mode", ["full", "fast"])
+def test_a_jvp_wrong_only_inside_a_tf_function_fails_and_says_so(mode):
+    run, document = check_json(fixture("fwd_traced_only_wrong.py"), "--mode", mode)
+    assert run.exit_code == 1, run
+    pair = pairs(document)[("x", "output")]
+    assert pair["verdict"] == "mismatch" and not pair["reverse_failed"], pair
+    assert TRACED in pair["explanation"], pair
+    forward, numeric = pair["forward_probe"]
+    assert forward == 0.0 and abs(numeric) > 1e-3, pair  # the traced JVP is exactly 0; J u is not
+    assert pair["culprit"]["site"]["description"].startswith("tf.custom_gradient softplus: forward mode differentiates")
+
+
+def test_the_right_twin_passes_both_ways():
+    run, document = check_json(fixture("fwd_traced_only_ok.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(document)[("x", "output")]
+    assert pair["verdict"] == "pass" and not any("forward mode" in w for w in pair["warnings"]), pair
+
+
+def test_a_model_that_cannot_be_traced_is_checked_eagerly_with_a_warning():
+    run, document = check_json(fixture("fwd_untraceable_custom.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(document)[("x", "output")]
+    assert pair["verdict"] == "pass", pair
+    (warning,) = [w for w in pair["warnings"] if "inside a tf.function" in w]
+    assert warning.startswith("forward mode not checked inside a tf.function (as a compiled JVP or HVP takes it): "
+                              "the model cannot be traced (AttributeError:"), warning
+    assert warning.endswith("; checked eagerly only"), warning
+
+
+def test_warm_checks_report_the_traced_jvp_as_a_cold_check_does():
+    import gradcli
+
+    model, inputs = twins.softplus_model(recorded=False)
+    explanations = []
+    for _ in range(3):  # the first check is cold; the second and third run the kept program
+        result = gradcli.check(model, (inputs["x"],), mode="full")
+        (pair,) = result.models[0].pairs
+        assert not result.ok and pair.forward_probe[0] == 0.0, pair
+        explanations.append(pair.explanation)
+    assert TRACED in explanations[0] and explanations[1:] == explanations[:1] * 2, explanations
