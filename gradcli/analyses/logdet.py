@@ -9,6 +9,13 @@ and the off-diagonal blocks must be zero (the map must not mix examples).
 declared value by the rule of ``compare``:
 |declared - log|det|| <= atol + rtol * max(|declared|, |log|det||), with the
 tolerances of the dtype the check runs in.
+
+The declared value has one element per example, or any shape that broadcasts
+to the batch's (``[batch]``, or ``[]`` for one unbatched example), as
+TensorFlow Probability writes it: a bijector whose Jacobian is constant
+(``Scale``, ``ScaleMatvecTriL``, ``Householder``...) returns
+``forward_log_det_jacobian(x, event_ndims=1)`` as a scalar, the same for every
+example.
 """
 
 from __future__ import annotations
@@ -174,12 +181,16 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
             f"(got {len(outputs)} outputs, {value.dtype})"
         )
     value = value.astype(np.float64)
-    if value.size != batch:
+    if value.size == batch:
+        return value.reshape(batch)
+    try:  # one value for every example (a constant Jacobian), or any shape that broadcasts
+        return np.broadcast_to(value, (batch,) if batched else ()).reshape(batch).copy()
+    except ValueError:
         raise ModelError(
             f"{relative_path(model.path)}: log_det_jacobian returned shape {list(value.shape)}, "
-            f"expected one value per example ({batch})"
-        )
-    return value.reshape(batch)
+            f"expected one value per example ({batch}) or a shape that broadcasts to "
+            f"{[batch] if batched else []}"
+        ) from None
 
 
 __all__ = ["check_logdet", "LogdetResult", "LogdetExample", "run_model"]
