@@ -159,3 +159,57 @@ def test_a_warm_check_of_a_bijector_takes_its_kept_program_and_passes(monkeypatc
     assert used, "no warm check took its program"
     found = gradcli.vjp(flow, (X[0],), {"output": [1.0, 2.0, 3.0]}).arrays()["x"]
     np.testing.assert_allclose(found, np.array([1.0, 2.0, 3.0]) * sigmoid(X[0]), rtol=1e-12)
+
+
+# -- a bijector is a model (gradcli.model.bijector) -----------------------------
+
+
+def test_logdet_of_a_bijector_checks_both_directions_and_their_identities():
+    """Sigmoid: forward log-det sum log s(1-s) at x, inverse log-det
+    -sum log(y(1-y)) at y = s(x), inverse(forward(x)) = x."""
+    result = gradcli.logdet(fixture("tfp_bijector_sigmoid.py"), set={"x": X})
+    assert result.ok, result
+    truth = CLOSED_FORMS["sigmoid"](X)
+    np.testing.assert_allclose([e.logabsdet for e in result.examples], truth, rtol=1e-12)
+    y = sigmoid(X)
+    inverse_truth = -np.sum(np.log(y * (1 - y)), axis=-1)
+    assert (result.inverse.input, result.inverse.output) == ("y", "inverse")
+    np.testing.assert_allclose([e.logabsdet for e in result.inverse.examples], inverse_truth, rtol=1e-10)
+    np.testing.assert_allclose([e.declared for e in result.inverse.examples], inverse_truth, rtol=1e-10)
+    assert [c.n_failing for c in result.consistency] == [0, 0], result.consistency
+
+
+@pytest.mark.parametrize("name, failing", [
+    ("wrong_inverse", {"forward": 0, "inverse": 0, "negatives": 0, "round trip": 4}),
+    ("wrong_inverse_log_det", {"forward": 0, "inverse": 4, "negatives": 4, "round trip": 0}),
+])
+def test_a_wrong_bijector_fails_logdet_with_exit_1_where_it_is_wrong(name, failing):
+    run = run_cli("logdet", fixture(f"tfp_bijector_{name}.py"), "--json")
+    assert run.exit_code == 1, run
+    result = run.result
+    found = {"forward": result["n_failing"], "inverse": result["inverse"]["n_failing"],
+             "negatives": result["consistency"][0]["n_failing"], "round trip": result["consistency"][1]["n_failing"]}
+    assert found == failing, run
+    x = np.random.default_rng(0).standard_normal((4, 3))  # the file's inputs(rng) at the default seed
+    if name == "wrong_inverse":  # inverse(forward(x)) = x + 1: off by exactly 1
+        assert result["consistency"][1]["worst_error"] == pytest.approx(1.0, rel=1e-12)
+    else:  # declared +log cosh(x) against the truth -log cosh(x) at y = sinh(x)
+        examples = sorted(result["inverse"]["examples"], key=lambda e: e["index"])
+        truth = -np.sum(np.log(np.cosh(x)), axis=-1)
+        np.testing.assert_allclose([e["logabsdet"] for e in examples], truth, rtol=1e-10)
+        np.testing.assert_allclose([e["declared"] for e in examples], -truth, rtol=1e-10)
+
+
+def test_check_of_a_bijector_checks_both_directions_gradients():
+    """forward by x and inverse by y pass; the pairs across are disconnected.
+    The inverse's gradient is the closed form 1 / (y (1 - y))."""
+    path = fixture("tfp_bijector_sigmoid.py")
+    result = gradcli.check(path, set={"x": X})
+    verdicts = {(p.input, p.output): p.verdict for p in result.models[0].pairs}
+    assert result.ok, verdicts
+    for pair in [("x", "forward"), ("x", "forward_log_det_jacobian"), ("y", "inverse"), ("y", "inverse_log_det_jacobian")]:
+        assert verdicts[pair] == "pass", verdicts
+    assert verdicts[("x", "inverse")] == verdicts[("y", "forward")] == "disconnected", verdicts
+    y = np.full_like(X, 0.25)
+    found = gradcli.vjp(path, cotangents={"inverse": np.ones_like(X)}, set={"x": X, "y": y}).arrays()["y"]
+    np.testing.assert_allclose(found, 1 / (y * (1 - y)), rtol=1e-12)

@@ -18,6 +18,17 @@ earlier call saw finds no path (``numerics.autodiff.fresh``).
   whose ``_forward_log_det_jacobian`` is log(1 + sinh(x)^2) = 2 log cosh(x)
   (the square root of 1 + sinh^2 forgotten): twice the true log cosh(x).
 
+As models themselves (``model = the bijector``, ``bijector_file``; gradcli
+checks forward and inverse, ``gradcli.model.bijector``):
+
+* ``sigmoid``, ``realnvp``: TFP's, right.
+* ``wrong_inverse``: y = 2x + 1 elementwise whose ``_inverse`` is (y + 1) / 2
+  (the sign of the shift wrong): inverse(forward(x)) = x + 1, its Jacobian
+  and both log-dets (3 log 2 and -3 log 2 per example of R^3) right.
+* ``wrong_inverse_log_det``: y = sinh(x), inverse asinh(y), whose
+  ``_inverse_log_det_jacobian`` is +log cosh(asinh(y)) (the sign wrong; the
+  truth is -log sqrt(1 + y^2)).
+
 The test computes its truth itself (closed forms, or central differences of
 ``forward`` in float64), never from gradcli.
 """
@@ -56,6 +67,55 @@ class WrongLogDet(tfb.Bijector):
 
     def _forward_log_det_jacobian(self, x):
         return tf.math.log1p(tf.sinh(x) ** 2)  # wrong: log cosh(x) = 0.5 log(1 + sinh(x)^2)
+
+
+class WrongInverse(tfb.Bijector):
+    """y = 2x + 1, inverse (y + 1) / 2: wrong (module docstring)."""
+
+    def __init__(self):
+        super().__init__(forward_min_event_ndims=0, name="wrong_inverse")
+
+    def _forward(self, x):
+        return 2.0 * x + 1.0
+
+    def _inverse(self, y):
+        return (y + 1.0) / 2.0  # wrong: (y - 1) / 2
+
+    def _forward_log_det_jacobian(self, x):
+        return tf.fill(tf.shape(x), tf.math.log(tf.constant(2.0, x.dtype)))
+
+    def _inverse_log_det_jacobian(self, y):
+        return tf.fill(tf.shape(y), -tf.math.log(tf.constant(2.0, y.dtype)))
+
+
+class WrongInverseLogDet(tfb.Bijector):
+    """y = sinh(x); the inverse's log-det has the wrong sign (module docstring)."""
+
+    def __init__(self):
+        super().__init__(forward_min_event_ndims=0, name="wrong_inverse_log_det")
+
+    def _forward(self, x):
+        return tf.sinh(x)
+
+    def _inverse(self, y):
+        return tf.asinh(y)
+
+    def _forward_log_det_jacobian(self, x):
+        return tf.math.log(tf.cosh(x))
+
+    def _inverse_log_det_jacobian(self, y):
+        return tf.math.log(tf.cosh(tf.asinh(y)))  # wrong: -log cosh(asinh(y))
+
+
+def bijector_file(name: str):
+    """``model`` (the bijector itself) and ``inputs`` of a model file for ``name``."""
+    b = {"wrong_inverse": WrongInverse, "wrong_inverse_log_det": WrongInverseLogDet}.get(name)
+    b = bijector(name) if b is None else b()
+
+    def inputs(rng):
+        return {"x": rng.standard_normal(SHAPES.get(name, (4, 3)))}
+
+    return b, inputs
 
 
 def bijector(name: str):
