@@ -9,6 +9,13 @@ and the off-diagonal blocks must be zero (the map must not mix examples).
 declared value by the rule of ``compare``:
 |declared - log|det|| <= atol + rtol * max(|declared|, |log|det||), with the
 tolerances of the dtype the check runs in.
+
+The declared value has one element per example, or any shape that broadcasts
+to the batch's (``[batch]``, or ``[]`` for one unbatched example), as
+TensorFlow Probability writes it: a bijector whose Jacobian is constant
+(``Scale``, ``ScaleMatvecTriL``, ``Householder``...) returns
+``forward_log_det_jacobian(x, event_ndims=1)`` as a scalar, the same for every
+example.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from gradcli.model.loading import Model, definition_site, normalize_outputs, run
 from gradcli.options import LogdetOptions
 from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
-from gradcli.results.logdet import LogdetExample, LogdetResult
+from gradcli.results.logdet import Consistency, LogdetExample, LogdetResult
 from gradcli.tf_import import import_tensorflow
 
 #: How many examples a report lists: all of them up to this many, else the
@@ -57,6 +64,8 @@ def check_logdet_path(spec: str, options: LogdetOptions) -> LogdetResult:
 
 
 def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_memory=None) -> LogdetResult:
+    if model.bijector is not None:
+        return check_bijector(model, compare.tolerance(str(model.dtype), rtol, atol), max_memory)
     if len(model.wrt) != 1:
         raise UsageError(
             f"{model.name}: logdet needs one input to differentiate, got "
@@ -75,6 +84,15 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
             f"unknown output {output!r} (known: {', '.join(model.outputs)})"
         )
     x, y = np.asarray(model.point[name]), np.asarray(model.outputs[output])
+    batched, batch, n = _per_example_map(model, name, output, x, y)
+    require_gradient(model, [output], [name])
+    declared = _declared(model, find_log_det(model), batch, batched)
+    tol = compare.tolerance(str(model.dtype), rtol, atol)
+    return _against_jacobian(model, model.point, name, output, declared, tol, max_memory)
+
+
+def _per_example_map(model: Model, name: str, output: str, x, y) -> tuple[bool, int, int]:
+    """(batched, batch, n) of a map R^n -> R^n per example; else a ModelError."""
     if x.ndim not in (1, 2) or x.shape != y.shape:
         raise ModelError(
             f"{model.name}: logdet needs a map R^n -> R^n per example: input {name} has shape "
@@ -83,19 +101,25 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
         )
     batched = x.ndim == 2
     batch, n = (x.shape if batched else (1, x.shape[0]))
-    require_gradient(model, [output], [name])
-    declared = _declared(model, find_log_det(model), batch, batched)
+    return batched, int(batch), int(n)
+
+
+def _against_jacobian(model: Model, point: dict, name: str, output: str, declared, tol, max_memory,
+                      declared_name: str = "log_det_jacobian") -> LogdetResult:
+    """``declared`` (one per example) against slogdet of each example's block
+    of d output / d name at ``point`` (module docstring)."""
+    x = np.asarray(point[name])
+    batch, n = (x.shape if x.ndim == 2 else (1, x.shape[0]))
     from gradcli.memory import dense_bytes, require_memory
 
     require_memory(  # the whole batch's Jacobian: it grows with batch**2
         dense_bytes((batch * n) ** 2), f"the Jacobian of the batch ({batch * n} x {batch * n} float64)",
         "Fewer examples in the inputs make it smaller", max_memory,
     )
-    block = autodiff.jacobians(model.function, model.point, [name], [output]).blocks[(output, name)]
+    block = autodiff.jacobians(model.function, point, [name], [output]).blocks[(output, name)]
     if block is None:
         raise ModelError(f"{model.name}: TensorFlow returns no gradient of {output} for {name}")
     block = np.asarray(block, dtype=np.float64).reshape(batch, n, batch, n)
-    tol = compare.tolerance(str(model.dtype), rtol, atol)
     per_example = np.stack([block[b, :, b, :] for b in range(batch)])
     mixed = block.copy()
     for b in range(batch):
@@ -109,6 +133,7 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
     result = LogdetResult(
         name=model.name, path=model.path, input=name, output=output, dimension=int(n),
         batch=int(batch), dtype=str(model.dtype), tolerance=tol, notes=list(model.notes),
+        declared_name=declared_name,
     )
     errors = np.abs(declared - logabsdet)
     allowed = tol.atol + tol.rtol * np.maximum(np.abs(declared), np.abs(logabsdet))
@@ -144,10 +169,58 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
     undeclared = [e.index for e in examples if not np.isfinite(e.declared)]
     if undeclared:
         result.notes.append(
-            f"log_det_jacobian is not finite at examples {', '.join(map(str, undeclared[:10]))}: "
+            f"{declared_name} is not finite at examples {', '.join(map(str, undeclared[:10]))}: "
             "those examples fail"
         )
     return result
+
+
+def check_bijector(model: Model, tol, max_memory=None) -> LogdetResult:
+    """A bijector's log-dets (``model.bijector``): forward's at x and inverse's
+    at y = forward(x), each against slogdet of its own Jacobian
+    (``_against_jacobian``; the inverse's is the result's ``inverse``), and
+    the two against each other (``consistency``):
+    forward_log_det_jacobian(x) = -inverse_log_det_jacobian(y) and
+    inverse(forward(x)) = x, per example, by the rule of ``compare``:
+    |a - b| <= atol + rtol * max(|a|, |b|) (for the round trip the largest
+    element's error of each example, against x's largest element)."""
+    x_name, y_name = model.bijector
+    x, y = np.asarray(model.point[x_name]), np.asarray(model.outputs["forward"])
+    batched, batch, _ = _per_example_map(model, x_name, "forward", x, y)
+    point = {**model.point, y_name: y.astype(x.dtype)}  # y = forward(x) at the point checked
+    at = {o: np.asarray(v) for o, v in run_model(model, point).items()}
+    forward_ld = _per_example(at["forward_log_det_jacobian"], batch, batched, model.path, "forward_log_det_jacobian")
+    inverse_ld = _per_example(at["inverse_log_det_jacobian"], batch, batched, model.path, "inverse_log_det_jacobian")
+    require_gradient(model, ["forward"], [x_name])
+    result = _against_jacobian(model, point, x_name, "forward", forward_ld, tol, max_memory,
+                               "forward_log_det_jacobian")
+    result.inverse = _against_jacobian(model, point, y_name, "inverse", inverse_ld, tol, max_memory,
+                                       "inverse_log_det_jacobian")
+    result.inverse.notes = []
+    back = np.reshape(at["inverse"], (batch, -1)).astype(np.float64)
+    start = np.reshape(x, (batch, -1)).astype(np.float64)
+    result.consistency = [
+        _consistency(f"forward_log_det_jacobian({x_name}) = -inverse_log_det_jacobian({y_name})",
+                     forward_ld, -inverse_ld, tol),
+        _consistency(f"inverse(forward({x_name})) = {x_name}", np.max(np.abs(back - start), axis=1),
+                     np.zeros(batch), tol, scale=np.max(np.abs(start), axis=1)),
+    ]
+    return result
+
+
+def _consistency(identity: str, a, b, tol, scale=None) -> Consistency:
+    """The worst example of ``a`` = ``b`` (per example) by the rule of ``check_bijector``."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    errors = np.abs(a - b)
+    scale = np.maximum(np.abs(a), np.abs(b)) if scale is None else scale
+    allowed = tol.atol + tol.rtol * scale
+    with np.errstate(invalid="ignore"):
+        failing = ~(np.isfinite(errors) & (errors <= allowed))
+    worst = int(np.argmax(np.where(np.isfinite(errors), errors, np.inf)))
+    return Consistency(
+        identity=identity, n_failing=int(failing.sum()), worst_example=worst,
+        worst_error=float(errors[worst]), allowed=float(allowed[worst]),
+    )
 
 
 def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
@@ -173,13 +246,23 @@ def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
             f"{site}: log_det_jacobian must return one tensor of real numbers, one per example "
             f"(got {len(outputs)} outputs, {value.dtype})"
         )
-    value = value.astype(np.float64)
-    if value.size != batch:
+    return _per_example(value, batch, batched, model.path, "log_det_jacobian")
+
+
+def _per_example(value, batch: int, batched: bool, path: str, what: str) -> np.ndarray:
+    """A declared log-det as one float64 per example: ``batch`` values, or any
+    shape that broadcasts to the batch's (module docstring); else a ModelError."""
+    value = np.asarray(value).astype(np.float64)
+    if value.size == batch:
+        return value.reshape(batch)
+    try:  # one value for every example (a constant Jacobian), or any shape that broadcasts
+        return np.broadcast_to(value, (batch,) if batched else ()).reshape(batch).copy()
+    except ValueError:
         raise ModelError(
-            f"{relative_path(model.path)}: log_det_jacobian returned shape {list(value.shape)}, "
-            f"expected one value per example ({batch})"
-        )
-    return value.reshape(batch)
+            f"{relative_path(path)}: {what} returned shape {list(value.shape)}, "
+            f"expected one value per example ({batch}) or a shape that broadcasts to "
+            f"{[batch] if batched else []}"
+        ) from None
 
 
 __all__ = ["check_logdet", "LogdetResult", "LogdetExample", "run_model"]

@@ -117,7 +117,7 @@ class Objective:
     # -- the scalar, as tensors -----------------------------------------------
 
     def scalar_of_values(self, values: dict):
-        outputs = self.model.function(values)
+        outputs = self.model.function(autodiff.fresh(values))  # each call its own tensors
         total = tf.constant(0.0, self.dtype)
         for name, c in self.cotangents.items():
             y = tf.cast(outputs[name], self.dtype)

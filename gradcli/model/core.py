@@ -46,6 +46,9 @@ class Model:
     wrt: list[str]
     native_dtypes: dict[str, np.dtype]
     kind: str = "function"  # "function", "keras" or "savedmodel"
+    #: The names (x, y) of a bijector's inputs, forward's and inverse's, when
+    #: the model file's model is a bijector (``model.bijector``), else None
+    bijector: tuple | None = None
     settings: dict = field(default_factory=dict)
     module: ModuleType | None = None
     notes: list[str] = field(default_factory=list)

@@ -3,7 +3,8 @@
 ``model_of_module`` turns an imported model file into a ``Model``: a Keras
 model through ``keras.keras_file_model``, a plain callable as a function of
 its inputs (``calling.Calling``: parameters named like the inputs) and of the
-trainable variables it closes over (``variables.expose_weights``).
+trainable variables it closes over (``variables.expose_weights``), a bijector
+through ``bijector.bijector_model``.
 ``read_inputs`` reads ``inputs`` (a dict, or a callable of a numpy Generator)
 as named arrays. Errors point at the user's lines (``definition_site``), and
 are raised before the first call: a TypeError from the call would name
@@ -18,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from gradcli.errors import ModelError
+from gradcli.model.bijector import bijector_model, is_bijector
 from gradcli.model.calling import Calling, OwnCall, describe_call
 from gradcli.model.core import (
     Model, call_model, code_site, first_line, is_keras, normalize_outputs, where_raised,
@@ -170,6 +172,9 @@ def model_of_module(module: ModuleType, path: str, entry: str | None, rng_seed: 
                 "sparse tensors); a Keras model takes its data inputs as arrays"
             )
         model = keras_file_model(target, module, raw_inputs, display, path, float64)
+    elif is_bijector(target):  # before callables: a TFP bijector is callable too
+        model = bijector_model(
+            module, path, definition_site(module, path, name), target, display, raw_inputs, structure)
     elif callable(target):
         model = _callable_model(module, path, name, target, display, raw_inputs, structure)
     else:

@@ -263,7 +263,7 @@ def _build(model, target, data) -> None:
 def _verify_reached(model, weights: _Weights, target, data) -> None:
     """Every weight the model's outputs depend on (by a tape over the variables
     themselves) must also be reached through the substituted inputs."""
-    from gradcli.numerics.autodiff import reverse
+    from gradcli.numerics.autodiff import fresh, reverse
 
     tf = import_tensorflow()
 
@@ -275,8 +275,9 @@ def _verify_reached(model, weights: _Weights, target, data) -> None:
     variables = list(weights.keras.values()) + [v for _, _, v in weights.slots.values()]
     try:
         with tf.GradientTape() as tape:
-            direct = total(call(target, {n: tensors[n] for n in data}, model.path, model.structure))
+            direct = total(call(target, fresh({n: tensors[n] for n in data}), model.path, model.structure))
         reached_directly = reverse(tape, direct, variables)
+        tensors = fresh(tensors)  # the second call's own tensors: no cached output of the first
         with tf.GradientTape() as tape:
             tape.watch([tensors[n] for n in weights.names])
             through = total(model.function(tensors))

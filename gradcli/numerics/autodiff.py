@@ -65,6 +65,34 @@ def _tensors(point: dict) -> dict:
     return {n: tf.convert_to_tensor(v) for n, v in point.items()}
 
 
+def fresh(values):
+    """``values`` (a dict or a list of tensors) as tensors no earlier call has
+    seen: a ``tf.identity`` copy of each (eagerly or inside a trace), a
+    ``tf.Variable`` left as it is (its
+    reads are new tensors already, and a custom gradient must see it as a
+    variable).
+
+    Every call of a model that is differentiated (``sources_of``: every tape
+    and accumulator of this module) or evaluated for a finite difference
+    (``numerics.evaluators``) gets its inputs from here, every input, not only
+    those differentiated. Libraries cache results by the input tensor object:
+    a TensorFlow Probability bijector returns ``forward(x)`` from its cache
+    when called again with the same ``x``. Called first for the output shapes
+    and then under a tape with the same tensors, the cached output has no
+    path to the watched input, and the gradient comes back disconnected
+    (None); one cached from a call under another tape would carry that
+    tape's path, not this one's. A fresh copy is a new key: the library
+    computes again, on this tape. A copy costs an op per input (microseconds
+    eagerly, nothing once traced).
+    """
+    def copy(v):
+        return v if isinstance(v, tf.Variable) else tf.identity(v)
+
+    if isinstance(values, dict):
+        return {n: copy(v) for n, v in values.items()}
+    return [copy(v) for v in values]
+
+
 # -- the seam: every form TensorFlow's derivatives come back in, made one ------
 
 
@@ -116,6 +144,18 @@ def graph_gradients(ys, xs, grad_ys=None, stop_gradients=None, unconnected: str 
     return [dense(g) for g in grads]
 
 
+def forward(accumulator, y, zeros: bool = False):
+    """``accumulator.jvp(y)`` through ``dense``: TensorFlow's forward mode
+    transposes each op's gradient, so a JVP comes back in the form a gradient
+    does (``tf.IndexedSlices`` after ``tf.math.unsorted_segment_sum`` or
+    ``keras.ops.segment_sum``, whose gradient is a gather). ``zeros``: an
+    output the tangents do not reach gets zeros rather than None. Every
+    forward-mode product of an accumulator in gradcli is taken here."""
+    return dense(accumulator.jvp(
+        y, unconnected_gradients=tf.UnconnectedGradients.ZERO if zeros else tf.UnconnectedGradients.NONE,
+    ))
+
+
 def forward_accumulator(primals, tangents):
     """``tf.autodiff.ForwardAccumulator``, entered under ``FORWARD_MODE`` (module
     docstring). Use as ``with forward_accumulator(p, t) as acc``."""
@@ -152,10 +192,12 @@ def sources_of(function: Callable, values: dict, wrt: list[str]) -> tuple[dict, 
     call, so a ``tf.custom_gradient`` that reads it sees a variable and calls its
     gradient function with ``variables=``, as in the user's training step (a
     plain tensor in its place would call the gradient function without them).
-    Other inputs are the tensors themselves.
+    Every other input is a fresh copy (``fresh``): the call never sees a
+    tensor an earlier call saw, so a library's cache cannot hand it the
+    earlier call's outputs, and the copies of ``wrt`` are what is watched.
     """
     held = getattr(function, "variables", ())
-    call_values = dict(values)
+    call_values = fresh(values)
     for n in wrt:
         if n in held:
             call_values[n] = tf.Variable(values[n], trainable=True, name=n.replace("/", "_"))
@@ -276,7 +318,7 @@ def jvp_tensors(function: Callable, values: dict, tangents: dict, outputs: list[
     for o, y in results.items():
         if outputs is not None and o not in outputs:
             continue
-        t = acc.jvp(y) if y.dtype.is_floating else None
+        t = forward(acc, y) if y.dtype.is_floating else None
         result[o] = tf.zeros_like(y) if t is None else t
     return result
 
@@ -291,7 +333,7 @@ def forward_reaches(function: Callable, point: dict, name: str, output: str) -> 
     tangent = tf.ones_like(primals[0])
     with forward_accumulator(primals, [tangent]) as acc:
         y = function(values)[output]
-    return acc.jvp(y) is not None
+    return forward(acc, y) is not None
 
 
 @dataclass
@@ -527,11 +569,12 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
         ]
         return {o: np.stack([r[o] for r in rows]) for o in outputs}
 
-    def one(batch):
-        primals = [tf.identity(values[n]) for n in names]
+    def one(batch):  # fresh copies, no variables: none may be created in this trace
+        call_values = fresh(values)
+        primals = [call_values[n] for n in names]
         with forward_accumulator(primals, [tf.cast(batch[n], p.dtype) for n, p in zip(names, primals)]) as acc:
-            result = function({**values, **dict(zip(names, primals))})
-        return {o: _jvp_or_zero(acc, result[o]) for o in outputs}
+            result = function(call_values)
+        return {o: tf.cast(forward(acc, result[o], zeros=True), result[o].dtype) for o in outputs}
 
     run = tf.function(lambda t: tf.vectorized_map(one, t), autograph=False)
     try:
@@ -567,11 +610,6 @@ def jvp_rows(function: Callable, values: dict, batch: list[dict], outputs: list[
     tangent), one accumulator each: the body of every traced JVP
     (``traced_jvp``, ``Program.batched_jvp``)."""
     return [jvp_tensors(function, values, t, outputs) for t in batch]
-
-
-def _jvp_or_zero(acc, y):
-    t = acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return tf.cast(t, y.dtype)
 
 
 # -- the same products, traced once for a function called again ----------------
@@ -699,7 +737,7 @@ def hvp_forward_over_reverse(scalar: Callable, x, v):
     gradient: one gradient's cost plus a constant factor, no Hessian built."""
     with forward_accumulator(x, v) as acc:
         g = gradient_of(scalar, x)
-    return acc.jvp(g, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return forward(acc, g, zeros=True)
 
 
 def hvp_reverse_over_reverse(scalar: Callable, x, v):

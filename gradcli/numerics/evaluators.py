@@ -22,6 +22,11 @@ quotient is formed in numpy from the two values
 (``difference_rule.quotients``), however they were evaluated. A model that
 cannot be traced is evaluated eagerly point by point (and a note says so),
 never silently skipped.
+
+Every point is evaluated on tensors no earlier evaluation saw
+(``autodiff.fresh``), the inputs it does not move included: a library that
+caches results by the input tensor (a TensorFlow Probability bijector) must
+compute each point, never answer from an earlier one.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Protocol
 
 import numpy as np
 
+from gradcli.numerics.autodiff import fresh
 from gradcli.numerics.difference_rule import SIGNS
 from gradcli.numerics.in_place import InPlaceLoop
 from gradcli.tf_import import import_tensorflow
@@ -202,7 +208,7 @@ class ModelEvaluator:
         sides: tuple[dict, dict] = ({o: [] for o in fd.outputs}, {o: [] for o in fd.outputs})
         for j in range(count):
             for sign, values in zip(SIGNS, sides):
-                result = evaluate({**fixed, **moved(j, sign)})
+                result = evaluate(fresh({**fixed, **moved(j, sign)}))
                 for o in fd.outputs:
                     values[o].append(np.asarray(tf.cast(result[o], dtype)))
         return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)
@@ -240,7 +246,7 @@ class ModelEvaluator:
         def evaluate(flat):
             parts = tf.split(flat, sizes) if len(sizes) > 1 else [flat]
             values = {n: tf.reshape(p, s) for n, p, s in zip(group, parts, shapes)}
-            result = fd.function({**others, **values})
+            result = fd.function(fresh({**others, **values}))
             return {o: tf.cast(result[o], dtype) for o in outputs}
 
         return evaluate

@@ -255,7 +255,8 @@ def render_logdet(result, out: Console, verbosity: int = 0) -> None:
     """The examples of ``gradcli logdet`` in batch order (the worst ones when
     there are many), and the verdict. The header is the other commands':
     ``name  [mode, dtype, tolerances]  what was computed`` (plain text: a
-    bracket is no rich markup)."""
+    bracket is no rich markup). A bijector's result has its inverse's table
+    after forward's, then the identities between the two."""
     table = Table(
         title=Text(
             f"{result.name}  [jacobian, {result.dtype}, rtol={result.tolerance.rtol:g}, "
@@ -264,7 +265,8 @@ def render_logdet(result, out: Console, verbosity: int = 0) -> None:
         ),
         title_justify="left",
     )
-    for column in ("example", "log_det_jacobian", "slogdet(J)", "sign", "abs err", "verdict"):
+    declared = result.declared_name
+    for column in ("example", declared, "slogdet(J)", "sign", "abs err", "verdict"):
         table.add_column(column, justify="left" if column in ("example", "verdict") else "right")
     for e in result.examples:
         table.add_row(
@@ -275,17 +277,28 @@ def render_logdet(result, out: Console, verbosity: int = 0) -> None:
     for note in shown_notes(result.notes, verbosity):
         out.print(Text(f"  note: {note}", style="dim"))
     worst = result.worst
-    if result.ok:
+    if result.n_failing == 0:
         out.print(Text(
-            f"log_det_jacobian agrees with slogdet of the Jacobian at all {result.batch} examples "
+            f"{declared} agrees with slogdet of the Jacobian at all {result.batch} examples "
             f"(worst abs err {fmt(worst.abs_error)} at example {worst.index})", style="green",
         ))
     else:
         out.print(Text(
-            f"FAIL log_det_jacobian disagrees at {result.n_failing} of {result.batch} examples; worst: "
+            f"FAIL {declared} disagrees at {result.n_failing} of {result.batch} examples; worst: "
             f"example {worst.index}, declared {worst.declared:.10g}, slogdet {worst.logabsdet:.10g} "
             f"(abs err {fmt(worst.abs_error)})", style="bold red",
         ))
+    if result.inverse is not None:
+        render_logdet(result.inverse, out, verbosity)
+    for c in result.consistency:
+        if c.ok:
+            out.print(Text(f"{c.identity} at all {result.batch} examples (worst abs err "
+                           f"{fmt(c.worst_error)} at example {c.worst_example})", style="green"))
+        else:
+            out.print(Text(
+                f"FAIL {c.identity} broken at {c.n_failing} of {result.batch} examples; worst: example "
+                f"{c.worst_example}, abs err {fmt(c.worst_error)} (allowed {fmt(c.allowed)})", style="bold red",
+            ))
 
 
 #: Rows of the layer table shown after the failing ones (a ResNet-50 has 170-odd

@@ -36,6 +36,9 @@ class Traced:
         output_dtype = tf.nest.flatten(call.outputs)[floating[0]].dtype
 
         def value(values, frozen, cotangents):
+            # Each call its own tensors (``autodiff.fresh``): a library's cache
+            # keyed by the input tensor never answers for an earlier call.
+            values, frozen = autodiff.fresh(values), autodiff.fresh(frozen)
             filled = list(leaves)
             for i, v in zip(positions, values[:count]):
                 filled[i] = v
@@ -65,7 +68,7 @@ class Traced:
             def forward(p):
                 with autodiff.forward_accumulator(values, [tf.gather(u, p) for u in tangents]) as acc:
                     y = value(values, frozen, cotangents)
-                return acc.jvp(y, unconnected_gradients=tf.UnconnectedGradients.ZERO)
+                return autodiff.forward(acc, y, zeros=True)
 
             k = tf.shape(seeds)[0]
             points = tf.map_fn(point, tf.range(tf.shape(signed)[0]), fn_output_signature=output_dtype)

@@ -1,0 +1,4 @@
+"""tfb.Sigmoid, given as the model itself (_tfp_flows.py)."""
+from _tfp_flows import bijector_file
+
+model, inputs = bijector_file("sigmoid")

@@ -1,0 +1,4 @@
+"""tfb.ScaleMatvecTriL (a constant Jacobian, its log-det a scalar), as a flow (_tfp_flows.py)."""
+from _tfp_flows import flow_file
+
+model, log_det_jacobian, inputs = flow_file("scale_tril")
