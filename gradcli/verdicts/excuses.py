@@ -314,7 +314,7 @@ def gradient_beside(graph, name: str, output: str, constructions, rows) -> np.nd
         if grad is None:
             return np.zeros((len(rows), size))
         feeds = [graph.inputs[n] for n in graph.model.point]
-        fn = graph.wrapped.prune(feeds + [seed], [grad])
+        fn = graph.prune(feeds + [seed], [grad])
         values = [tf.constant(graph.model.point[n]) for n in graph.model.point]
         out = np.zeros((len(rows), size))
         shape = tuple(y.shape)

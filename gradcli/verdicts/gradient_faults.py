@@ -147,7 +147,7 @@ def _gradient_raises(graph, op, feeds, feed_values, seen) -> bool:
     fed_refs = {t.ref() for t in feeds}
     extra = [x for x, _ in pairs if x.ref() not in fed_refs]
     try:
-        backward = graph.wrapped.prune(feeds + extra + seeds, [getattr(g, "values", g) for _, g in pairs])
+        backward = graph.prune(feeds + extra + seeds, [getattr(g, "values", g) for _, g in pairs])
     except Exception:  # cannot be cut out of the graph: no verdict
         return False
     values = dict(zip([t.ref() for t in feeds], feed_values))
@@ -183,7 +183,7 @@ def nondeterministic_gradient(graph) -> GraphSite | None:
                 continue
             fed_refs = {t.ref() for t in feeds}
             extra = [x for x in xs if x.ref() not in fed_refs]
-            run = graph.wrapped.prune(feeds + extra, grads)
+            run = graph.prune(feeds + extra, grads)
             values = list(feed_values) + [tf.constant(seen[x.ref()]) for x in extra]
             first, second = run(*values), run(*values)
         except Exception:  # noqa: BLE001 - an op that cannot be run alone says nothing

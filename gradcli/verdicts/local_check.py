@@ -260,9 +260,9 @@ class _LocalFunction:
             if to is None and not floating(t) and t.dtype not in (tf.resource, tf.variant)
             and t.ref() not in fed_refs and graph.depends_on(t.op, {x.op for x in xs})
         ]
-        held_values = list(graph.wrapped.prune(feeds, held)(*feed_values)) if held else []
-        forward = graph.wrapped.prune(feeds + extra + held, ys)
-        backward = graph.wrapped.prune(feeds + extra + held + seeds, [g for _, g in xs_grads])
+        held_values = list(graph.prune(feeds, held)(*feed_values)) if held else []
+        forward = graph.prune(feeds + extra + held, ys)
+        backward = graph.prune(feeds + extra + held + seeds, [g for _, g in xs_grads])
         base_feeds = {t.ref(): v for t, v in zip(feeds, feed_values)}
         return cls(xs, feeds, extra, held_values, forward, backward, None, base_feeds, ys)
 

@@ -201,7 +201,7 @@ def _first_nonfinite_op(graph, input_name, output, at=None, gradient=True):
                        if t.dtype.is_floating and t.ref() not in fed]
             if not tensors:
                 continue
-            values = graph.wrapped.prune(feeds, tensors)(*feed_values)
+            values = graph.prune(feeds, tensors)(*feed_values)
             for t, value in zip(tensors, values):
                 if not np.all(np.isfinite(np.asarray(value))):
                     return t.op, known
