@@ -14,8 +14,9 @@ tensors (``x * x`` is one variable), its gradient is the op's partial
 derivative (``stop_gradients``), the op's other inputs (a select's condition,
 an index) are held at their values, the pruned op reproduces the outputs the
 model computed (``reproduces``), and it runs with the steps and tolerance of
-the op's coarsest dtype. A gradient of the wrong shape convicts without a
-probe (``WrongShape``).
+the coarsest precision of the op's function (its dtypes and every tensor
+between its inputs and outputs, ``precision.path_precision``). A gradient of
+the wrong shape convicts without a probe (``WrongShape``).
 
 ``culprit_record`` turns a conviction into the ``Culprit`` a report shows: what
 the op is, where its gradient is defined, the user's gradients inside a loop
@@ -37,6 +38,7 @@ from gradcli.verdicts import compare
 from gradcli.verdicts.graph_ops import (
     custom_argument_names, custom_result_count, describe, floating, gradient_definition, override,
 )
+from gradcli.verdicts.precision import path_precision
 
 tf = import_tensorflow()
 
@@ -171,9 +173,14 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
             return None
     elif not reproduces(ys, out_values, seen):
         return None  # the pruned op does not compute what the model did: no verdict
-    # The local check runs in the op's coarsest dtype (a float32 op after an
-    # autocast is judged by float32 steps and tolerances, never by float64's).
-    precision = _coarsest([t.dtype.name for t in local.xs + ys])
+    # The local check runs in the coarsest precision its function rounds to:
+    # its inputs' and outputs' dtypes (a float32 op after an autocast is judged
+    # by float32 steps and tolerances, never by float64's) and every carrying
+    # tensor between them (a custom gradient whose code runs an FFT in
+    # complex64, an op's function to the output through a float32 cast, a
+    # loop body that casts: ``precision.path_precision``).
+    precision = _coarsest([t.dtype.name for t in local.xs + ys]
+                          + [path_precision(local.xs, ys, graph.graph)])
     tol = _looser(tol, compare.tolerance(precision))
     return _probe(local, op, out_values, precision, tol, rng, shape_rule, at)
 
