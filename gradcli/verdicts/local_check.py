@@ -46,6 +46,19 @@ tf = import_tensorflow()
 PROBES = 2
 
 
+class _Unresolved:
+    """``check_op``'s answer when no probe convicts and some probe could not be
+    resolved (``inconclusive``): the op's gradient is neither wrong nor shown
+    right, so the op cannot vouch for the ops before it (``find_culprit``'s
+    scan to the output)."""
+
+    def __repr__(self) -> str:
+        return "UNRESOLVED"
+
+
+UNRESOLVED = _Unresolved()
+
+
 class WrongShape:
     """A local check's finding: the op's gradient for its input ``index`` has
     shape ``got``, not the input's ``expected`` (``autodiff``'s shape rule)."""
@@ -154,7 +167,8 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
     (the others held at their values), all when None.
 
     ``(analytic, numeric, relative error)`` of the worst probe that convicts,
-    a ``WrongShape``, or None (no verdict, or the gradient agrees)."""
+    a ``WrongShape``, ``UNRESOLVED`` (no probe convicts, and some probe is
+    inconclusive), or None (no verdict, or the gradient agrees)."""
     xs, ys = graph.local_inputs(op), ([to] if to is not None else graph.local_outputs(op))
     if only is not None:
         xs = [x for x in xs if x.ref() in only]
@@ -303,10 +317,12 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
     """The worst of ``PROBES`` random probes that convicts (``compare_projections``
     says ``mismatch``): ``(analytic, numeric, error relative to the probe's
     scale)``; a ``WrongShape`` for a gradient whose shape shows only when run;
-    None when every probe agrees or the stencil left the function's domain."""
+    ``UNRESOLVED`` when none convicts and some probe is inconclusive; None
+    when every probe agrees or the stencil left the function's domain."""
     from gradcli.numerics.finite_diff import FiniteDifferences
 
     base = local.base
+    unresolved = False
     # A handful of points per probe: eager calls of the pruned graph are
     # cheaper than tracing a vectorized batch for every op.
     fd = FiniteDifferences(local, base, list(out_values), eager=True, precision=precision)
@@ -342,6 +358,10 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
             rel = abs(analytic - numeric) / max(scale, np.finfo(float).tiny)
             if worst is None or rel > worst[2]:
                 worst = (analytic, numeric, rel)
+        elif pair.failed:
+            unresolved = True
+    if worst is None and unresolved:
+        return UNRESOLVED
     return worst
 
 
