@@ -351,3 +351,36 @@ def test_the_model_graph_inlines_tf_functions_only_when_the_graph_calls_one(monk
     ops = {op.type for op in graph.graph.get_operations()}
     assert not ops & {"PartitionedCall", "StatefulPartitionedCall"}  # inlined: the ops are the graph's own
     assert not tf.config.functions_run_eagerly()
+
+
+def test_a_float16_gradient_2x_off_beyond_the_central_differences_error_is_a_mismatch():
+    """Issue 35, item 6: where float16's one-sided slopes do not settle, a
+    gradient 2x off was called inconclusive ("too noisy") although its error
+    was many times the central difference's own error estimate. The central
+    difference refutes it (``ladder.central_refutes``): a mismatch naming the
+    custom gradient. The right twin passes."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_float16_far", fixture("_float16_far.py"))
+    far = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(far)
+    truth = far.derivative(far.X)
+    run, doc = checked("prec_float16_far.py")
+    assert run.exit_code == 0, run
+    assert only_model(doc)["dtype"] == "float16"
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "pass"
+    run, doc = checked("prec_float16_far_bug.py")
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch"
+    assert pair["failing"]
+    for element in pair["failing"]:
+        i = element["input_index"][0]
+        assert abs(far.X[i]) > 0.9  # only where the gradient is wrong
+        assert element["numeric"] == pytest.approx(truth[i], rel=5e-2, abs=1e-2)
+        assert element["analytic"] == pytest.approx(2 * truth[i], rel=3e-2)
+        assert element["abs_error"] > 4 * element["fd_error"]  # far beyond the estimate
+    culprit = pair["culprit"]
+    assert culprit["site"]["description"] == "tf.custom_gradient scale"
+    assert culprit["definition"] == f"tests/models/_float16_far.py:{line_of('_float16_far.py', 'def scale(')}"

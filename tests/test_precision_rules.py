@@ -312,3 +312,126 @@ def test_nested_models_shared_layers_and_batch_norm_rebuild_in_float64():
         worst = pair(doc, key)["worst"]
         truth = complex_step(forward, weights, key, worst["output_index"], worst["input_index"])
         assert worst["analytic"] == pytest.approx(truth, rel=1e-10, abs=1e-12)
+
+
+# -- single precision reached through complex64 or inside a function body ------
+
+
+def complex_fft_module():
+    return fixture_module("_complex_fft.py")
+
+
+def test_an_fft_in_complex64_inside_a_float64_model_gets_float32_rules_and_passes():
+    """float64 straight to complex64 (no float32 cast in between): the FFT
+    rounds as float32 does, so the check runs at float32 rules and the note
+    names the cast; the numbers agree with the exact float64 Jacobian."""
+    run, doc = checked("prec_complex_fft.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    (note,) = lowered_notes(model)
+    line = line_of("_complex_fft.py", "spectrum = tf.signal.fft(tf.cast(v, tf.complex64))")
+    assert f"Cast at tests/models/_complex_fft.py:{line} (op Cast)" in note
+    fft = complex_fft_module()
+    truth = fft.jacobian(fft.X)
+    p = pair(doc)
+    assert p["verdict"] == "pass"
+    worst = p["worst"]
+    expected = truth[worst["output_index"][0], worst["input_index"][0]]
+    assert worst["analytic"] == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    assert worst["numeric"] == pytest.approx(expected, rel=1e-3, abs=1e-5)
+
+
+def test_a_custom_gradient_2_percent_off_behind_the_complex64_fft_fails_with_its_culprit():
+    name = "prec_complex_fft_wrong.py"
+    run, doc = checked(name)
+    assert run.exit_code == 1, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32"
+    p = pair(doc)
+    assert p["verdict"] == "mismatch"
+    fft = complex_fft_module()
+    truth = fft.jacobian(fft.X)
+    custom = truth - np.eye(fft.N) / 4.0  # the part the custom gradient computes
+    assert p["failing"]
+    for element in p["failing"]:
+        k, n = element["output_index"][0], element["input_index"][0]
+        assert element["numeric"] == pytest.approx(truth[k, n], rel=1e-3, abs=1e-5)
+        assert element["analytic"] == pytest.approx(truth[k, n] + 0.02 * custom[k, n], rel=1e-5, abs=1e-6)
+    culprit = p["culprit"]
+    assert culprit["site"]["description"] == "tf.custom_gradient mix"
+    assert culprit["definition"] == f"tests/models/_complex_fft.py:{line_of('_complex_fft.py', 'def mix(')}"
+    assert culprit["rel_error"] == pytest.approx(0.02 / 1.02, rel=0.05)
+
+
+def test_a_float32_cast_inside_a_while_loop_body_gets_float32_rules_and_passes():
+    name = "prec_while_float32.py"
+    run, doc = checked(name)
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    (note,) = lowered_notes(model)
+    line = line_of(name, "tf.while_loop(")
+    assert f"Cast inside StatelessWhile at tests/models/{name}:{line}" in note
+    a, slope = np.array([0.3, -1.2, 0.7]), np.ones(3)
+    for _ in range(3):
+        slope *= np.cos(a) + 0.5
+        a = np.sin(a) + a / 2
+    p = pair(doc)
+    assert p["verdict"] == "pass"
+    for element in [p["worst"]]:
+        i = element["input_index"][0]
+        assert element["analytic"] == pytest.approx(slope[i], rel=1e-5)
+        assert element["numeric"] == pytest.approx(slope[i], rel=1e-3)
+
+
+def fnet_reference(layer, x):
+    """keras-hub's FNetEncoder written in numpy from its definition, exact in
+    float64 and usable with complex x for the complex step: the real part of
+    the 2-D FFT over (sequence, feature) as the real-linear map
+    Re FFT2(x) = Cs x Cf^T - Ss x Sf^T, x + that, LayerNormalization, a relu
+    Dense, a Dense, the residual sum and LayerNormalization (dropout is off)."""
+    def weights(v):
+        return np.asarray(v.numpy(), dtype=float)
+
+    def norm(v, sub):
+        mean = v.mean(axis=-1, keepdims=True)
+        var = ((v - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (v - mean) / np.sqrt(var + sub.epsilon) * weights(sub.gamma) + weights(sub.beta)
+
+    s, f = x.shape[-2:]
+    ks, kf = np.arange(s), np.arange(f)
+    cs, ss = np.cos(2 * np.pi * np.outer(ks, ks) / s), np.sin(2 * np.pi * np.outer(ks, ks) / s)
+    cf, sf = np.cos(2 * np.pi * np.outer(kf, kf) / f), np.sin(2 * np.pi * np.outer(kf, kf) / f)
+    mixed = cs @ x @ cf.T - ss @ x @ sf.T
+    first = norm(x + mixed, layer._mixing_layer_norm)
+    dense1, dense2 = layer._intermediate_dense, layer._output_dense
+    pre = first @ weights(dense1.kernel) + weights(dense1.bias)
+    hidden = np.where(pre.real > 0, pre, 0.0)
+    out = hidden @ weights(dense2.kernel) + weights(dense2.bias)
+    return norm(first + out, layer._output_layer_norm)
+
+
+def test_keras_hub_fnet_encoder_gets_float32_rules_and_passes():
+    """Issue 35: FNetEncoder's FFT in single precision inside a float64 check
+    (the tape gradient is right). The check runs at float32 rules and passes;
+    analytic and numeric values agree with a float64 re-implementation
+    differentiated by the complex step."""
+    pytest.importorskip("keras_hub")
+    run, doc = checked("prec_fnet_encoder.py")
+    assert run.exit_code == 0, run
+    model = only_model(doc)
+    assert model["dtype"] == "float32" and model["tolerance"]["rtol"] == pytest.approx(1e-3)
+    (note,) = lowered_notes(model)
+    assert "Cast" in note and "unknown" not in note
+    module = fixture_module("prec_fnet_encoder.py")
+    x = np.asarray(module.inputs["x"], dtype=float)[0]
+    p = pair(doc)
+    assert p["verdict"] == "pass"
+    worst = p["worst"]
+    (_, i, j), (_, k, l) = worst["input_index"], worst["output_index"]
+    moved = x.astype(complex)
+    moved[i, j] += 1e-30j
+    truth = float(np.imag(fnet_reference(module.model, moved)[k, l]) / 1e-30)
+    assert worst["analytic"] == pytest.approx(truth, rel=1e-5, abs=1e-6)
+    assert worst["numeric"] == pytest.approx(truth, rel=1e-3, abs=5e-5)

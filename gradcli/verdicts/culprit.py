@@ -42,7 +42,9 @@ from gradcli.verdicts.graph import TracedGraph
 from gradcli.verdicts.graph_ops import (
     CUT_OPS, SURROGATE_OPS, TRIVIAL_OPS, custom_result_count, describe, gradient_definition, override,
 )
-from gradcli.verdicts.local_check import PROBES, check_op, culprit_record, first_gradients, rules_in_body
+from gradcli.verdicts.local_check import (
+    PROBES, UNRESOLVED, check_op, culprit_record, first_gradients, rules_in_body,
+)
 from gradcli.verdicts.sites import FIXED_BOUNDARIES
 from gradcli.verdicts.spread import SPREAD_POINTS
 
@@ -142,11 +144,19 @@ def find_culprit(graph, name, output, tol, order: int = 1) -> Culprit | None:
 
 def _first_wrong(graph, ops, feeds, feed_values, seen, tol, rng, to, order):
     """(op, what convicted it, ops checked) of the first of ``ops`` whose
-    gradient (to ``to``, or its own) is wrong (``check_op``), or None."""
+    gradient (to ``to``, or its own) is wrong (``check_op``), or None. In the
+    scan to the output (``to``), an op whose gradient to the output cannot be
+    resolved (``UNRESOLVED``) ends the scan: the ops before it would be blamed
+    for an error that may enter at it (every op after the culprit must be
+    shown right)."""
     for count, op in enumerate(ops, start=1):
         try:
             found = check_op(graph, op, feeds, feed_values, seen, tol, rng, to, order)
         except Exception:  # an op that cannot be fed or differenced alone: skip it
+            continue
+        if found is UNRESOLVED:
+            if to is not None:
+                return None
             continue
         if found is not None:
             return op, found, count

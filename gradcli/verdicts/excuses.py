@@ -55,7 +55,7 @@ import numpy as np
 
 from gradcli.numerics.autodiff import graph_gradients
 from gradcli.results import GraphSite
-from gradcli.verdicts.graph_ops import SURROGATE_OPS, ancestors, custom_result_count, describe
+from gradcli.verdicts.graph_ops import SURROGATE_OPS, ancestors, carries, custom_result_count, describe
 
 #: Ops whose output is piecewise constant in their floating input.
 QUANTIZING_OPS = frozenset({"Round", "Rint", "Floor", "Ceil", "Sign", *SURROGATE_OPS})
@@ -263,8 +263,8 @@ def _nonsmooth_reason(g, op, reached) -> str:
         return NONSMOOTH_OPS[op.type]
     if op.type in OPAQUE_OPS:
         return f"{op.type} (Python code the graph cannot see into)"
-    floating_in = any(t.dtype.is_floating and t.op in reached for t in op.inputs)
-    if floating_in and op.outputs and not any(t.dtype.is_floating for t in op.outputs):
+    carrying_in = any(carries(t) and t.op in reached for t in op.inputs)
+    if carrying_in and op.outputs and not any(carries(t) for t in op.outputs):
         return f"{op.type} (integer or bool output: the function branches on it)"
     inner = _function_body_reason(g, op.node_def, set())
     return f"{op.type} calling {inner}" if inner else ""

@@ -46,9 +46,23 @@ def floating(t) -> bool:
     return t.dtype.is_floating
 
 
+def carries(t) -> bool:
+    """Whether ``t`` can carry a differentiated value: a floating or complex
+    tensor (``tf.complex`` of a real value, an FFT of it, and ``tf.math.real``
+    of that carry it on as a real tensor does)."""
+    return t.dtype.is_floating or t.dtype.is_complex
+
+
+def precision_dtype(dtype) -> str:
+    """The floating dtype whose rounding a tensor of ``dtype`` has: its own, or
+    the dtype of the parts of a complex one (complex64 rounds as float32,
+    complex128 as float64)."""
+    return dtype.real_dtype.name
+
+
 def cut_description(op) -> str:
     """What cuts the gradient at ``op`` (``CUT_OPS``, a cast to an integer or
-    bool, an op with floating inputs and no floating output), else ""."""
+    bool, an op with floating or complex inputs and no such output), else ""."""
     if op.type in CUT_OPS:
         return CUT_OPS[op.type]
     if op.type == "Cast":
@@ -56,8 +70,8 @@ def cut_description(op) -> str:
         if not dst.is_floating and not dst.is_complex:
             return f"a cast to {dst.name} (tf.cast)"
         return ""
-    floating_in = any(floating(t) for t in op.inputs)
-    if floating_in and op.outputs and not any(floating(t) for t in op.outputs):
+    carrying_in = any(carries(t) for t in op.inputs)
+    if carrying_in and op.outputs and not any(carries(t) for t in op.outputs):
         return f"{op.type} (integer or bool output)"
     return ""
 

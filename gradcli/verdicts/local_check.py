@@ -14,8 +14,9 @@ tensors (``x * x`` is one variable), its gradient is the op's partial
 derivative (``stop_gradients``), the op's other inputs (a select's condition,
 an index) are held at their values, the pruned op reproduces the outputs the
 model computed (``reproduces``), and it runs with the steps and tolerance of
-the op's coarsest dtype. A gradient of the wrong shape convicts without a
-probe (``WrongShape``).
+the coarsest precision of the op's function (its dtypes and every tensor
+between its inputs and outputs, ``precision.path_precision``). A gradient of
+the wrong shape convicts without a probe (``WrongShape``).
 
 ``culprit_record`` turns a conviction into the ``Culprit`` a report shows: what
 the op is, where its gradient is defined, the user's gradients inside a loop
@@ -37,11 +38,25 @@ from gradcli.verdicts import compare
 from gradcli.verdicts.graph_ops import (
     custom_argument_names, custom_result_count, describe, floating, gradient_definition, override,
 )
+from gradcli.verdicts.precision import path_precision
 
 tf = import_tensorflow()
 
 #: Probes (random u, v pairs) per op check.
 PROBES = 2
+
+
+class _Unresolved:
+    """``check_op``'s answer when no probe convicts and some probe could not be
+    resolved (``inconclusive``): the op's gradient is neither wrong nor shown
+    right, so the op cannot vouch for the ops before it (``find_culprit``'s
+    scan to the output)."""
+
+    def __repr__(self) -> str:
+        return "UNRESOLVED"
+
+
+UNRESOLVED = _Unresolved()
 
 
 class WrongShape:
@@ -152,7 +167,8 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
     (the others held at their values), all when None.
 
     ``(analytic, numeric, relative error)`` of the worst probe that convicts,
-    a ``WrongShape``, or None (no verdict, or the gradient agrees)."""
+    a ``WrongShape``, ``UNRESOLVED`` (no probe convicts, and some probe is
+    inconclusive), or None (no verdict, or the gradient agrees)."""
     xs, ys = graph.local_inputs(op), ([to] if to is not None else graph.local_outputs(op))
     if only is not None:
         xs = [x for x in xs if x.ref() in only]
@@ -171,9 +187,14 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
             return None
     elif not reproduces(ys, out_values, seen):
         return None  # the pruned op does not compute what the model did: no verdict
-    # The local check runs in the op's coarsest dtype (a float32 op after an
-    # autocast is judged by float32 steps and tolerances, never by float64's).
-    precision = _coarsest([t.dtype.name for t in local.xs + ys])
+    # The local check runs in the coarsest precision its function rounds to:
+    # its inputs' and outputs' dtypes (a float32 op after an autocast is judged
+    # by float32 steps and tolerances, never by float64's) and every carrying
+    # tensor between them (a custom gradient whose code runs an FFT in
+    # complex64, an op's function to the output through a float32 cast, a
+    # loop body that casts: ``precision.path_precision``).
+    precision = _coarsest([t.dtype.name for t in local.xs + ys]
+                          + [path_precision(local.xs, ys, graph.graph)])
     tol = _looser(tol, compare.tolerance(precision))
     return _probe(local, op, out_values, precision, tol, rng, shape_rule, at)
 
@@ -296,10 +317,12 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
     """The worst of ``PROBES`` random probes that convicts (``compare_projections``
     says ``mismatch``): ``(analytic, numeric, error relative to the probe's
     scale)``; a ``WrongShape`` for a gradient whose shape shows only when run;
-    None when every probe agrees or the stencil left the function's domain."""
+    ``UNRESOLVED`` when none convicts and some probe is inconclusive; None
+    when every probe agrees or the stencil left the function's domain."""
     from gradcli.numerics.finite_diff import FiniteDifferences
 
     base = local.base
+    unresolved = False
     # A handful of points per probe: eager calls of the pruned graph are
     # cheaper than tracing a vectorized batch for every op.
     fd = FiniteDifferences(local, base, list(out_values), eager=True, precision=precision)
@@ -335,6 +358,10 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
             rel = abs(analytic - numeric) / max(scale, np.finfo(float).tiny)
             if worst is None or rel > worst[2]:
                 worst = (analytic, numeric, rel)
+        elif pair.failed:
+            unresolved = True
+    if worst is None and unresolved:
+        return UNRESOLVED
     return worst
 
 

@@ -17,7 +17,11 @@ failure.
   both of them by more than the element rule allows with their own error
   estimates: unsettled slopes still bound the derivative, so that is a
   ``mismatch`` (16-bit compute, whose one-sided slopes rarely settle to a
-  tenth, against a gradient 2x off).
+  tenth, against a gradient 2x off); so is an element the central difference
+  refutes on its own: off by more than ``ladder.REFUTE_FACTOR`` times the
+  element rule's allowance, both one-sided slopes nearer it than the
+  analytic value (``ladder.central_refutes``: nothing shows the central
+  difference fooled by a kink or a function too fast for its step).
 * anything else stays ``mismatch``.
 
 Precedence (``_decide``): any unexplained element makes the pair a
@@ -39,7 +43,7 @@ from gradcli.verdicts import compare, diagnosis, kink, surrogate
 from gradcli.verdicts.diagnosis import Diagnosis
 from gradcli.verdicts.evidence import PathEvidence
 from gradcli.verdicts.kink import SCAN_COLUMNS, KinkFinding
-from gradcli.verdicts.ladder import ColumnSlopes, examine_columns, outside_both
+from gradcli.verdicts.ladder import ColumnSlopes, central_refutes, examine_columns, outside_both
 from gradcli.verdicts.surrogate import SurrogateFinding
 
 
@@ -185,10 +189,17 @@ def _classify(job: RefineJob, columns: Columns, slopes: ColumnSlopes, evidence) 
         sub_a, slopes.left, slopes.right, slopes.left_err, slopes.right_err, tol
     )
     # Slopes that do not settle, or a gap with no non-smooth op that the analytic
-    # value lies within: finite differences cannot resolve the derivative here.
+    # value lies within: finite differences cannot resolve the derivative here,
+    # unless the central difference refutes it on its own (far beyond its own
+    # error estimate, the slopes siding with it: ``ladder.central_refutes``).
     unresolved = sub_bad & ran & ~locally_constant & ~k.is_kink & ~k.jumped & ~resolved & ~refuted & (
         ~k.settled | (k.gap & k.between)
     )
+    central = unresolved & central_refutes(
+        sub_a, job.numeric[:, cols], job.fd_error[:, cols], slopes.left, slopes.right, tol
+    )
+    refuted |= central
+    unresolved &= ~central
     s = surrogate.find_surrogates(job.graph, pair, evidence, locally_constant, sub_a, cols, tol)
     unexplained = (sub_bad & ~s.surrogate & ~k.kink_ok & ~k.kink_bad & ~k.jumped & ~resolved
                    & ~unresolved & ~s.unshown)

@@ -15,7 +15,7 @@ import numpy as np
 
 from gradcli.model.core import is_user_file
 from gradcli.verdicts.graph_ops import custom_result_count, gradient_definition, override
-from gradcli.verdicts.local_check import WrongShape, check_op, culprit_record
+from gradcli.verdicts.local_check import UNRESOLVED, WrongShape, check_op, culprit_record
 
 
 def _scaled_to(magnitude):
@@ -131,7 +131,7 @@ def spread_culprit(graph, name, output, tol, memo: dict) -> tuple | None:
                                      np.random.default_rng(0), at=where, only=only)
                 except Exception:  # an op that cannot be fed or differenced alone
                     found = None
-                if found is None or isinstance(found, WrongShape):
+                if found is None or found is UNRESOLVED or isinstance(found, WrongShape):
                     found = None
                     break
             if found is not None:

@@ -137,13 +137,14 @@ class Traced:
         return self._custom
 
     def computes_below(self, local) -> bool:
-        """Whether a floating tensor on the forward path from the
+        """Whether a floating or complex tensor on the forward path from the
         differentiated values to the output of the traced local function is
-        coarser than the point's dtype (constants and shapes beside the path do
+        coarser than the point's dtype (complex64 as float32) (constants and shapes beside the path do
         not count, as in ``ModelGraph.precision``): then ``check_model``'s
         precision rule sets the tolerances, not the quick check. Read once per
         signature, from the trace already made."""
         from gradcli.numerics.finite_diff import machine_eps
+        from gradcli.verdicts.graph_ops import carries, precision_dtype
 
         if self.coarser is None:
             weights, frozen, cotangents = local.function.bound
@@ -157,7 +158,7 @@ class Traced:
                 if tensor.ref() in seen:
                     continue
                 seen.add(tensor.ref())
-                if tensor.dtype.is_floating and machine_eps(tensor.dtype.name) > finest:
+                if carries(tensor) and machine_eps(precision_dtype(tensor.dtype)) > finest:
                     self.coarser = True
                 stack.extend(out for op in tensor.consumers() for out in op.outputs)
         return self.coarser
