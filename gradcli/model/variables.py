@@ -19,8 +19,10 @@ the duration of the call and restored afterwards. ``tf.function`` wrappers of
 the model function and of the modules' methods are bypassed during the call
 (their traces captured the variables themselves). Whether each weight is
 really reached through the substitution is verified once at load time: a
-weight the model reads some other way raises a ``ModelError`` instead of
-showing as a zero gradient.
+weight the model reads some other way (a ``tf.function`` defined elsewhere
+captured it) is left as it is, not an input (``Model.unvaried``), and a
+``wrt`` that asks for it is refused with a ``ModelError`` instead of showing
+a zero gradient; a check of the other inputs goes on.
 
 Keras layers cast their inputs and weights to their own dtype (float32 unless
 built otherwise). When the check promotes the weights to float64, the layers'
@@ -38,8 +40,7 @@ from types import ModuleType
 import numpy as np
 
 from gradcli.errors import ModelError
-from gradcli.model.core import call_model, code_site, weight_name, where_raised
-from gradcli.model.paths import relative_path
+from gradcli.model.core import call_model, code_site, weight_name, weight_names, where_raised
 from gradcli.tf_import import import_tensorflow
 
 
@@ -88,6 +89,12 @@ class _Weights:
     def names(self) -> list[str]:
         return list(self.keras) + list(self.slots)
 
+    def drop(self, names) -> None:
+        """Substitute the weights ``names`` no more: they keep their own values."""
+        for name in names:
+            self.keras.pop(name, None)
+            self.slots.pop(name, None)
+
     def only(self, names) -> "_Weights":
         """The same substitution for the ``tf.Module`` and ``tf.Variable``
         weights ``names`` alone (the layer pass's local function of one module)."""
@@ -95,9 +102,6 @@ class _Weights:
         subset.slots = {n: self.slots[n] for n in names}
         subset.classes = self.classes
         return subset
-
-    def add_keras(self, name, variable):
-        self.keras.setdefault(name, variable)
 
     @contextlib.contextmanager
     def substituted(self, values: dict):
@@ -166,11 +170,14 @@ def _module_name(module, global_name: str) -> str:
 
 def find_weights(module: ModuleType) -> _Weights:
     """Trainable variables of the file's module-level Keras layers, tf.Modules
-    and tf.Variables, named as the module docstring says."""
+    and tf.Variables, one weight per variable object (a variable held twice,
+    tied weights, is one weight), named as the module docstring says and made
+    all different by ``core.weight_names``."""
     import keras
 
     tf = import_tensorflow()
     weights, seen = _Weights(), set()
+    found = []  # (path, short name, variable, slot: (parent, key) or None for Keras)
     for global_name, obj in list(vars(module).items()):
         if global_name.startswith("_") or isinstance(obj, (ModuleType, type)):
             continue
@@ -179,7 +186,7 @@ def find_weights(module: ModuleType) -> _Weights:
             for v in obj.trainable_variables:
                 if id(v) not in seen:
                     seen.add(id(v))
-                    weights.add_keras(weight_name(v.path), v)
+                    found.append((v.path, weight_name(v.path), v, None))
         elif isinstance(obj, tf.Module):
             # Every module below it, containers too: a tf.function method of any
             # of them would have captured the variables its trace read.
@@ -188,10 +195,17 @@ def find_weights(module: ModuleType) -> _Weights:
             for path, parent, key, v in variables_by_path(obj).values():
                 if v.trainable and id(v) not in seen:
                     seen.add(id(v))
-                    weights.slots.setdefault(f"{_module_name(obj, global_name)}/{path}", (parent, key, v))
+                    name = f"{_module_name(obj, global_name)}/{path}"
+                    found.append((name, name, v, (parent, key)))
         elif isinstance(obj, tf.Variable) and obj.trainable and id(obj) not in seen:
             seen.add(id(obj))
-            weights.slots.setdefault(global_name, (module, global_name, obj))
+            found.append((global_name, global_name, obj, (module, global_name)))
+    names = weight_names([f[0] for f in found], [f[1] for f in found])
+    for name, (_, _, v, slot) in zip(names, found):
+        if slot is None:
+            weights.keras[name] = v
+        else:
+            weights.slots[name] = (*slot, v)
     weights.classes = list(dict.fromkeys(weights.classes))
     weights.layers = list({id(layer): layer for layer in weights.layers}.values())
     return weights
@@ -208,6 +222,10 @@ def expose_weights(model, module: ModuleType, target) -> None:
     """Add the weights of ``module``'s objects to ``model`` as inputs (in place).
 
     Keras layers built by the first call are built here, with the point's data.
+    A weight the model reads in a way the substitution cannot reach
+    (``_unreached``) is left as it is, not an input, and listed in
+    ``Model.unvaried``: ``point.choose_wrt`` refuses it when ``wrt`` asks for it
+    (the default asks for every weight), and a check of the other inputs goes on.
     """
     data = dict(model.point)
     if _unbuilt_keras(module):
@@ -216,6 +234,23 @@ def expose_weights(model, module: ModuleType, target) -> None:
     if not weights.names:
         return
     plain = getattr(target, "python_function", target)  # a tf.function's trace captured the variables
+    function, own_variables = model.function, model.own_call.variables if model.own_call is not None else None
+    _substitute(model, weights, plain, data)
+    lost = _unreached(model, weights, target, data)
+    if not lost:
+        return
+    model.unvaried = lost
+    weights.drop(lost)
+    if weights.names:
+        _substitute(model, weights, plain, data)
+    else:  # nothing left to substitute: the model as it was
+        model.function, model.weights, model.point = function, [], data
+        if model.own_call is not None:
+            model.own_call.variables = own_variables
+
+
+def _substitute(model, weights: _Weights, plain, data: dict) -> None:
+    """``model`` as a function of ``weights`` (substituted in each call) and ``data``."""
     data_names = list(data)
 
     def function(values: dict) -> dict:
@@ -233,7 +268,6 @@ def expose_weights(model, module: ModuleType, target) -> None:
             **{n: v for n, (_, _, v) in weights.slots.items()},
         }
     model.point = {**point, **data}
-    _verify_reached(model, weights, target, data)
 
 
 def _unbuilt_keras(module) -> bool:
@@ -260,9 +294,10 @@ def _build(model, target, data) -> None:
         ) from None
 
 
-def _verify_reached(model, weights: _Weights, target, data) -> None:
-    """Every weight the model's outputs depend on (by a tape over the variables
-    themselves) must also be reached through the substituted inputs."""
+def _unreached(model, weights: _Weights, target, data) -> list[str]:
+    """The weights the model's outputs depend on (by a tape over the variables
+    themselves) that the substituted inputs do not reach: substituting them
+    would silently change nothing."""
     from gradcli.numerics.autodiff import reverse
 
     tf = import_tensorflow()
@@ -282,10 +317,5 @@ def _verify_reached(model, weights: _Weights, target, data) -> None:
             through = total(model.function(tensors))
         reached = reverse(tape, through, [tensors[n] for n in weights.names])
     except Exception:  # the forward pass reports its own errors later, with the line
-        return
-    lost = [n for n, d, r in zip(weights.names, reached_directly, reached) if d is not None and r is None]
-    if lost:
-        raise ModelError(
-            f"{relative_path(model.path)}: the model reads {', '.join(lost)} in a way gradcli cannot "
-            "vary (e.g. inside a tf.function defined elsewhere); pass the weights as inputs instead"
-        )
+        return []
+    return [n for n, d, r in zip(weights.names, reached_directly, reached) if d is not None and r is None]
