@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable
@@ -177,17 +178,24 @@ def weight_names(paths: list[str], short: list[str] | None = None) -> list[str]:
        one of them no value.
     """
     short = [weight_name(p) for p in paths] if short is None else list(short)
-    names = short if len(set(short)) == len(short) else list(paths)
-    counts = {n: names.count(n) for n in set(names)}
-    taken, numbered, result = set(names), {}, []
+    return numbered(short if len(set(short)) == len(short) else list(paths))
+
+
+def numbered(names: list[str]) -> list[str]:
+    """``names`` with those several share numbered from 0 in order
+    (``a``, ``a`` -> ``a-0``, ``a-1``; ``SHARED_MARK``), the others as they are:
+    rule 3 of ``weight_names``, and the layer pass's units that share a path."""
+    names = list(names)
+    counts = Counter(names)
+    taken, last, result = set(names), {}, []
     for name in names:
         if counts[name] == 1:
             result.append(name)
             continue
-        number = numbered.get(name, -1) + 1
+        number = last.get(name, -1) + 1
         while f"{name}{SHARED_MARK}{number}" in taken:  # a path that already ends so
             number += 1
-        numbered[name] = number
+        last[name] = number
         taken.add(f"{name}{SHARED_MARK}{number}")
         result.append(f"{name}{SHARED_MARK}{number}")
     return result

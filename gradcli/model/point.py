@@ -48,6 +48,11 @@ def choose_wrt(model: Model, given_wrt, file_wrt) -> list[str]:
     if given_wrt or file_wrt:  # a nested input (``params``) stands for its leaves
         names = list(dict.fromkeys(leaf for n in names for leaf in (_leaves_under(model, n) or [n])))
         _refuse_unvaried(model, [n for n in names if n in model.unvaried], "or leave them out of `wrt`")
+        if model.unvaried:
+            model.notes.append(
+                f"{name_list(model.unvaried)}: weights the model reads in a way gradcli cannot vary "
+                "(e.g. inside a tf.function defined elsewhere), not in `wrt`: left as they are"
+            )
     else:
         _refuse_unvaried(model, model.unvaried, "or list in `wrt` the inputs to check")
         names = [n for n, v in model.point.items() if is_floating(v) and n not in model.targets]

@@ -12,6 +12,10 @@ analytic side and the culprit search all see them like any input:
   ``<module name>/<attribute path>`` (``linear/w``, ``linear/inner/scale``);
 * ``tf.Variable`` objects: named by their global name (``w``).
 
+One variable object is one weight wherever it is held (tied weights), and the
+names are made all different by the one naming rule, ``core.weight_names``
+(docs/model-files.md, "Weight names").
+
 The function is made pure in them without ever assigning a variable: Keras
 variables read the values given inside a ``keras.StatelessScope``; the
 ``tf.Variable`` attributes (and globals) are replaced by the given tensors for
@@ -44,16 +48,19 @@ from gradcli.model.core import call_model, code_site, weight_name, weight_names,
 from gradcli.tf_import import import_tensorflow
 
 
-def variables_by_path(root) -> dict:
+def variables_by_path(root, aliases: dict | None = None) -> dict:
     """Every variable reachable from ``root`` (tracked attributes, breadth first):
-    id -> (shortest attribute path, parent, key in parent, variable)."""
-    return objects_by_path(root, import_tensorflow().Variable)
+    id -> (shortest attribute path, parent, key in parent, variable); ``aliases``
+    as ``objects_by_path`` fills it."""
+    return objects_by_path(root, import_tensorflow().Variable, aliases)
 
 
-def objects_by_path(root, wanted) -> dict:
+def objects_by_path(root, wanted, aliases: dict | None = None) -> dict:
     """Every object of type ``wanted`` reachable from ``root`` through tracked
     attributes (breadth first, below variables no further): id -> (shortest
-    attribute path, parent, key in parent, object)."""
+    attribute path, parent, key in parent, object). ``aliases`` (when given)
+    gets id -> [(parent, key), ...] for every other place an object found is
+    held (tied weights: one variable at two attributes)."""
     tf = import_tensorflow()
 
     found, seen = {}, {id(root)}
@@ -66,6 +73,8 @@ def objects_by_path(root, wanted) -> dict:
             continue
         for name, child in children.items():
             if id(child) in seen:
+                if aliases is not None and id(child) in found:
+                    aliases.setdefault(id(child), []).append((obj, name))
                 continue
             seen.add(id(child))
             path = f"{prefix}/{name}" if prefix else str(name)
@@ -82,6 +91,7 @@ class _Weights:
     def __init__(self):
         self.keras = {}  # name -> keras.Variable
         self.slots = {}  # name -> (parent, key, tf.Variable): replaced by a tensor in a call
+        self.aliases = {}  # name -> [(parent, key), ...]: the same variable's other places
         self.classes = []  # classes of modules whose tf.function methods are bypassed
         self.layers = []  # the Keras layers holding ``keras``, and their sublayers
 
@@ -94,12 +104,14 @@ class _Weights:
         for name in names:
             self.keras.pop(name, None)
             self.slots.pop(name, None)
+            self.aliases.pop(name, None)
 
     def only(self, names) -> "_Weights":
         """The same substitution for the ``tf.Module`` and ``tf.Variable``
         weights ``names`` alone (the layer pass's local function of one module)."""
         subset = _Weights()
         subset.slots = {n: self.slots[n] for n in names}
+        subset.aliases = {n: self.aliases[n] for n in names if n in self.aliases}
         subset.classes = self.classes
         return subset
 
@@ -110,8 +122,9 @@ class _Weights:
         saved = []
         try:
             for name, (parent, key, _) in self.slots.items():
-                saved.append((parent, key, _get(parent, key)))
-                _set(parent, key, values[name])
+                for place, at in [(parent, key), *self.aliases.get(name, ())]:
+                    saved.append((place, at, _get(place, at)))
+                    _set(place, at, values[name])
             for cls, attribute, plain in self.bypassed():
                 saved.append((cls, attribute, cls.__dict__[attribute]))
                 setattr(cls, attribute, plain)
@@ -170,42 +183,42 @@ def _module_name(module, global_name: str) -> str:
 
 def find_weights(module: ModuleType) -> _Weights:
     """Trainable variables of the file's module-level Keras layers, tf.Modules
-    and tf.Variables, one weight per variable object (a variable held twice,
-    tied weights, is one weight), named as the module docstring says and made
-    all different by ``core.weight_names``."""
+    and tf.Variables, one weight per variable object, named as the module
+    docstring says and made all different by ``core.weight_names``. A variable
+    held at several places (tied weights: two attributes, two modules, a
+    module and a global) is one weight, substituted at every place."""
     import keras
 
     tf = import_tensorflow()
-    weights, seen = _Weights(), set()
-    found = []  # (path, short name, variable, slot: (parent, key) or None for Keras)
+    weights = _Weights()
+    found = {}  # id -> [path, short name, variable, places: [(parent, key)]; none for Keras]
     for global_name, obj in list(vars(module).items()):
         if global_name.startswith("_") or isinstance(obj, (ModuleType, type)):
             continue
         if isinstance(obj, keras.layers.Layer):
             weights.layers += list(obj._flatten_layers(include_self=True))
             for v in obj.trainable_variables:
-                if id(v) not in seen:
-                    seen.add(id(v))
-                    found.append((v.path, weight_name(v.path), v, None))
+                found.setdefault(id(v), [v.path, weight_name(v.path), v, []])
         elif isinstance(obj, tf.Module):
             # Every module below it, containers too: a tf.function method of any
             # of them would have captured the variables its trace read.
             for sub in [obj] + [m for _, _, _, m in objects_by_path(obj, tf.Module).values()]:
                 weights.classes += [c for c in type(sub).__mro__ if c.__module__ == module.__name__]
-            for path, parent, key, v in variables_by_path(obj).values():
-                if v.trainable and id(v) not in seen:
-                    seen.add(id(v))
+            aliases: dict = {}
+            for path, parent, key, v in variables_by_path(obj, aliases).values():
+                if v.trainable:
                     name = f"{_module_name(obj, global_name)}/{path}"
-                    found.append((name, name, v, (parent, key)))
-        elif isinstance(obj, tf.Variable) and obj.trainable and id(obj) not in seen:
-            seen.add(id(obj))
-            found.append((global_name, global_name, obj, (module, global_name)))
-    names = weight_names([f[0] for f in found], [f[1] for f in found])
-    for name, (_, _, v, slot) in zip(names, found):
-        if slot is None:
+                    found.setdefault(id(v), [name, name, v, []])[3].extend([(parent, key), *aliases.get(id(v), ())])
+        elif isinstance(obj, tf.Variable) and obj.trainable:
+            found.setdefault(id(obj), [global_name, global_name, obj, []])[3].append((module, global_name))
+    entries = list(found.values())
+    for name, (_, _, v, places) in zip(weight_names([e[0] for e in entries], [e[1] for e in entries]), entries):
+        if not places:
             weights.keras[name] = v
-        else:
-            weights.slots[name] = (*slot, v)
+            continue
+        weights.slots[name] = (*places[0], v)
+        if places[1:]:
+            weights.aliases[name] = places[1:]
     weights.classes = list(dict.fromkeys(weights.classes))
     weights.layers = list({id(layer): layer for layer in weights.layers}.values())
     return weights

@@ -139,7 +139,8 @@ class ModuleTree:
         from gradcli.model.variables import find_weights, objects_by_path, variables_by_path
 
         self.model, self.weights = model, find_weights(model.module)
-        names = {id(v): n for n, (_, _, v) in self.weights.slots.items()}
+        # The model's weights only: one it cannot vary stays as it is (``Model.unvaried``).
+        names = {id(v): n for n, (_, _, v) in self.weights.slots.items() if n in model.weights}
         self.units: dict[int, str] = {}
         self.modules: dict[int, object] = {}
         self.names: dict[int, list] = {}
