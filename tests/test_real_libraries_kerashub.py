@@ -17,12 +17,14 @@ never against gradcli's own output. Each keras-hub model is built once.
 from __future__ import annotations
 
 import importlib.util
+import types
 from collections import Counter
 
 import numpy as np
 import pytest
 
 import gradcli as api
+from gradcli.errors import ModelError
 from gradcli.model.paths import relative_path
 from tests.conftest import error_line, fixture, gradcli
 
@@ -224,3 +226,39 @@ def test_maf_weight_asked_for_in_wrt_is_refused_by_name():
         "(e.g. inside a tf.function defined elsewhere); pass the weights as inputs instead, or leave them "
         "out of `wrt`"
     )
+
+
+def test_only_the_weight_gradcli_cannot_vary_is_left_out():
+    """A model of two weights: ``traced/w`` read inside a tf.function of a class
+    defined outside the model (its trace captured the variable: gradcli cannot
+    vary it) and the global ``scale`` read directly. y = scale * w * x, so
+    dy/dscale = w x and dy/dx = scale * w, with w at its own value."""
+    import tensorflow as tf
+
+    from gradcli.analyses import inspection
+    from gradcli.model.loading import load_model
+
+    class Traced(tf.Module):
+        def __init__(self):
+            super().__init__(name="traced")
+            self.w = tf.Variable(np.array([3.0, -0.5]))
+
+        @tf.function
+        def __call__(self, x):
+            return self.w * x
+
+    def module():
+        file = types.ModuleType("elsewhere")
+        file.traced, file.scale = Traced(), tf.Variable(np.array([0.25, 2.0]))
+        file.model = lambda x: file.scale * file.traced(x)
+        file.inputs = {"x": np.array([1.5, -2.0])}
+        return file
+
+    with pytest.raises(ModelError) as raised:  # the default asks for every weight
+        load_model(module())
+    assert "reads traced/w in a way gradcli cannot vary" in str(raised.value)
+    model = load_model(module(), wrt=["scale", "x"])
+    assert model.weights == ["scale"] and model.unvaried == ["traced/w"]
+    grads = inspection.vjp(model).arrays()
+    np.testing.assert_allclose(grads["scale"], [3.0 * 1.5, -0.5 * -2.0], rtol=1e-15)
+    np.testing.assert_allclose(grads["x"], [0.25 * 3.0, 2.0 * -0.5], rtol=1e-15)
