@@ -9,7 +9,7 @@ argument. The loaders import this module and never each other's internals, so
 the package has no import circle: ``core`` imports no loader.
 
 Also here, because every loader needs them: the dtype tests (``is_floating``,
-``differentiable``, ``host_array``), weight naming (``weight_name``), and where
+``differentiable``, ``host_array``), weight naming (``weight_names``), and where
 an error points (``where_raised``, ``code_site``: a ``file:line`` in the
 user's code, never gradcli's, TensorFlow's or Python's).
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections import Counter
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable
@@ -54,6 +55,10 @@ class Model:
     notes: list[str] = field(default_factory=list)
     outputs: dict[str, np.ndarray] = field(default_factory=dict)
     weights: list[str] = field(default_factory=list)  # Keras: trainable weight names
+    #: Weights of the file's objects the model reads in a way gradcli cannot
+    #: vary (a ``tf.function`` defined elsewhere captured them): left as they
+    #: are, not inputs; ``point.choose_wrt`` refuses a ``wrt`` that asks for one
+    unvaried: list[str] = field(default_factory=list)
     #: Inputs the model is scored against, never differentiated unless named
     #: (``wrt``): a Keras ``loss``'s targets ``y``
     targets: list[str] = field(default_factory=list)
@@ -148,6 +153,64 @@ def weight_name(path: str) -> str:
     """``sequential/dense/kernel`` -> ``dense/kernel``: drop the model's own name."""
     parts = path.split("/")
     return "/".join(parts[1:]) if len(parts) > 2 else path
+
+
+#: Joins a name several distinct weights share and the weight's number among
+#: them, from 0 (``self_attention/embeddings-1``), as TensorFlow numbers the
+#: children of one kind in a checkpoint (``layer_with_weights-0``). A name is
+#: also a TensorFlow node name (``trace_specs``), which ``#`` or ``:`` cannot
+#: be in; the options that take names split on ``,`` and ``=`` only.
+SHARED_MARK = "-"
+
+
+def weight_names(paths: list[str], short: list[str] | None = None) -> list[str]:
+    """The names of distinct weights (one entry per variable object, in the
+    model's order) with variable paths ``paths``, all different. The one rule
+    every loader names weights by (docs/model-files.md, "Weight names"):
+
+    1. a weight is named by its path without the model's name (``short``,
+       default ``weight_name``: ``dense/kernel``);
+    2. if two weights' short names are the same, every weight is named by its
+       whole path (``encoder/dense/kernel``, ``decoder/dense/kernel``);
+    3. the weights whose whole paths are the same too (keras-hub's
+       ``T5Backbone`` holds two variables at ``self_attention/embeddings``,
+       the relative position biases of its encoder and its decoder) are
+       numbered from 0 in the model's order: ``self_attention/embeddings-0``,
+       ``self_attention/embeddings-1``. Keras pairs weights with values by
+       position, never by name, so a name shared by two weights would hand
+       one of them no value.
+    """
+    short = [weight_name(p) for p in paths] if short is None else list(short)
+    return numbered(short if len(set(short)) == len(short) else list(paths))
+
+
+def numbered(names: list[str]) -> list[str]:
+    """``names`` with those several share numbered from 0 in order
+    (``a``, ``a`` -> ``a-0``, ``a-1``; ``SHARED_MARK``), the others as they are:
+    rule 3 of ``weight_names``, and the layer pass's units that share a path."""
+    names = list(names)
+    counts = Counter(names)
+    taken, last, result = set(names), {}, []
+    for name in names:
+        if counts[name] == 1:
+            result.append(name)
+            continue
+        number = last.get(name, -1) + 1
+        while f"{name}{SHARED_MARK}{number}" in taken:  # a path that already ends so
+            number += 1
+        last[name] = number
+        taken.add(f"{name}{SHARED_MARK}{number}")
+        result.append(f"{name}{SHARED_MARK}{number}")
+    return result
+
+
+def shared_name(name: str, known) -> list[str]:
+    """The numbered names (rule 3 of ``weight_names``) of the weights that share
+    ``name``, when ``name`` is not itself among ``known``: [] otherwise."""
+    if name in known:
+        return []
+    prefix = f"{name}{SHARED_MARK}"
+    return [n for n in known if n.startswith(prefix) and n[len(prefix):].isdigit()]
 
 
 #: A note names at most this many inputs or layers, then counts the rest: a

@@ -42,7 +42,7 @@ import numpy as np
 
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import OwnCall
-from gradcli.model.core import Model, first_line, is_floating, name_list, normalize_outputs, weight_name, where_raised
+from gradcli.model.core import Model, first_line, is_floating, name_list, normalize_outputs, weight_names, where_raised
 from gradcli.model.keras_float64 import float64_clone, stateless
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown, fit_value
@@ -212,9 +212,8 @@ def keras_model(
                 f"{type(exc).__name__}: {first_line(exc)}"
             ) from None
     own_dtypes = _keras_converts(layer, data)
-    weights = {weight_name(v.path): v for v in layer.trainable_variables}
-    if len(weights) != len(layer.trainable_variables):  # clashing short names
-        weights = {v.path: v for v in layer.trainable_variables}
+    variables = list(layer.trainable_variables)  # one entry per variable object, shared ones too
+    weights = dict(zip(weight_names([v.path for v in variables]), variables))
     frozen = list(layer.non_trainable_variables)
     notes = training_notes(layer, training)
     runner, switched = layer, False
@@ -228,16 +227,16 @@ def keras_model(
                 f"{first_line(exc)[:160]}); its layers compute in float64 by switching their dtype "
                 "policies for the check"
             )
-    weight_names = list(weights)
+    names = list(weights)
     # ``Layer.__call__`` drops ``training`` for a ``call`` without it, but
     # ``stateless_call`` passes it on as it is (a subclassed model whose
     # ``call(self, x)`` takes none would raise).
     mode = {"training": training} if getattr(layer, "_call_has_training_arg", True) else {}
 
     def function(values: dict) -> dict:
-        trainable = [values[n] for n in weight_names]
+        trainable = [values[n] for n in names]
         # The weights' dtype, else (a layer without weights) the data's.
-        dtype = next((values[n].dtype for n in weight_names + data_names if values[n].dtype.is_floating), None)
+        dtype = next((values[n].dtype for n in names + data_names if values[n].dtype.is_floating), None)
         fixed = [v.value if dtype is None else _cast(v.value, dtype) for v in frozen]
         # The float64 clone (or the model with float64 policies) for float64
         # weights; the model itself for its own dtype (``dtype_choice.settle_dtype``
@@ -263,7 +262,7 @@ def keras_model(
         native_dtypes={},
         kind="keras",
         notes=notes,
-        weights=weight_names,
+        weights=names,
         runs_in_float64=runner is not layer or switched,
         own_call=own_call,
         float64_by_policies=switched,

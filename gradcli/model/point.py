@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.errors import ModelError, UsageError
-from gradcli.model.core import Model, is_floating, name_list, require_finite
+from gradcli.model.core import Model, is_floating, name_list, require_finite, shared_name
 from gradcli.model.paths import relative_path
 from gradcli.model.values import check_unknown, fit_value
 
@@ -47,7 +47,14 @@ def choose_wrt(model: Model, given_wrt, file_wrt) -> list[str]:
         names, source, error = list(file_wrt), f"{relative_path(model.path)}: `wrt`", ModelError
     if given_wrt or file_wrt:  # a nested input (``params``) stands for its leaves
         names = list(dict.fromkeys(leaf for n in names for leaf in (_leaves_under(model, n) or [n])))
+        _refuse_unvaried(model, [n for n in names if n in model.unvaried], "or leave them out of `wrt`")
+        if model.unvaried:
+            model.notes.append(
+                f"{name_list(model.unvaried)}: weights the model reads in a way gradcli cannot vary "
+                "(e.g. inside a tf.function defined elsewhere), not in `wrt`: left as they are"
+            )
     else:
+        _refuse_unvaried(model, model.unvaried, "or list in `wrt` the inputs to check")
         names = [n for n, v in model.point.items() if is_floating(v) and n not in model.targets]
         if model.kind == "savedmodel":
             names = list(model.weights)
@@ -69,6 +76,12 @@ def choose_wrt(model: Model, given_wrt, file_wrt) -> list[str]:
             model.notes.append(_default_wrt_note(model, names))
         return names
     for name in names:
+        shared = shared_name(name, model.point)
+        if shared:
+            raise error(
+                f"{source}: {name!r} is the name of {len(shared)} distinct weights, numbered "
+                f"{name_list(shared)}: name the ones to differentiate"
+            )
         if name not in model.point:
             raise error(
                 f"{source}: unknown input {name!r} (known: {', '.join(model.point)})"
@@ -84,6 +97,18 @@ def choose_wrt(model: Model, given_wrt, file_wrt) -> list[str]:
                 f"{list(np.shape(model.point[name]))}): nothing to differentiate"
             )
     return names
+
+
+def _refuse_unvaried(model: Model, names: list[str], instead: str) -> None:
+    """The weights ``names`` the model reads in a way gradcli cannot vary
+    (``Model.unvaried``) cannot be differentiated: a gradient through the
+    substituted inputs would show zero where the model's is not. ``instead``:
+    what else the user can do."""
+    if names:
+        raise ModelError(
+            f"{relative_path(model.path)}: the model reads {name_list(names)} in a way gradcli cannot "
+            f"vary (e.g. inside a tf.function defined elsewhere); pass the weights as inputs instead, {instead}"
+        )
 
 
 def _complex_overrides(model: Model, overrides: dict) -> dict:

@@ -26,7 +26,7 @@ import numpy as np
 
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import OwnCall
-from gradcli.model.core import Model, first_line, is_floating, normalize_outputs, weight_name
+from gradcli.model.core import Model, first_line, is_floating, normalize_outputs, weight_name, weight_names
 from gradcli.model.paths import SAVED_MODEL_FILE, is_saved_model, relative_path  # noqa: F401 - re-exported
 from gradcli.model.values import check_unknown
 from gradcli.model.variables import variables_by_path
@@ -156,7 +156,9 @@ def _captured_variables(function, variables: dict) -> dict:
 
     A variable is named by its own name when those are distinct and not
     TensorFlow's default ``Variable`` (a Keras export names them by layer,
-    ``dense/kernel``, as a ``.keras`` file does), else by attribute path.
+    ``dense/kernel``, as a ``.keras`` file does), else by attribute path: the
+    naming rule of every loader (``core.weight_names``), the own names as the
+    short ones.
     """
     by_handle = {id(v.handle): (path, v) for path, _, _, v in variables.values()}
     found = []
@@ -164,12 +166,11 @@ def _captured_variables(function, variables: dict) -> dict:
         match = by_handle.get(id(external))
         if match is not None and match[1].trainable:
             found.append((match[0], match[1], internal.name))
+    paths = [path for path, _, _ in found]
     own = [weight_name(v.name.split(":")[0]) for _, v, _ in found]
-    named = len(set(own)) == len(own) and not any(n.split("_")[0] == "Variable" for n in own)
-    return {
-        (name if named else path): (variable, placeholder)
-        for name, (path, variable, placeholder) in zip(own, found)
-    }
+    default = any(n.split("_")[0] == "Variable" for n in own)
+    names = weight_names(paths, paths if default else own)
+    return {name: (variable, placeholder) for name, (_, variable, placeholder) in zip(names, found)}
 
 
 def _pure_function(function, specs: dict, captured: dict, display: str):

@@ -12,6 +12,10 @@ analytic side and the culprit search all see them like any input:
   ``<module name>/<attribute path>`` (``linear/w``, ``linear/inner/scale``);
 * ``tf.Variable`` objects: named by their global name (``w``).
 
+One variable object is one weight wherever it is held (tied weights), and the
+names are made all different by the one naming rule, ``core.weight_names``
+(docs/model-files.md, "Weight names").
+
 The function is made pure in them without ever assigning a variable: Keras
 variables read the values given inside a ``keras.StatelessScope``; the
 ``tf.Variable`` attributes (and globals) are replaced by the given tensors for
@@ -19,8 +23,10 @@ the duration of the call and restored afterwards. ``tf.function`` wrappers of
 the model function and of the modules' methods are bypassed during the call
 (their traces captured the variables themselves). Whether each weight is
 really reached through the substitution is verified once at load time: a
-weight the model reads some other way raises a ``ModelError`` instead of
-showing as a zero gradient.
+weight the model reads some other way (a ``tf.function`` defined elsewhere
+captured it) is left as it is, not an input (``Model.unvaried``), and a
+``wrt`` that asks for it is refused with a ``ModelError`` instead of showing
+a zero gradient; a check of the other inputs goes on.
 
 Keras layers cast their inputs and weights to their own dtype (float32 unless
 built otherwise). When the check promotes the weights to float64, the layers'
@@ -38,21 +44,23 @@ from types import ModuleType
 import numpy as np
 
 from gradcli.errors import ModelError
-from gradcli.model.core import call_model, code_site, weight_name, where_raised
-from gradcli.model.paths import relative_path
+from gradcli.model.core import call_model, code_site, weight_name, weight_names, where_raised
 from gradcli.tf_import import import_tensorflow
 
 
-def variables_by_path(root) -> dict:
+def variables_by_path(root, aliases: dict | None = None) -> dict:
     """Every variable reachable from ``root`` (tracked attributes, breadth first):
-    id -> (shortest attribute path, parent, key in parent, variable)."""
-    return objects_by_path(root, import_tensorflow().Variable)
+    id -> (shortest attribute path, parent, key in parent, variable); ``aliases``
+    as ``objects_by_path`` fills it."""
+    return objects_by_path(root, import_tensorflow().Variable, aliases)
 
 
-def objects_by_path(root, wanted) -> dict:
+def objects_by_path(root, wanted, aliases: dict | None = None) -> dict:
     """Every object of type ``wanted`` reachable from ``root`` through tracked
     attributes (breadth first, below variables no further): id -> (shortest
-    attribute path, parent, key in parent, object)."""
+    attribute path, parent, key in parent, object). ``aliases`` (when given)
+    gets id -> [(parent, key), ...] for every other place an object found is
+    held (tied weights: one variable at two attributes)."""
     tf = import_tensorflow()
 
     found, seen = {}, {id(root)}
@@ -65,6 +73,8 @@ def objects_by_path(root, wanted) -> dict:
             continue
         for name, child in children.items():
             if id(child) in seen:
+                if aliases is not None and id(child) in found:
+                    aliases.setdefault(id(child), []).append((obj, name))
                 continue
             seen.add(id(child))
             path = f"{prefix}/{name}" if prefix else str(name)
@@ -81,6 +91,7 @@ class _Weights:
     def __init__(self):
         self.keras = {}  # name -> keras.Variable
         self.slots = {}  # name -> (parent, key, tf.Variable): replaced by a tensor in a call
+        self.aliases = {}  # name -> [(parent, key), ...]: the same variable's other places
         self.classes = []  # classes of modules whose tf.function methods are bypassed
         self.layers = []  # the Keras layers holding ``keras``, and their sublayers
 
@@ -88,16 +99,21 @@ class _Weights:
     def names(self) -> list[str]:
         return list(self.keras) + list(self.slots)
 
+    def drop(self, names) -> None:
+        """Substitute the weights ``names`` no more: they keep their own values."""
+        for name in names:
+            self.keras.pop(name, None)
+            self.slots.pop(name, None)
+            self.aliases.pop(name, None)
+
     def only(self, names) -> "_Weights":
         """The same substitution for the ``tf.Module`` and ``tf.Variable``
         weights ``names`` alone (the layer pass's local function of one module)."""
         subset = _Weights()
         subset.slots = {n: self.slots[n] for n in names}
+        subset.aliases = {n: self.aliases[n] for n in names if n in self.aliases}
         subset.classes = self.classes
         return subset
-
-    def add_keras(self, name, variable):
-        self.keras.setdefault(name, variable)
 
     @contextlib.contextmanager
     def substituted(self, values: dict):
@@ -106,8 +122,9 @@ class _Weights:
         saved = []
         try:
             for name, (parent, key, _) in self.slots.items():
-                saved.append((parent, key, _get(parent, key)))
-                _set(parent, key, values[name])
+                for place, at in [(parent, key), *self.aliases.get(name, ())]:
+                    saved.append((place, at, _get(place, at)))
+                    _set(place, at, values[name])
             for cls, attribute, plain in self.bypassed():
                 saved.append((cls, attribute, cls.__dict__[attribute]))
                 setattr(cls, attribute, plain)
@@ -166,32 +183,42 @@ def _module_name(module, global_name: str) -> str:
 
 def find_weights(module: ModuleType) -> _Weights:
     """Trainable variables of the file's module-level Keras layers, tf.Modules
-    and tf.Variables, named as the module docstring says."""
+    and tf.Variables, one weight per variable object, named as the module
+    docstring says and made all different by ``core.weight_names``. A variable
+    held at several places (tied weights: two attributes, two modules, a
+    module and a global) is one weight, substituted at every place."""
     import keras
 
     tf = import_tensorflow()
-    weights, seen = _Weights(), set()
+    weights = _Weights()
+    found = {}  # id -> [path, short name, variable, places: [(parent, key)]; none for Keras]
     for global_name, obj in list(vars(module).items()):
         if global_name.startswith("_") or isinstance(obj, (ModuleType, type)):
             continue
         if isinstance(obj, keras.layers.Layer):
             weights.layers += list(obj._flatten_layers(include_self=True))
             for v in obj.trainable_variables:
-                if id(v) not in seen:
-                    seen.add(id(v))
-                    weights.add_keras(weight_name(v.path), v)
+                found.setdefault(id(v), [v.path, weight_name(v.path), v, []])
         elif isinstance(obj, tf.Module):
             # Every module below it, containers too: a tf.function method of any
             # of them would have captured the variables its trace read.
             for sub in [obj] + [m for _, _, _, m in objects_by_path(obj, tf.Module).values()]:
                 weights.classes += [c for c in type(sub).__mro__ if c.__module__ == module.__name__]
-            for path, parent, key, v in variables_by_path(obj).values():
-                if v.trainable and id(v) not in seen:
-                    seen.add(id(v))
-                    weights.slots.setdefault(f"{_module_name(obj, global_name)}/{path}", (parent, key, v))
-        elif isinstance(obj, tf.Variable) and obj.trainable and id(obj) not in seen:
-            seen.add(id(obj))
-            weights.slots.setdefault(global_name, (module, global_name, obj))
+            aliases: dict = {}
+            for path, parent, key, v in variables_by_path(obj, aliases).values():
+                if v.trainable:
+                    name = f"{_module_name(obj, global_name)}/{path}"
+                    found.setdefault(id(v), [name, name, v, []])[3].extend([(parent, key), *aliases.get(id(v), ())])
+        elif isinstance(obj, tf.Variable) and obj.trainable:
+            found.setdefault(id(obj), [global_name, global_name, obj, []])[3].append((module, global_name))
+    entries = list(found.values())
+    for name, (_, _, v, places) in zip(weight_names([e[0] for e in entries], [e[1] for e in entries]), entries):
+        if not places:
+            weights.keras[name] = v
+            continue
+        weights.slots[name] = (*places[0], v)
+        if places[1:]:
+            weights.aliases[name] = places[1:]
     weights.classes = list(dict.fromkeys(weights.classes))
     weights.layers = list({id(layer): layer for layer in weights.layers}.values())
     return weights
@@ -208,6 +235,10 @@ def expose_weights(model, module: ModuleType, target) -> None:
     """Add the weights of ``module``'s objects to ``model`` as inputs (in place).
 
     Keras layers built by the first call are built here, with the point's data.
+    A weight the model reads in a way the substitution cannot reach
+    (``_unreached``) is left as it is, not an input, and listed in
+    ``Model.unvaried``: ``point.choose_wrt`` refuses it when ``wrt`` asks for it
+    (the default asks for every weight), and a check of the other inputs goes on.
     """
     data = dict(model.point)
     if _unbuilt_keras(module):
@@ -216,6 +247,23 @@ def expose_weights(model, module: ModuleType, target) -> None:
     if not weights.names:
         return
     plain = getattr(target, "python_function", target)  # a tf.function's trace captured the variables
+    function, own_variables = model.function, model.own_call.variables if model.own_call is not None else None
+    _substitute(model, weights, plain, data)
+    lost = _unreached(model, weights, target, data)
+    if not lost:
+        return
+    model.unvaried = lost
+    weights.drop(lost)
+    if weights.names:
+        _substitute(model, weights, plain, data)
+    else:  # nothing left to substitute: the model as it was
+        model.function, model.weights, model.point = function, [], data
+        if model.own_call is not None:
+            model.own_call.variables = own_variables
+
+
+def _substitute(model, weights: _Weights, plain, data: dict) -> None:
+    """``model`` as a function of ``weights`` (substituted in each call) and ``data``."""
     data_names = list(data)
 
     def function(values: dict) -> dict:
@@ -233,7 +281,6 @@ def expose_weights(model, module: ModuleType, target) -> None:
             **{n: v for n, (_, _, v) in weights.slots.items()},
         }
     model.point = {**point, **data}
-    _verify_reached(model, weights, target, data)
 
 
 def _unbuilt_keras(module) -> bool:
@@ -260,9 +307,10 @@ def _build(model, target, data) -> None:
         ) from None
 
 
-def _verify_reached(model, weights: _Weights, target, data) -> None:
-    """Every weight the model's outputs depend on (by a tape over the variables
-    themselves) must also be reached through the substituted inputs."""
+def _unreached(model, weights: _Weights, target, data) -> list[str]:
+    """The weights the model's outputs depend on (by a tape over the variables
+    themselves) that the substituted inputs do not reach: substituting them
+    would silently change nothing."""
     from gradcli.numerics.autodiff import fresh, reverse
 
     tf = import_tensorflow()
@@ -283,10 +331,5 @@ def _verify_reached(model, weights: _Weights, target, data) -> None:
             through = total(model.function(tensors))
         reached = reverse(tape, through, [tensors[n] for n in weights.names])
     except Exception:  # the forward pass reports its own errors later, with the line
-        return
-    lost = [n for n, d, r in zip(weights.names, reached_directly, reached) if d is not None and r is None]
-    if lost:
-        raise ModelError(
-            f"{relative_path(model.path)}: the model reads {', '.join(lost)} in a way gradcli cannot "
-            "vary (e.g. inside a tf.function defined elsewhere); pass the weights as inputs instead"
-        )
+        return []
+    return [n for n, d, r in zip(weights.names, reached_directly, reached) if d is not None and r is None]

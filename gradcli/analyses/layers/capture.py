@@ -25,6 +25,7 @@ from gradcli.analyses.layers.units import (
     point_tensors,
     runner_of,
 )
+from gradcli.model.core import weight_name, weight_names
 
 
 _recording = threading.local()
@@ -122,7 +123,7 @@ def capture_calls(model, root) -> list[LayerCall]:
     for i, call in enumerate(clone_calls):
         call.policies = policies
         call.own = own_calls[i].layer if pairs else None
-        call.names = [names.get(id(v), _short(v.path)) for v in call.layer.trainable_variables]
+        call.names = [names.get(id(v), weight_name(v.path)) for v in call.layer.trainable_variables]
     return clone_calls
 
 
@@ -138,7 +139,8 @@ class ModuleTree:
         from gradcli.model.variables import find_weights, objects_by_path, variables_by_path
 
         self.model, self.weights = model, find_weights(model.module)
-        names = {id(v): n for n, (_, _, v) in self.weights.slots.items()}
+        # The model's weights only: one it cannot vary stays as it is (``Model.unvaried``).
+        names = {id(v): n for n, (_, _, v) in self.weights.slots.items() if n in model.weights}
         self.units: dict[int, str] = {}
         self.modules: dict[int, object] = {}
         self.names: dict[int, list] = {}
@@ -227,13 +229,11 @@ def count_calls(calls: list) -> None:
 
 def _weight_names(model, runner) -> dict[int, str]:
     """id of the runner's trainable variable -> the model's weight name: the
-    runner's variables are the model's in order (``loading._same_weights``)."""
+    runner's variables are the model's in order (``loading._same_weights``);
+    else the names the one naming rule gives them (``core.weight_names``)."""
     variables = list(runner.trainable_variables)
-    if len(variables) != len(model.weights):
-        return {}
-    return {id(v): n for v, n in zip(variables, model.weights)}
-
-
-def _short(path: str) -> str:
-    parts = path.split("/")
-    return "/".join(parts[1:]) if len(parts) > 2 else path
+    if len(variables) == len(model.weights):
+        names = list(model.weights)
+    else:
+        names = weight_names([v.path for v in variables])
+    return {id(v): n for v, n in zip(variables, names)}

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from gradcli.model.core import numbered
+
 #: Full check of a unit up to this many differentiated elements: its first pass
 #: is one traced batch of 2 n evaluations (``check.JOINT_LIMIT``).
 FULL_ELEMENTS = 2048
@@ -41,7 +43,7 @@ class LayerCall:
 
 def layer_units(root) -> dict[int, str]:
     """id -> path of every unit under ``root`` (the package docstring): descend
-    through models, stop at the first layer that is not one."""
+    through models, stop at the first layer that is not one. Paths are unique."""
     import keras
 
     units, stack, seen = {}, [(root, root.name)], set()
@@ -58,7 +60,9 @@ def layer_units(root) -> dict[int, str]:
                 stack.append((sub, where))
             elif id(sub) not in units:
                 units[id(sub)] = where
-    return units
+    # Two layers of one name under one parent (keras-hub's T5 has them) are two
+    # units: numbered as weights that share a path are (``core.numbered``).
+    return dict(zip(units, numbered(list(units.values()))))
 
 
 def unit_mode(elements: int, output_elements: int = 1) -> str:
