@@ -47,6 +47,29 @@ def test_the_seam_takes_the_jvp_eagerly_and_inside_one_trace(recorded):
     np.testing.assert_allclose(traced, truth if recorded else [0.0, 0.0], rtol=1e-13, atol=0.0)
 
 
+def test_the_traced_jvp_of_a_weight_held_as_a_variable_is_its_derivative():
+    """A weight the user's code holds as a ``tf.Variable`` (``function.variables``) is
+    a variable in the traced JVP too, made before the trace (a trace cannot make
+    one from its own input: TensorFlow raised UnliftableError). f = sum(tanh(w x)):
+    J_w t = sum(x (1 - tanh(w x)^2) t)."""
+    import tensorflow as tf
+
+    from gradcli.numerics import autodiff
+
+    x, w = np.array([0.4, -1.1, 2.0]), np.array([0.7, 0.2, -0.5])
+    held = tf.Variable(w)
+
+    def function(values):
+        assert isinstance(values["w"], tf.Variable), values["w"]  # as in the user's training step
+        return {"output": tf.reduce_sum(tf.tanh(values["w"] * values["x"]))}
+
+    function.variables = {"w": held}
+    tangents = np.array([[1.0, 0.0, 0.0], [0.3, -0.8, 1.5]])
+    traced = autodiff.traced_jvp(function, {"x": x, "w": w}, {"w": tangents}, ["output"])["output"]
+    truth = [np.sum(x * (1 - np.tanh(w * x) ** 2) * t) for t in tangents]
+    np.testing.assert_allclose(traced, truth, rtol=1e-13)
+
+
 @pytest.mark.parametrize("mode", ["full", "fast"])
 def test_a_jvp_wrong_only_inside_a_tf_function_fails_and_says_so(mode):
     run, document = check_json(fixture("fwd_traced_only_wrong.py"), "--mode", mode)

@@ -199,9 +199,14 @@ def sources_of(function: Callable, values: dict, wrt: list[str]) -> tuple[dict, 
     held = getattr(function, "variables", ())
     call_values = fresh(values)
     for n in wrt:
-        if n in held:
-            call_values[n] = tf.Variable(values[n], trainable=True, name=n.replace("/", "_"))
+        if n in held and not isinstance(values[n], tf.Variable):  # a variable given is that variable
+            call_values[n] = held_variable(n, values[n])
     return call_values, [call_values[n] for n in wrt]
+
+
+def held_variable(name: str, value):
+    """The fresh trainable ``tf.Variable`` that stands for the weight ``name`` in a call (``sources_of``)."""
+    return tf.Variable(value, trainable=True, name=name.replace("/", "_"))
 
 
 @dataclass(frozen=True)
@@ -597,11 +602,16 @@ def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[st
     k = len(next(iter(tangents.values())))
     batch = [{n: tf.convert_to_tensor(tangents[n][i]) for n in tangents} for i in range(k)]
     specs = [{n: tf.TensorSpec(t.shape, t.dtype) for n, t in row.items()} for row in batch]
-    signature = {n: tf.TensorSpec(v.shape, v.dtype) for n, v in values.items()}
+    # The weights the function holds as variables are made here, eagerly, and
+    # captured by the trace: a trace cannot make a variable from its own input.
+    held = getattr(function, "variables", ())
+    variables = {n: held_variable(n, values[n]) for n in tangents if n in held}
+    plain = {n: v for n, v in values.items() if n not in variables}
+    signature = {n: tf.TensorSpec(v.shape, v.dtype) for n, v in plain.items()}
     with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
-        run = tf.function(lambda values, batch: jvp_rows(function, values, batch, outputs),
+        run = tf.function(lambda plain, batch: jvp_rows(function, {**plain, **variables}, batch, outputs),
                           autograph=False).get_concrete_function(signature, specs)
-        rows = run(values, batch)
+        rows = run(plain, batch)
     return {o: np.stack([np.asarray(r[o]) for r in rows]) for o in outputs}
 
 
