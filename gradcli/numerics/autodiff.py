@@ -758,3 +758,4 @@ def hvp_reverse_over_reverse(scalar: Callable, x, v):
         g = gradient_of(scalar, x)
         gv = tf.reduce_sum(g * tf.stop_gradient(v))
     return reverse(tape, gv, x, zeros=True)
+

@@ -15,7 +15,7 @@ __all__ = [
     "PASS", "MISMATCH", "ZERO", "DISCONNECTED", "INCONCLUSIVE", "KINK", "SURROGATE", "EXPLANATIONS",
     "FAIL_ON_WORDS",
     "Kink", "GraphSite", "BlockWindow", "Culprit", "Taylor", "Element", "Tolerance", "Power",
-    "PairResult", "ModelResult", "CheckResult", "SweepPoint", "Sweep", "CallProof",
+    "PairResult", "ModelResult", "CheckResult", "SweepPoint", "Sweep", "CallProof", "ValueShift",
 ]
 
 @dataclass
@@ -57,6 +57,22 @@ class GraphSite:
     op_name: str
     location: str  # "file:line" of the model code that created it ("" if unknown)
     description: str = ""  # e.g. "tf.round: gradient None"
+
+
+@dataclass
+class ValueShift:
+    """The model returns other values when differentiated
+    (``verdicts.differentiated_values``): at output element ``index`` the call
+    ``way`` (e.g. "under a GradientTape") gives ``differentiated`` where the
+    call finite differences evaluate gives ``plain``."""
+
+    way: str
+    output: str
+    index: list[int]
+    plain: float
+    differentiated: float
+    difference: float  # the largest |differentiated - plain| over the output (at ``index``)
+    allowed: float  # round-off the rule allows: sqrt(eps) (max |differentiated| + max |plain|)
 
 
 @dataclass
@@ -145,6 +161,7 @@ class PairResult:
     n_surrogate: int = 0  # elements where the function is locally constant
     sites: list[GraphSite] = field(default_factory=list)  # where the path is cut / surrogate ops
     culprit: Culprit | None = None
+    value_shift: ValueShift | None = None  # the model returns other values when differentiated
     taylor: Taylor | None = None
     window: BlockWindow | None = None  # failing pairs, when asked for (CheckOptions.keep_blocks)
     power: Power | None = None  # fast mode: the smallest single-element error it would see

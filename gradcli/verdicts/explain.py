@@ -3,7 +3,11 @@
 Zero and disconnected pairs: where the graph cuts the path (``cut_sites``: a
 stop_gradient, an integer cast...; ``none_gradient_sites`` for a gradient
 TensorFlow returns as None), or that the input does not reach the output in
-the graph at all. Mismatches: the culprit op, the op whose own gradient is
+the graph at all. A cut made inside a library or a helper module is named
+there too, and a cut the graph cannot show (a value turned into numpy
+eagerly: ``library_cuts``) by the line that converts it; a failing mismatch
+with analytic zeros where finite differences see a slope gets the same
+search (``explain_lost_path``). Mismatches: the culprit op, the op whose own gradient is
 wrong (for a NaN or Inf gradient, the op of its first non-finite value). The
 Taylor test (``verdicts.taylor``) on every pair with ``options.taylor``, and
 on failing mismatches and kinks always. Graph analysis is a bonus here: it
@@ -15,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.results import DISCONNECTED, KINK, MISMATCH, ZERO
-from gradcli.verdicts import taylor
+from gradcli.verdicts import differentiated_values, library_cuts, taylor
 from gradcli.verdicts.nonfinite import nonfinite_culprit
 
 
@@ -27,10 +31,13 @@ def explain(model, pairs, fd, graph, tol, options) -> None:
             continue  # a joint pair (``check._JointCheck``): the layer table says where
         if pair.verdict in (DISCONNECTED, ZERO) and graph is not None:
             explain_cut_path(pair, graph)
+        if pair.failed and pair.verdict == MISMATCH and graph is not None and _lost(pair):
+            explain_lost_path(pair, graph)
         if pair.failed and pair.verdict == MISMATCH and graph is not None and pair.culprit is None:
             name_culprit(pair, graph, tol)
         if getattr(options, "taylor", False) or (pair.failed and pair.verdict in (MISMATCH, KINK)):
             pair.taylor = taylor.taylor_test(model, fd, pair.input, pair.output, options.rng_seed)
+    differentiated_values.explain_shifts(model, pairs, fd, _check_dtype(model, fd))
 
 
 def explain_cut_path(pair, graph) -> None:
@@ -40,6 +47,8 @@ def explain_cut_path(pair, graph) -> None:
         sites = graph.cut_sites(pair.input, pair.output)
         if not sites and pair.verdict == DISCONNECTED:
             sites = graph.none_gradient_sites(pair.input, pair.output)
+        if not sites and _numeric_slope(pair):
+            sites = library_cuts.numpy_cut_sites(graph.model, pair.input)
     except Exception:  # graph analysis is a bonus: never lose the report
         sites = []
     if sites:
@@ -58,6 +67,34 @@ def explain_cut_path(pair, graph) -> None:
         pair.explanation += f"; {pair.input} does not reach {pair.output} in the graph"
 
 
+def explain_lost_path(pair, graph) -> None:
+    """A failing mismatch with analytic zeros where finite differences see a
+    slope (``_lost``): the ops that cut its path in the graph, else the
+    places where its value leaves TensorFlow for numpy eagerly
+    (``library_cuts.numpy_cut_sites``); the verdict stands."""
+    try:
+        sites = graph.cut_sites(pair.input, pair.output) or library_cuts.numpy_cut_sites(graph.model, pair.input)
+    except Exception:  # graph analysis is a bonus: never lose the report
+        sites = []
+    if sites:
+        pair.sites.extend(sites)
+        where = ", ".join(f"{s.description} at {s.location or s.op_name}" for s in sites)
+        pair.explanation += f"; the path is cut by {where}"
+
+
+def _lost(pair) -> bool:
+    """Some failing element of ``pair`` has an analytic value of exactly 0
+    where finite differences see a slope (a path lost, not a wrong value)."""
+    return any(e.analytic == 0 and e.numeric != 0 and np.isfinite(e.numeric) for e in pair.failing)
+
+
+def _numeric_slope(pair) -> bool:
+    """Finite differences see a slope at some element of a zero or
+    disconnected pair (its worst or failing elements)."""
+    elements = list(pair.failing) + ([pair.worst] if pair.worst is not None else [])
+    return any(e.numeric != 0 and np.isfinite(e.numeric) for e in elements)
+
+
 def name_culprit(pair, graph, tol) -> None:
     """A failing mismatch: the op whose own gradient is wrong; for a NaN or
     Inf analytic value, the op of the first non-finite value of the gradient
@@ -72,6 +109,15 @@ def name_culprit(pair, graph, tol) -> None:
             pair.culprit = graph.culprit(pair.input, pair.output, tol)
     except Exception as exc:  # graph analysis is a bonus: never lose the report
         pair.warnings.append(f"could not search for the culprit op ({type(exc).__name__})")
+
+
+def _check_dtype(model, fd):
+    """The dtype the check's steps and tolerances follow: the differences'
+    rule dtype for the point's dtype (the compute precision when coarser)."""
+    try:
+        return fd.rule_dtype(model.dtype)
+    except Exception:  # noqa: BLE001 - the point's own dtype
+        return model.dtype
 
 
 def _reaches(graph, pair) -> bool:

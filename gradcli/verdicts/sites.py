@@ -8,6 +8,8 @@ gradient numerically:
   gradient flows: ``tf.stop_gradient``, ``tf.round``/``floor``/``ceil``, a cast to
   an integer or bool, ops with no registered gradient; and ``tf.sign``, whose
   gradient is registered as zero (``graph_ops.cut_description``). At most 5.
+  An op made inside a library or a helper module says where
+  (``library_cuts.op_origin``: "made at LIB:LINE, called from ...").
 * ``surrogate_sites``: straight-through ops (``FakeQuant*``) that an input reaches
   through more than one of their inputs (x itself and min/max taken from x).
 * ``none_gradient_sites``: for a disconnected input, the ops on the path whose
@@ -26,6 +28,7 @@ import numpy as np
 from gradcli.numerics.autodiff import graph_gradients
 from gradcli.results import GraphSite
 from gradcli.tf_import import import_tensorflow
+from gradcli.verdicts.library_cuts import op_origin
 from gradcli.verdicts.graph_ops import SURROGATE_OPS, TRIVIAL_OPS, cut_description, floating
 
 tf = import_tensorflow()
@@ -43,7 +46,7 @@ def cut_sites(graph, name, output) -> list[GraphSite]:
     for op in graph.path_ops(name, output):
         description = cut_description(op)
         if description:
-            sites.append(graph.site(op, description))
+            sites.append(graph.site(op, description + op_origin(graph, op)))
     return sites[:5]
 
 
