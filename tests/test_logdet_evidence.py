@@ -184,3 +184,25 @@ def test_a_log_det_no_trustworthy_jacobian_can_judge_is_not_judged_and_not_blame
     lines = flow_jacobian.log_det_findings(examples, 3, "log_det_jacobian")
     assert not any(line.startswith("FAIL") for line in lines), lines
     assert "log_det_jacobian is not judged at examples 0, 1" in lines[-1]
+
+
+def test_the_directions_rule_tells_a_wrong_jacobian_from_noisy_differences():
+    """The directions rule alone, on products J v of 2 directions and 3
+    examples of R^2: example 0 agrees to 1e-12; example 1 is off by 1e-3 in
+    one element, beyond rtol 1e-6 and its error estimate; example 2 agrees
+    within an error estimate half the size of the quotients (past resolve,
+    0.1): unresolved, never wrong. A NaN product is wrong."""
+    from gradcli.results import Tolerance
+    from gradcli.verdicts import flow_jacobian
+
+    tol = Tolerance(rtol=1e-6, atol=1e-9, rule="test", resolve=0.1)
+    numeric = np.array([[[1.0, 2.0], [3.0, -1.0], [0.5, 0.5]], [[-2.0, 1.0], [1.0, 1.0], [0.5, -0.5]]])
+    analytic = numeric * (1 + 1e-12)
+    analytic[1, 1, 0] += 1e-3
+    error = np.full_like(numeric, 1e-12)
+    error[:, 2, :] = 0.5 * np.abs(numeric[:, 2, :])
+    found = flow_jacobian.agreement(analytic, numeric, error, np.zeros_like(numeric), tol)
+    assert found.status == ["agrees", "wrong", "unresolved"]
+    assert found.rel_error[1] == pytest.approx(1e-3 / np.hypot(1.0 + 1e-3, 1.0), rel=1e-6)  # by the larger norm
+    analytic[0, 0, 1] = np.nan
+    assert flow_jacobian.agreement(analytic, numeric, error, np.zeros_like(numeric), tol).status[0] == "wrong"
