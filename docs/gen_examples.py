@@ -120,6 +120,8 @@ EXAMPLES = {
         " --expect convex --no-fd-check",
     ],
     "logdet-realnvp": ["logdet sample_models/realnvp_flow.py"],
+    "logdet-wrong-gradient": ["logdet tests/models/logdet_wrong_custom_gradient.py"],
+    "logdet-wrong-log-det": ["logdet tests/models/logdet_wrong_log_det.py"],
 }
 
 

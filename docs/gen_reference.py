@@ -181,6 +181,8 @@ RULES = [
      "A straight-through gradient of a piecewise-constant function."),
     ("Reclassifying a failing pair", "gradcli/verdicts/refine.py",
      "The order the rules above are applied in, and what decides the pair's verdict."),
+    ("Flows: the Jacobian on its own evidence", "gradcli/verdicts/flow_jacobian.py",
+     "How `gradcli logdet` checks the autodiff Jacobian and which side it blames."),
     ("The Taylor remainder test", "gradcli/numerics/taylor.py",
      "A tolerance-free second opinion (`gradcli check --taylor`): the remainders."),
     ("The Taylor test's verdict", "gradcli/verdicts/taylor.py",

@@ -10,6 +10,19 @@ declared value by the rule of ``compare``:
 |declared - log|det|| <= atol + rtol * max(|declared|, |log|det||), with the
 tolerances of the dtype the check runs in.
 
+That Jacobian is first put to the test (``verdicts.flow_jacobian``, where the
+rules and their constants are written): central differences of the flow along
+a few random directions of the batch (``numerics.finite_diff``, the step rule
+of every numeric derivative, in the precision the flow computes in, as
+``check``'s precision rule reads it) against the autodiff products J v. Where
+they disagree, the autodiff Jacobian is wrong, not the log-det: the gradient
+at fault is searched for as ``check`` does (``ModelGraph.culprit``), and the
+declared value is judged against the example's central-difference Jacobian.
+Where a log-det disagrees with a Jacobian the differences vouch for, the code
+computing it is named (``flow_jacobian.log_det_site``: in the model's traced
+graph for a bijector's log-dets, in a trace of the file's
+``log_det_jacobian`` otherwise).
+
 The declared value has one element per example, or any shape that broadcasts
 to the batch's (``[batch]``, or ``[]`` for one unbatched example), as
 TensorFlow Probability writes it: a bijector whose Jacobian is constant
@@ -19,6 +32,8 @@ example.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 
@@ -32,8 +47,9 @@ from gradcli.model.loading import Model, definition_site, normalize_outputs, run
 from gradcli.options import LogdetOptions
 from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
-from gradcli.results.logdet import Consistency, LogdetExample, LogdetResult
+from gradcli.results.logdet import JACOBIAN_WRONG, Consistency, LogdetExample, LogdetResult
 from gradcli.tf_import import import_tensorflow
+from gradcli.verdicts import flow_jacobian
 
 #: How many examples a report lists: all of them up to this many, else the
 #: worst this many; in the order of the batch either way.
@@ -59,13 +75,16 @@ def check_logdet_path(spec: str, options: LogdetOptions) -> LogdetResult:
     """Load ``spec`` and check its ``log_det_jacobian`` (``gradcli logdet``)."""
     model = load(spec, options, wrt=[options.wrt] if options.wrt else None)
     return check_logdet(
-        model, options.output, rtol=options.rtol, atol=options.atol, max_memory=options.max_memory
+        model, options.output, rtol=options.rtol, atol=options.atol, max_memory=options.max_memory,
+        rng_seed=options.rng_seed,
     )
 
 
-def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_memory=None) -> LogdetResult:
+def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_memory=None,
+                 rng_seed: int = 0) -> LogdetResult:
+    flow = _Flow(model, rtol, atol, max_memory, rng_seed)
     if model.bijector is not None:
-        return check_bijector(model, compare.tolerance(str(model.dtype), rtol, atol), max_memory)
+        return check_bijector(flow)
     if len(model.wrt) != 1:
         raise UsageError(
             f"{model.name}: logdet needs one input to differentiate, got "
@@ -86,9 +105,23 @@ def check_logdet(model: Model, output: str | None, rtol=None, atol=None, max_mem
     x, y = np.asarray(model.point[name]), np.asarray(model.outputs[output])
     batched, batch, n = _per_example_map(model, name, output, x, y)
     require_gradient(model, [output], [name])
-    declared = _declared(model, find_log_det(model), batch, batched)
-    tol = compare.tolerance(str(model.dtype), rtol, atol)
-    return _against_jacobian(model, model.point, name, output, declared, tol, max_memory)
+    function = _declared_function(model, find_log_det(model))
+    declared = _declared(model, function, batch, batched)
+
+    def locate():  # the code computing the declared value, in a trace of its own
+        from gradcli.verdicts.culprit import ModelGraph
+
+        def traced(values: dict) -> dict:
+            value = function(values)
+            return {"log_det_jacobian": next(iter(normalize_outputs(value, what="log_det_jacobian").values()))}
+
+        own = dataclasses.replace(model, function=traced, outputs={"log_det_jacobian": declared},
+                                  first_trace=None, taken_vjp=None, bijector=None)
+        found = flow_jacobian.log_det_site(ModelGraph(own), "log_det_jacobian")
+        # no op with a line (no graph): the function's own definition
+        return found or (None, definition_site(model.module, model.path, "log_det_jacobian"))
+
+    return _against_jacobian(flow, model.point, name, output, declared, locate=locate)
 
 
 def _per_example_map(model: Model, name: str, output: str, x, y) -> tuple[bool, int, int]:
@@ -104,12 +137,71 @@ def _per_example_map(model: Model, name: str, output: str, x, y) -> tuple[bool, 
     return batched, int(batch), int(n)
 
 
-def _against_jacobian(model: Model, point: dict, name: str, output: str, declared, tol, max_memory,
-                      declared_name: str = "log_det_jacobian") -> LogdetResult:
+class _Flow:
+    """What checking one flow shares between its directions (a bijector has
+    two): the model, its tolerances, the random directions' generator, and
+    the traced graph (``ModelGraph``), traced once when first needed."""
+
+    def __init__(self, model: Model, rtol=None, atol=None, max_memory=None, rng_seed: int = 0):
+        self.model, self.max_memory = model, max_memory
+        self.tol = compare.tolerance(str(model.dtype), rtol, atol)
+        self.rtol, self.atol = rtol, atol
+        self.rng = np.random.default_rng(rng_seed)
+        self._graph = None
+        self._precision = None
+
+    @property
+    def graph(self):
+        from gradcli.verdicts.culprit import ModelGraph
+
+        if self._graph is None:
+            self._graph = ModelGraph(self.model)
+        return self._graph
+
+    def precision(self) -> tuple[str, str]:
+        """The dtype the flow computes in and its note (the precision rule of ``check``)."""
+        if self._precision is None:
+            from gradcli.analyses.check.precision import compute_precision
+
+            self._precision = compute_precision(self.model, self.graph)
+        return self._precision
+
+
+def _against_jacobian(flow: _Flow, point: dict, name: str, output: str, declared,
+                      declared_name: str = "log_det_jacobian", locate=None) -> LogdetResult:
     """``declared`` (one per example) against slogdet of each example's block
-    of d output / d name at ``point`` (module docstring)."""
+    of d output / d name at ``point``, that block first checked against
+    central differences of the flow (module docstring). ``locate()`` gives the
+    code that computes the declared value (``flow_jacobian.log_det_site``)."""
+    model, tol = flow.model, flow.tol
     x = np.asarray(point[name])
     batch, n = (x.shape if x.ndim == 2 else (1, x.shape[0]))
+    per_example = _per_example_jacobians(model, point, name, output, batch, n, tol, flow.max_memory)
+    sign, logabsdet = np.linalg.slogdet(per_example)
+    found, differenced, notes = _jacobian_evidence(flow, point, name, output, per_example)
+    result = LogdetResult(
+        name=model.name, path=model.path, input=name, output=output, dimension=int(n),
+        batch=int(batch), dtype=str(model.dtype), tolerance=tol, notes=list(model.notes) + notes,
+        declared_name=declared_name, jacobian_directions=flow_jacobian.DIRECTIONS,
+    )
+    examples = flow_jacobian.judge(declared, sign, logabsdet, found, differenced, tol)
+    result.jacobian_findings = flow_jacobian.jacobian_findings(examples, batch, declared_name,
+                                                               flow_jacobian.DIRECTIONS)
+    result.log_det_findings = flow_jacobian.log_det_findings(examples, batch, declared_name)
+    ranked = sorted(examples, key=lambda e: -np.nan_to_num(e.abs_error, nan=np.inf))
+    result.examples = sorted(ranked[:MAX_EXAMPLES], key=lambda e: e.index)
+    result.worst = ranked[0]
+    result.n_failing = sum(e.ok is False for e in examples)
+    result.n_not_judged = sum(e.ok is None for e in examples)
+    result.n_jacobian_wrong = sum(e.jacobian == JACOBIAN_WRONG for e in examples)
+    _example_notes(result, examples, batch, declared_name)
+    _culprits(flow, result, name, output, locate)
+    return result
+
+
+def _per_example_jacobians(model, point, name, output, batch, n, tol, max_memory) -> np.ndarray:
+    """Each example's block ``[B, n, n]`` of the autodiff Jacobian; a
+    ModelError when an example's output depends on another example's input."""
     from gradcli.memory import dense_bytes, require_memory
 
     require_memory(  # the whole batch's Jacobian: it grows with batch**2
@@ -129,38 +221,49 @@ def _against_jacobian(model: Model, point: dict, name: str, output: str, declare
         raise ModelError(
             f"{model.name}: output example {b} depends on input example {c}: not a per-example map"
         )
-    sign, logabsdet = np.linalg.slogdet(per_example)
-    result = LogdetResult(
-        name=model.name, path=model.path, input=name, output=output, dimension=int(n),
-        batch=int(batch), dtype=str(model.dtype), tolerance=tol, notes=list(model.notes),
-        declared_name=declared_name,
-    )
-    errors = np.abs(declared - logabsdet)
-    allowed = tol.atol + tol.rtol * np.maximum(np.abs(declared), np.abs(logabsdet))
-    # A non-finite value on either side never passes: against log|det J| = -inf
-    # (a singular Jacobian) the allowed error is itself infinite, and -inf = -inf
-    # says nothing about whether the flow is right (it is not invertible there).
-    finite = np.isfinite(declared) & np.isfinite(logabsdet)
-    ok = finite & (errors <= allowed)
-    examples = [
-        LogdetExample(
-            index=b, declared=float(declared[b]), logabsdet=float(logabsdet[b]),
-            sign=float(sign[b]), abs_error=float(errors[b]), ok=bool(ok[b]),
-        )
-        for b in range(batch)
-    ]
-    ranked = sorted(examples, key=lambda e: -np.nan_to_num(e.abs_error, nan=np.inf))
-    result.examples = sorted(ranked[:MAX_EXAMPLES], key=lambda e: e.index)
-    result.worst = ranked[0]
+    return per_example
+
+
+def _jacobian_evidence(flow: _Flow, point, name, output, per_example) -> tuple:
+    """The autodiff Jacobians against central differences of the flow along
+    ``flow_jacobian.DIRECTIONS`` random directions of the batch, and each
+    example's central-difference Jacobian where they disagree
+    (``flow_jacobian``'s rules): (agreement, {example: (J, error)}, notes)."""
+    from gradcli.numerics.finite_diff import FiniteDifferences
+
+    batch, n, _ = per_example.shape
+    x = np.asarray(point[name])
+    precision, note = flow.precision()
+    tol = flow.tol if precision == str(flow.model.dtype) else compare.tolerance(precision, flow.rtol, flow.atol)
+    fd = FiniteDifferences(flow.model.function, point, [output], wrt=[name], precision=precision)
+    directions = flow.rng.standard_normal((flow_jacobian.DIRECTIONS, *x.shape)).astype(x.dtype)
+    along = fd.along(name, directions)
+    shaped = lambda a: np.asarray(a, np.float64).reshape(len(a), batch, n)  # noqa: E731
+    v = shaped(directions)
+    analytic = np.einsum("bij,kbj->kbi", per_example, v)
+    roundoff = flow_jacobian.analytic_roundoff(per_example, v, float(np.finfo(fd.rule_dtype(x.dtype)).eps))
+    found = flow_jacobian.agreement(analytic, shaped(along.values[output]), shaped(along.errors[output]),
+                                    roundoff, tol)
+    wrong = [b for b, status in enumerate(found.status) if status == JACOBIAN_WRONG]
+    differenced = {}
+    if wrong:
+        columns = fd.along_axes(name, np.concatenate([b * n + np.arange(n) for b in wrong]))
+        values, errors = shaped(columns.values[output]), shaped(columns.errors[output])
+        for i, b in enumerate(wrong):
+            rows = slice(i * n, (i + 1) * n)
+            differenced[b] = (values[rows, b, :].T, errors[rows, b, :].T)
+    return found, differenced, [note] if note else []
+
+
+def _example_notes(result: LogdetResult, examples, batch: int, declared_name: str) -> None:
     if batch > MAX_EXAMPLES:
         result.notes.append(f"the {MAX_EXAMPLES} worst of {batch} examples are listed")
-    result.n_failing = int((~ok).sum())
     negative = [e.index for e in examples if e.sign < 0]
     if negative:
         result.notes.append(
             f"det J < 0 at examples {', '.join(map(str, negative[:10]))}: log|det J| compared"
         )
-    singular = [e.index for e in examples if e.sign == 0]
+    singular = [e.index for e in examples if e.sign == 0 and e.ok is not None]
     if singular:
         result.notes.append(
             f"the Jacobian is singular at examples {', '.join(map(str, singular[:10]))} "
@@ -172,10 +275,31 @@ def _against_jacobian(model: Model, point: dict, name: str, output: str, declare
             f"{declared_name} is not finite at examples {', '.join(map(str, undeclared[:10]))}: "
             "those examples fail"
         )
-    return result
 
 
-def check_bijector(model: Model, tol, max_memory=None) -> LogdetResult:
+def _culprits(flow: _Flow, result: LogdetResult, name: str, output: str, locate) -> None:
+    """Where the wrong side is: the gradient ``check`` would name
+    (``ModelGraph.culprit``) when the autodiff Jacobian is wrong; the code
+    computing the declared value (``locate``) when the log-det is. Graph
+    analysis is a bonus: a search that fails leaves a note, never the report."""
+    searches = []
+    if result.n_jacobian_wrong:
+        searches.append(("culprit", lambda: flow.graph.culprit(name, output, flow.tol)))
+    if result.n_failing and locate is not None:
+        searches.append(("log_det_site", locate))
+    for field, search in searches:
+        try:
+            found = search()
+        except Exception as exc:  # graph analysis is a bonus: never lose the report
+            result.notes.append(f"could not search for the {field.replace('_', ' ')} ({type(exc).__name__})")
+            continue
+        if field == "culprit":
+            result.culprit = found
+        elif found is not None:  # (site or None, the def line)
+            result.log_det_site, result.log_det_definition = found
+
+
+def check_bijector(flow: _Flow) -> LogdetResult:
     """A bijector's log-dets (``model.bijector``): forward's at x and inverse's
     at y = forward(x), each against slogdet of its own Jacobian
     (``_against_jacobian``; the inverse's is the result's ``inverse``), and
@@ -184,6 +308,7 @@ def check_bijector(model: Model, tol, max_memory=None) -> LogdetResult:
     inverse(forward(x)) = x, per example, by the rule of ``compare``:
     |a - b| <= atol + rtol * max(|a|, |b|) (for the round trip the largest
     element's error of each example, against x's largest element)."""
+    model, tol = flow.model, flow.tol
     x_name, y_name = model.bijector
     x, y = np.asarray(model.point[x_name]), np.asarray(model.outputs["forward"])
     batched, batch, _ = _per_example_map(model, x_name, "forward", x, y)
@@ -192,11 +317,18 @@ def check_bijector(model: Model, tol, max_memory=None) -> LogdetResult:
     forward_ld = _per_example(at["forward_log_det_jacobian"], batch, batched, model.path, "forward_log_det_jacobian")
     inverse_ld = _per_example(at["inverse_log_det_jacobian"], batch, batched, model.path, "inverse_log_det_jacobian")
     require_gradient(model, ["forward"], [x_name])
-    result = _against_jacobian(model, point, x_name, "forward", forward_ld, tol, max_memory,
-                               "forward_log_det_jacobian")
-    result.inverse = _against_jacobian(model, point, y_name, "inverse", inverse_ld, tol, max_memory,
-                                       "inverse_log_det_jacobian")
-    result.inverse.notes = []
+    for direction in ("forward", "inverse"):
+        name, declared = (x_name, forward_ld) if direction == "forward" else (y_name, inverse_ld)
+        what = f"{direction}_log_det_jacobian"
+        found = _against_jacobian(
+            flow, point, name, direction, declared, what,
+            locate=lambda what=what: flow_jacobian.log_det_site(flow.graph, what),
+        )
+        if direction == "forward":
+            result = found
+        else:
+            result.inverse = found
+    result.inverse.notes = [n for n in result.inverse.notes if n not in model.notes]
     back = np.reshape(at["inverse"], (batch, -1)).astype(np.float64)
     start = np.reshape(x, (batch, -1)).astype(np.float64)
     result.consistency = [
@@ -223,14 +355,24 @@ def _consistency(identity: str, a, b, tol, scale=None) -> Consistency:
     )
 
 
-def _declared(model: Model, fn, batch: int, batched: bool) -> np.ndarray:
+def _declared_function(model: Model, fn):
+    """``fn`` (the file's ``log_det_jacobian``) as a function of the point's
+    named tensors, called as the user calls it, returning what it returns."""
+
+    def declared(values: dict):
+        tensors = dict(values)
+        if model.structure is not None:  # nested inputs rebuilt, as the model function receives them
+            tensors = model.structure.rebuild(tensors)
+        return Calling.of(fn, tensors)(fn, tensors)
+
+    return declared
+
+
+def _declared(model: Model, function, batch: int, batched: bool) -> np.ndarray:
     tf = import_tensorflow()
 
     try:
-        tensors = {k: tf.convert_to_tensor(v) for k, v in model.point.items()}
-        if model.structure is not None:  # nested inputs rebuilt, as the model function receives them
-            tensors = model.structure.rebuild(tensors)
-        value = Calling.of(fn, tensors)(fn, tensors)  # as the user calls it
+        value = function({k: tf.convert_to_tensor(v) for k, v in model.point.items()})
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error

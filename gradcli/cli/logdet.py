@@ -21,8 +21,12 @@ def logdet(model, as_json, **options):
     """Compare a flow's log_det_jacobian with slogdet of its autodiff Jacobian.
 
     MODEL maps R^n to R^n per example and defines `log_det_jacobian` (same
-    inputs, one value per example). Exit 0 if every example agrees, 1 if one
-    disagrees, 2 on bad usage, 3 if the model could not be loaded or run.
+    inputs, one value per example). The autodiff Jacobian is first checked
+    against central differences of the flow along random directions: where it
+    is wrong, the gradient at fault is named and the log-det is judged against
+    the central-difference Jacobian instead. Exit 0 if every example agrees, 1
+    if one disagrees or the Jacobian is wrong, 2 on bad usage, 3 if the model
+    could not be loaded or run.
 
     \b
     Example:

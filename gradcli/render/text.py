@@ -218,22 +218,8 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
             f"see a single element off by {fmt(power.absolute)} or more ({times_rms(power.relative)} "
             f"the RMS element {fmt(power.element_size)}) with probability {power.probability:.0%}"
         )
-    culprit = pair.culprit
-    if culprit is not None:
-        site = culprit.site
-        text = (
-            f"    culprit: {site.description} ({site.op_type} '{site.op_name}') at "
-            f"{printable(site.location) or 'an unknown line'}"
-        )
-        if culprit.definition:
-            text += f", defined at {printable(culprit.definition)}"
-        out.print(Text(text, style="bold red"))
-        if culprit.checked not in ("gradient's shape", "first non-finite value"):  # no probe to show
-            out.print(
-                f"      its {culprit.checked} gives {culprit.analytic:.10g} for a random probe, finite "
-                f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "
-                f"{plural(culprit.checked_ops, 'op')} checked on the path"
-            )
+    if pair.culprit is not None:
+        render_culprit(pair.culprit, out)
     taylor = pair.taylor
     if taylor is not None:
         orders = " ".join(f"{o:.2f}" for o in taylor.orders[-6:]) or "-"
@@ -251,6 +237,25 @@ def render_diagnosis(pair: PairResult, out: Console) -> None:
         )
 
 
+def render_culprit(culprit, out: Console, indent: str = "    ") -> None:
+    """The op whose own gradient is wrong (``Culprit``): what and where, where
+    its gradient is defined, and the probe that convicted it."""
+    site = culprit.site
+    text = (
+        f"{indent}culprit: {site.description} ({site.op_type} '{site.op_name}') at "
+        f"{printable(site.location) or 'an unknown line'}"
+    )
+    if culprit.definition:
+        text += f", defined at {printable(culprit.definition)}"
+    out.print(Text(text, style="bold red"))
+    if culprit.checked not in ("gradient's shape", "first non-finite value"):  # no probe to show
+        out.print(
+            f"{indent}  its {culprit.checked} gives {culprit.analytic:.10g} for a random probe, finite "
+            f"differences {culprit.numeric:.10g} (rel err {fmt(culprit.rel_error)}); "
+            f"{plural(culprit.checked_ops, 'op')} checked on the path"
+        )
+
+
 def render_logdet(result, out: Console, verbosity: int = 0) -> None:
     """The examples of ``gradcli logdet`` in batch order (the worst ones when
     there are many), and the verdict. The header is the other commands':
@@ -261,33 +266,40 @@ def render_logdet(result, out: Console, verbosity: int = 0) -> None:
         title=Text(
             f"{result.name}  [jacobian, {result.dtype}, rtol={result.tolerance.rtol:g}, "
             f"atol={result.tolerance.atol:g}]  {result.input} -> {result.output}: slogdet of the autodiff "
-            f"Jacobian, n={result.dimension}, {plural(result.batch, 'example')}"
+            f"Jacobian{' (of central differences where it is wrong)' if result.n_jacobian_wrong else ''}, "
+            f"n={result.dimension}, {plural(result.batch, 'example')}"
         ),
         title_justify="left",
     )
     declared = result.declared_name
-    for column in ("example", declared, "slogdet(J)", "sign", "abs err", "verdict"):
-        table.add_column(column, justify="left" if column in ("example", "verdict") else "right")
+    checked = any(e.jacobian != "agrees" for e in result.examples)  # a column only when it says something
+    columns = ["example", declared, "slogdet(J)", "sign", "abs err"] + (["autodiff J"] if checked else []) + ["verdict"]
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("example", "verdict", "autodiff J") else "right")
     for e in result.examples:
-        table.add_row(
-            str(e.index), f"{e.declared:.10g}", f"{e.logabsdet:.10g}", f"{e.sign:+.0f}",
-            fmt(e.abs_error), Text("pass" if e.ok else "mismatch", style="green" if e.ok else "bold red"),
-        )
+        row = [str(e.index), f"{e.declared:.10g}", f"{e.logabsdet:.10g}", f"{e.sign:+.0f}", fmt(e.abs_error)]
+        if checked:
+            row.append(Text(f"{e.jacobian} ({fmt(e.jacobian_rel_error)})" if e.jacobian == "wrong" else e.jacobian,
+                            style="bold red" if e.jacobian == "wrong" else ""))
+        style = {True: "green", False: "bold red"}.get(e.ok, "yellow")
+        table.add_row(*row, Text(e.verdict, style=style))
     out.print(table)
     for note in shown_notes(result.notes, verbosity):
         out.print(Text(f"  note: {note}", style="dim"))
-    worst = result.worst
-    if result.n_failing == 0:
-        out.print(Text(
-            f"{declared} agrees with slogdet of the Jacobian at all {result.batch} examples "
-            f"(worst abs err {fmt(worst.abs_error)} at example {worst.index})", style="green",
-        ))
-    else:
-        out.print(Text(
-            f"FAIL {declared} disagrees at {result.n_failing} of {result.batch} examples; worst: "
-            f"example {worst.index}, declared {worst.declared:.10g}, slogdet {worst.logabsdet:.10g} "
-            f"(abs err {fmt(worst.abs_error)})", style="bold red",
-        ))
+    for line in result.jacobian_findings:
+        out.print(Text(line, style="bold red" if line.startswith("FAIL") else "green"))
+    if result.culprit is not None:
+        render_culprit(result.culprit, out, indent="  ")
+    for line in result.log_det_findings:
+        out.print(Text(line, style="bold red" if line.startswith("FAIL") else "green"))
+    site, defined = result.log_det_site, result.log_det_definition
+    if site is not None or defined:
+        text = f"  culprit: {declared}"
+        if site is not None:
+            text += f" as computed by {site.description} ({site.op_type} '{site.op_name}') at {printable(site.location)}"
+        if defined:
+            text += f"{',' if site is not None else ''} in the function defined at {printable(defined)}"
+        out.print(Text(text, style="bold red"))
     if result.inverse is not None:
         render_logdet(result.inverse, out, verbosity)
     for c in result.consistency:

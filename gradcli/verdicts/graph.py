@@ -44,6 +44,8 @@ _LIBRARY_DIRS = tuple(
     os.path.dirname(os.path.abspath(p)) + os.sep
     for p in (os.__file__, np.__file__, tf.__file__, os.path.dirname(__file__))  # .../gradcli/
 )
+#: TensorFlow's package folder: the frames that make an op for whoever called TensorFlow.
+_TF_DIR = os.path.dirname(os.path.abspath(tf.__file__)) + os.sep
 #: gradcli's own package folder: frames in it are the caller side of a model call.
 _GRADCLI_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -281,6 +283,17 @@ class TracedGraph:
             return gradient_definition(op) if custom_result_count(op) is not None else ""
         frame = user[-1]
         return f"{relative_path(frame.filename)}:{frame.lineno}"
+
+    def made_at(self, op) -> str:
+        """``file:line`` of the user's line that made ``op`` itself, calling
+        TensorFlow directly: the innermost frame outside TensorFlow, when it is
+        user code; "" when another library made the op on the user's behalf
+        (a bijector framework's sum over event dimensions, a Keras layer's
+        op), where ``location`` names the user's call of that library."""
+        frames = [f for f in op.traceback if not os.path.abspath(f.filename).startswith(_TF_DIR)]
+        if not frames or _is_library(frames[-1].filename):
+            return ""
+        return f"{relative_path(frames[-1].filename)}:{frames[-1].lineno}"
 
     def describe_op(self, op) -> str:
         """What to call ``op`` in a report: the op type (or ``tf.custom_gradient
