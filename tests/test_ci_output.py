@@ -372,3 +372,28 @@ def test_a_newline_in_a_model_file_name_is_escaped_in_every_format(tmp_path, mon
     assert f"### `{shown}`" in summary and not any(l.startswith("name.py") for l in summary.splitlines())
     case = ET.parse(tmp_path / "j.xml").getroot().find("testsuite/testcase")
     assert case.get("classname") == shown
+
+
+def test_a_pass_over_many_inputs_names_two_and_counts_the_rest():
+    """A progress row of finite differences over many inputs stays one short line:
+    BERT-base's 199 weights made a row of 10,783 characters. Twelve scalar inputs,
+    differenced as one group, here."""
+    import numpy as np
+
+    import gradcli
+    from gradcli import progress
+
+    names = [f"weight_{i:02d}" for i in range(12)]
+
+    def model(**values):
+        import tensorflow as tf
+
+        return tf.add_n([tf.sin(values[n]) for n in names])
+
+    details = []
+    with progress.listening(lambda stage, done, total, detail: details.append(detail)):
+        result = gradcli.check(model, {n: np.float64(0.1 * i) for i, n in enumerate(names)})
+    assert result.ok
+    rows = [d for d in details if "weight_" in d]
+    assert rows, details
+    assert all(d.startswith("weight_00, weight_01 and 10 more") and len(d) < 80 for d in rows), rows

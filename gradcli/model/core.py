@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from gradcli.errors import error_line, GradcliError, ModelError
+from gradcli.results.words import LISTED_NAMES, name_list  # noqa: F401 - the model modules take them from here
 from gradcli.model.calling import Calling, OwnCall
 from gradcli.model.paths import relative_path
 from gradcli.model.structure import flatten_outputs
@@ -211,19 +212,6 @@ def shared_name(name: str, known) -> list[str]:
         return []
     prefix = f"{name}{SHARED_MARK}"
     return [n for n in known if n.startswith(prefix) and n[len(prefix):].isdigit()]
-
-
-#: A note names at most this many inputs or layers, then counts the rest: a
-#: ResNet-50 promotes 214 weights, and a note listing them all buries the report.
-LISTED_NAMES = 8
-
-
-def name_list(names) -> str:
-    """``a, b, c`` for a few names; the first ``LISTED_NAMES`` and ``and N more`` past that."""
-    names = list(names)
-    if len(names) <= LISTED_NAMES:
-        return ", ".join(names)
-    return f"{', '.join(names[:LISTED_NAMES])} and {len(names) - LISTED_NAMES} more"
 
 
 def first_line(exc: BaseException) -> str:

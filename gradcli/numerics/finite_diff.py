@@ -64,6 +64,7 @@ from gradcli.numerics.evaluators import (
     chunk_size,
     points_looped,
 )
+from gradcli.results.words import name_list
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
@@ -384,7 +385,7 @@ class FiniteDifferences:
         largest: dict[str, list] = {o: [] for o in self.outputs}
         forward: dict[str, list] = {o: [] for o in self.outputs}
         backward: dict[str, list] = {o: [] for o in self.outputs}
-        detail = _progress_detail(", ".join(group), kind, [self.group(n) for n in self.wrt], group)
+        detail = _progress_detail(name_list(group, PROGRESS_NAMES), kind, [self.group(n) for n in self.wrt], group)
         progress.report(stage, 0, k, detail)
         for start in range(0, k, chunk):
             part = batch[start : start + chunk]
@@ -446,6 +447,11 @@ class FiniteDifferences:
             return None
         dtype = self.point[group[0]].dtype
         return {o: np.asarray(self.center[o]).astype(dtype) for o in self.outputs}
+
+
+#: A progress row names at most this many inputs of a pass, then counts the rest:
+#: a row listing BERT-base's 199 weights was 10,783 characters long.
+PROGRESS_NAMES = 2
 
 
 def _progress_detail(names: str, kind: str, groups: list, group) -> str:

@@ -30,3 +30,16 @@ EXPLANATIONS = {
         "straight-through estimator on the path gives it: a surrogate gradient"
     ),
 }
+
+
+#: A note names at most this many inputs or layers, then counts the rest: a
+#: ResNet-50 promotes 214 weights, and a note listing them all buries the report.
+LISTED_NAMES = 8
+
+
+def name_list(names, listed: int = LISTED_NAMES) -> str:
+    """``a, b, c`` for a few names; the first ``listed`` and ``and N more`` past that."""
+    names = list(names)
+    if len(names) <= listed:
+        return ", ".join(names)
+    return f"{', '.join(names[:listed])} and {len(names) - listed} more"
