@@ -67,3 +67,57 @@ def test_a_backbone_kept_beside_its_wrapper_is_walked_through_the_checked_model(
     assert np.all(np.abs(gelu_derivative(h)) > 1e-3)  # so every element of the gradient is off by 10%
     assert pair.culprit is not None
     assert pair.culprit.definition.endswith(f"by_layer_backbone_wrapper.py:{line_of(path, 'def gelu(x):')}")
+
+
+@pytest.fixture(scope="module")
+def float32_weights():
+    return checked("by_layer_float32_weights.py", mode="full")
+
+
+def test_layers_keeping_float32_are_each_checked_in_float64(float32_weights):
+    """A Conv1D fed float32 by its Input, a frozen float32 table and a layer
+    norm whose weights stay float32, in a model checked in float64 (by
+    switching its layers' policies): every unit is checked in float64, none
+    is an error row. Truth: each gradient is right, so a check in float64
+    differs from finite differences by float64's round-off (below 1e-8 for
+    derivatives of size 1: the checked function is <c, y>, c of unit norm),
+    where one computed in float32 differs by 1e-6 to 1e-4."""
+    result = float32_weights
+    layers = {r.label: r for r in result.layers}
+    assert set(layers) == {"mixed/conv", "mixed/positions", "mixed/norm", "mixed/head"}
+    assert result.error is None and result.ok
+    for row in layers.values():
+        assert row.verdict == "pass" and row.error is None and row.mode == "full", row
+        assert row.call_proof is not None and row.call_proof.proven
+        for pair in row.pairs:
+            assert pair.max_abs_error < 1e-8, (row.label, pair)
+    assert layers["mixed/conv"].weights == 3 * 4 * 6 + 6 and layers["mixed/conv"].elements == 2 * 8 * 4
+    assert layers["mixed/norm"].weights == 6 + 6
+
+
+def test_a_layer_whose_check_raises_inside_gradcli_ends_the_model_in_error(monkeypatch):
+    """An internal error in one layer's check is never silent: the model's
+    row is an error (exit 3) with that layer's message, and the layers and
+    pairs it did check stay in the report."""
+    import gradcli
+    from gradcli.analyses.layers import run
+
+    original = run.layer_model
+
+    def broken(parent, call, *args, **kwargs):
+        if call.path == "mixed/norm":
+            raise TypeError("a mismatch nobody expected")
+        return original(parent, call, *args, **kwargs)
+
+    monkeypatch.setattr(run, "layer_model", broken)
+    result = gradcli.check(fixture("by_layer_float32_weights.py"), by_layer=True, mode="fast")
+    (model,) = result.models
+    assert result.exit_code == 3 and not result.ok
+    assert model.error.endswith(
+        "layer mixed/norm could not be checked: internal error: TypeError: a mismatch nobody expected "
+        "(run with --debug or GRADCLI_DEBUG=1 for the traceback)"
+    ), model.error
+    norm = next(r for r in model.layers if r.label == "mixed/norm")
+    assert norm.verdict == "error" and norm.internal
+    assert [r.verdict for r in model.layers if r.label != "mixed/norm"] == ["pass"] * 3
+    assert model.pairs and all(not p.failed for p in model.pairs)
