@@ -40,7 +40,7 @@ def backbone_wrapper():
     from gradcli.model.loading import load_model
 
     name = "by_layer_backbone_wrapper.py"
-    return load_model(fixture(name)), checked(name, mode="full")
+    return load_model(fixture(name)), checked(name, mode="fast")
 
 
 def test_a_backbone_kept_beside_its_wrapper_is_walked_through_the_checked_model(backbone_wrapper):
@@ -71,7 +71,7 @@ def test_a_backbone_kept_beside_its_wrapper_is_walked_through_the_checked_model(
 
 @pytest.fixture(scope="module")
 def float32_weights():
-    return checked("by_layer_float32_weights.py", mode="full")
+    return checked("by_layer_float32_weights.py", mode="fast")
 
 
 def test_layers_keeping_float32_are_each_checked_in_float64(float32_weights):
@@ -121,3 +121,26 @@ def test_a_layer_whose_check_raises_inside_gradcli_ends_the_model_in_error(monke
     assert norm.verdict == "error" and norm.internal
     assert [r.verdict for r in model.layers if r.label != "mixed/norm"] == ["pass"] * 3
     assert model.pairs and all(not p.failed for p in model.pairs)
+
+
+def test_a_wrong_gelu_behind_a_masked_softmax_is_the_only_culprit():
+    """A GPT-2 style block: causal self-attention (Keras's softmax adds -1e9
+    to the masked logits) and a GELU whose custom gradient is 1.1 times the
+    true one. Every failing pair of the block names the GELU and nothing
+    else: the softmax is TensorFlow's own and right. Before, a probe of the
+    softmax stepped every logit by about 6e3 (the step of its largest
+    element, -1e9), read 0 where its gradient reads about 2, and named the
+    softmax for half the pairs. Truth: the GELU's own probe gives analytic =
+    1.1 numeric exactly (its rule is the true derivative times 1.1)."""
+    path = fixture("by_layer_attention_wrong_gelu.py")
+    result = checked("by_layer_attention_wrong_gelu.py", mode="fast", layers=["block"])
+    (block,) = result.layers
+    assert block.label == "gpt/block" and block.failed and block.verdict == "mismatch"
+    failing = [p for p in block.pairs if p.failed]
+    assert {p.input for p in failing} >= {"x", "attention/query/kernel", "attention/key/kernel", "up/kernel"}
+    for pair in failing:
+        culprit = pair.culprit
+        assert culprit is not None, pair.input
+        assert "Softmax" not in culprit.site.op_type and "softmax" not in culprit.site.description.lower()
+        assert culprit.definition.endswith(f"by_layer_attention_wrong_gelu.py:{line_of(path, 'def gelu(x):')}")
+        assert culprit.analytic == pytest.approx(1.1 * culprit.numeric, rel=1e-6), pair.input
