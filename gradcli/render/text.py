@@ -81,7 +81,8 @@ def render_summary(result: CheckResult, out: Console, interrupted: bool = False)
 def render_model(model: ModelResult, out: Console, verbosity: int = 0) -> None:
     if model.error is not None:
         out.print(Text(f"{printable(model.name)}: error: {printable(model.error)}", style="bold red"))
-        return
+        if model.tolerance is None:  # stopped before any check (else: what it checked is shown too)
+            return
     table = Table(
         title=escape(f"{printable(model.name)}  [{model.mode}, {model.dtype}, rtol={model.tolerance.rtol:g}, "
         f"atol={model.tolerance.atol:g}]"),

@@ -36,6 +36,9 @@ class LayerResult:
     notes: list[str] = field(default_factory=list)
     call_proof: CallProof | None = None  # is the local function the layer's own call?
     error: str | None = None  # why its local check could not run
+    #: the error is gradcli's own (an exception it did not expect, not a
+    #: reason the layer cannot be checked alone): the model ends in error (exit 3)
+    internal: bool = False
 
     @property
     def label(self) -> str:

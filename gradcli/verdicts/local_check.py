@@ -6,7 +6,20 @@ outputs is evaluated by feeding the values it saw at the point; its registered
 pairs), and central differences with Richardson (``FiniteDifferences.along``)
 give <v, J u>. The verdict rule is ``compare.compare_projections`` with the
 check's tolerance (or the op's dtype's, if looser); only a resolved
-``mismatch`` (not ``inconclusive``) convicts. A ``tf.custom_gradient`` op is
+``mismatch`` (not ``inconclusive``) convicts.
+
+A probe is taken in each input element's own units: element i moves along
+u_i max(1, |x_i|) (u standard normal), the size by which the element-wise
+step rule scales its step, and the comparison's scale is the Cauchy-Schwarz
+bound in those units, |u| |J^T v * max(1, |x|)|. Why: along plain u, a
+direction's step follows its input's largest element
+(``FiniteDifferences.direction_steps``), and an input holding a masking
+constant (the -1e9 Keras adds to an attention's masked logits) stepped every
+element by about 6e3; the softmax saturated at both points, its differences
+read 0 where its right gradient reads 2, and TensorFlow's own softmax was
+named the culprit of a wrong GELU behind it. In these units the masked
+logits move by about 6e3 (still -1e9 to ``exp``) and the others by the step
+their own size calls for. For inputs within [-1, 1] the probe is the plain one. A ``tf.custom_gradient`` op is
 checked as the whole decorated function (its arguments to its results).
 
 Each local check is validated before it may blame: its inputs are distinct
@@ -326,6 +339,7 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
     # A handful of points per probe: eager calls of the pruned graph are
     # cheaper than tracing a vectorized batch for every op.
     fd = FiniteDifferences(local, base, list(out_values), eager=True, precision=precision)
+    sizes = {k: np.maximum(1.0, np.abs(np.asarray(val, np.float64))) for k, val in base.items()}
     worst = None
     for _ in range(PROBES):
         v = {o: rng.standard_normal(np.shape(val)) for o, val in out_values.items()}
@@ -335,10 +349,13 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
             if shape_rule and np.shape(g) != np.shape(base[f"in{i}"]):
                 return WrongShape(_op_input_index(op, local.xs[i]),
                                   _shape_text(np.shape(base[f"in{i}"])), _shape_text(np.shape(g)))
-        analytic = sum(float(np.sum(np.asarray(g) * u[f"in{i}"])) for i, g in enumerate(jtv))
+        # In each element's own units (the module docstring): the direction
+        # u * size, the gradient's terms g * size.
+        jtv = [np.asarray(g) * sizes[f"in{i}"] for i, g in enumerate(jtv)]
+        analytic = sum(float(np.sum(g * u[f"in{i}"])) for i, g in enumerate(jtv))
         numeric, error, ju_norm = 0.0, 0.0, 0.0
         for k in base:
-            d = fd.along(k, u[k][None])
+            d = fd.along(k, (u[k] * sizes[k])[None])
             for o in out_values:
                 ju = d.values[o][0]
                 numeric += float(np.sum(v[o] * ju))

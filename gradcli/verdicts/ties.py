@@ -43,9 +43,11 @@ def judge_layer(result: LayerResult, checked) -> None:
     )
 
 
-def layer_error(result: LayerResult, message: str) -> None:
-    """The row of a unit whose local check could not run."""
-    result.verdict, result.error = LAYER_ERROR, message
+def layer_error(result: LayerResult, message: str, internal: bool = False) -> None:
+    """The row of a unit whose local check could not run; ``internal``: it
+    raised what gradcli did not expect (its own bug, never silent: the model's
+    check ends in error, ``analyses.check.model``)."""
+    result.verdict, result.error, result.internal = LAYER_ERROR, message, internal
 
 
 def kink_sites(pair) -> list[str]:

@@ -239,6 +239,7 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
         if layered:  # where in the model: analyses.layers (a failing layer explains a failing joint row)
             result.layers, layer_notes = check_layers(model, options, plan)
             result.notes += layer_notes
+            _internal_layer_errors(result)
     except BaseException as exc:
         layers_failed.set_result(False)
         if joint is not None and isinstance(exc, Exception):  # an interrupt does not wait for it
@@ -260,6 +261,18 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
         if raised_in_gradcli(exc):
             raise  # a bug of ours: check_spec reports it as an internal error
         raise diagnose.raised(exc, model, in_autodiff(exc), graph) from None
+
+
+def _internal_layer_errors(result: ModelResult) -> None:
+    """A layer call whose check raised what gradcli did not expect (``internal``)
+    is the model's error (exit 3), with that row's message: an internal error
+    is never silent beside a passing check. The pairs and rows checked stay in
+    the result."""
+    broken = [r for r in result.layers if r.internal]
+    if broken:
+        more = f" (and {len(broken) - 1} more layer calls)" if len(broken) > 1 else ""
+        result.error = f"{result.name}: layer {broken[0].label} could not be checked: {broken[0].error}{more}"
+        result.error_code = EXIT_MODEL
 
 
 def check_layers(model: Model, options: CheckOptions, plan=None):

@@ -33,7 +33,10 @@ wrapped for the duration of one forward pass of ``Model.function`` (the float64
 clone the check runs) and, to pair each unit with the user's own layer, one of
 ``Model.own_call`` (the user's model in its own dtypes). The wrapper records
 the arguments of every unit's call (outermost only), the values its variables
-hold in that call, and its outputs.
+hold in that call, and its outputs. In a float64 check every floating tensor
+of a record is then cast to float64 (``capture.in_dtype``): a unit is checked
+in one dtype, whatever reached it (what a layer receives is recorded before
+``Layer.__call__`` casts it, and its local function calls ``call`` itself).
 
 A tf.Module unit is recorded by wrapping its class's ``__call__`` (every call
 of a unit, containers' and the modules' inside them); its local function runs

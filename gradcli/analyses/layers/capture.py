@@ -119,8 +119,11 @@ def capture_calls(model, root) -> list[LayerCall]:
         for a, b in zip(clone_calls, own_calls)
     )
     names = _weight_names(model, runner)
-    policies = model.float64_by_policies and str(model.dtype) == "float64"
+    float64 = model.runs_in_float64 and str(model.dtype) == "float64"
+    policies = model.float64_by_policies and float64
     for i, call in enumerate(clone_calls):
+        if float64:
+            in_dtype(call, "float64")
         call.policies = policies
         call.own = own_calls[i].layer if pairs else None
         call.names = [names.get(id(v), weight_name(v.path)) for v in call.layer.trainable_variables]
@@ -208,6 +211,30 @@ class ModuleTree:
         with self.recording(calls, keep=True):
             self.model.function(point_tensors(self.model, self.model.point))
         return numbered(calls)
+
+
+def in_dtype(call: LayerCall, dtype: str) -> None:
+    """Every floating tensor of ``call`` (its arguments, weights, frozen
+    weights and outputs) in ``dtype``, the check's: a unit is checked in one
+    dtype, whatever reached it. What a layer receives is recorded before
+    ``Layer.__call__`` casts it to the layer's compute dtype, and its local
+    function calls ``call`` itself (``stateless_call``), which casts nothing:
+    a float32 activation (a model's ``Input(dtype="float32")``, a layer that
+    computes in float32) met a float64 kernel there, and a weight or frozen
+    weight the layer keeps in float32 whatever its policy (a layer norm that
+    creates its scale as float32, a frozen table) met float64 activations."""
+    import tensorflow as tf
+
+    def cast(value):
+        if floating_tensor(value) and str(getattr(value.dtype, "name", value.dtype)) != dtype:
+            return tf.cast(value, dtype)
+        return value
+
+    call.args = tf.nest.map_structure(cast, tuple(call.args))
+    call.kwargs = tf.nest.map_structure(cast, call.kwargs)
+    call.trainable = [cast(v) for v in call.trainable]
+    call.non_trainable = [cast(v) for v in call.non_trainable]
+    call.outputs = tf.nest.map_structure(cast, call.outputs)
 
 
 def numbered(calls: list) -> list:

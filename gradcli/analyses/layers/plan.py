@@ -84,6 +84,11 @@ def plan_layers(model, options: CheckOptions) -> LayerPlan:
         )
     started = time.perf_counter()
     shapes, forward_seconds = shape_pass(model, root)
+    if not shapes:  # the checked function called none of them through ``Layer.__call__``
+        return LayerPlan(skipped=(
+            "layer-by-layer pass not run: the checked function called none of the model's layers "
+            "(the whole-model check is its check)"
+        ))
     calls = [c for c in shapes if _selected(c, options.layers)]
     if options.layers and not calls:
         known = ", ".join(dict.fromkeys(c.path for c in shapes))

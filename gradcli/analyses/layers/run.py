@@ -100,7 +100,7 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, ch
     except Exception as exc:  # noqa: BLE001 - one layer's surprise never loses the pass
         if debugging():
             raise
-        layer_error(result, internal_error_message(exc))
+        layer_error(result, internal_error_message(exc), internal=True)
     else:
         result.power = layer_power(result.pairs, {n: int(np.size(v)) for n, v in local.point.items()})
     result.seconds = time.perf_counter() - started

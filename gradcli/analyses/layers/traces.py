@@ -46,7 +46,9 @@ class Traced:
             out, _ = stateless(layer, call.policies, list(values[count:]), list(frozen), *args, **kwargs)
             outs = tf.nest.flatten(out)
             terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
-            return tf.add_n(terms) if len(terms) > 1 else terms[0]
+            # In the captured output's dtype (the check's, ``capture.in_dtype``)
+            # whatever the layer computes in: ``probe``'s map_fn declares it.
+            return tf.cast(tf.add_n(terms) if len(terms) > 1 else terms[0], output_dtype)
 
         def probe(values, frozen, cotangents, tangents, which, probes, signed, seeds):
             def point(i):  # x_m + s u_m for the planned input m, x elsewhere (finite_diff's x + d s)

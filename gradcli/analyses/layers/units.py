@@ -111,15 +111,21 @@ def module_roots(model) -> list:
 
 def keras_root(model):
     """The user's Keras model object behind ``model``: the layer whose trainable
-    variables are the own call's (``loading._keras_model``)."""
+    variables are the own call's (``model.keras.keras_model``). The object the
+    own call closes over (the model checked) comes first: a file may keep
+    another layer with the same variables beside it (a backbone in a
+    module-level variable, and ``model`` a wrapper adding no weights of its
+    own, as ``GPT2CausalLM(backbone=backbone)``), whose layers the checked
+    function does not call as such. The file's module-level objects are the
+    fallback."""
     import keras
 
     own = getattr(model, "own_call", None)
     if own is None:
         return None
     wanted = {id(v) for v in own.variables.values()}
-    candidates = list(vars(model.module).values()) if model.module is not None else []
-    candidates += [c for c in closure_values(own.call)]
+    candidates = list(closure_values(own.call))
+    candidates += list(vars(model.module).values()) if model.module is not None else []
     for candidate in candidates:
         if isinstance(candidate, keras.layers.Layer) and candidate.built and (
             {id(v) for v in candidate.trainable_variables} == wanted
