@@ -213,3 +213,41 @@ def test_check_of_a_bijector_checks_both_directions_gradients():
     y = np.full_like(X, 0.25)
     found = gradcli.vjp(path, cotangents={"inverse": np.ones_like(X)}, set={"x": X, "y": y}).arrays()["y"]
     np.testing.assert_allclose(found, 1 / (y * (1 - y)), rtol=1e-12)
+
+
+# -- a tfp.math special function, against mpmath --------------------------------------------------
+
+A, B = np.array([0.7, 1.5, 3.0, 4.2]), np.array([2.0, 0.4, 1.1, 5.0])
+
+
+def _digamma_truth(a, b):
+    """d lbeta(a, b) / da = psi(a) - psi(a + b), in 30 digits (mpmath), as float64."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 30
+    return np.array([float(mpmath.digamma(x) - mpmath.digamma(x + y)) for x, y in zip(a, b)])
+
+
+def test_tfp_lbeta_gradient_is_the_digamma_difference_and_passes():
+    """tfp.math.lbeta: gradcli's Jacobian is psi(a) - psi(a + b) (mpmath), and the check passes."""
+    jacobian = gradcli.jacobian(lambda a, b: tfp.math.lbeta(a, b), (A, B)).arrays()["output/a"]
+    np.testing.assert_allclose(np.diag(jacobian), _digamma_truth(A, B), rtol=1e-12)
+    assert gradcli.check(lambda a, b: tfp.math.lbeta(a, b), (A, B)).ok
+
+
+def test_a_wrong_custom_gradient_of_lbeta_fails_at_every_element():
+    """The same lbeta with its a-gradient psi(a) - psi(b) (a real slip: b for a + b)."""
+
+    @tf.custom_gradient
+    def lbeta(a, b):
+        def grad(dy):
+            return dy * (tf.math.digamma(a) - tf.math.digamma(b)), dy * (tf.math.digamma(b) - tf.math.digamma(a + b))
+        return tfp.math.lbeta(a, b), grad
+
+    result = gradcli.check(lambda a, b: lbeta(a, b), (A, B))
+    pair = {p.input: p for p in result.models[0].pairs}["a"]
+    assert not result.ok and pair.verdict == "mismatch", pair
+    assert pair.n_failing == len(A)
+    truth = _digamma_truth(A, B)
+    for element in pair.failing:
+        i = element.input_index[0]
+        assert element.numeric == pytest.approx(truth[i], rel=1e-7)
