@@ -167,6 +167,19 @@ def resolved_warning(n_resolved: int, nonsmooth) -> str:
     )
 
 
+def near_tie_warning(n_resolved: int, gaps, steps, n_one_sided: int, nonsmooth) -> str:
+    """Elements that pass on ladders started below their near-tie's gap
+    (``ladder.near_tie_starts``): the evidence, their gaps against the step."""
+    return (
+        f"{count(n_resolved, 'element')} at near-ties ({site_list(nonsmooth)}): another element's "
+        f"value lies {np.min(gaps):.2g} to {np.max(gaps):.2g} away, inside the finite-difference step "
+        f"({np.max(steps):.2g}), a kink the central difference crosses; judged at steps below each "
+        "gap" + (f" ({n_one_sided} whose nearer gap lies below the smallest step, by the one-sided "
+                 "slope away from it)" if n_one_sided else "")
+        + ", both one-sided slopes agree with the analytic value"
+    )
+
+
 def failed_kink(n_bad: int, n_outside: int, n_tie_refused: int, nonsmooth) -> Diagnosis:
     """Kinks where the analytic value is no subgradient: a failure."""
     return Diagnosis(KINK, True, (

@@ -24,6 +24,46 @@ does not change at all, to the last bit, for any of the smallest
 ``SURROGATE_STEPS`` steps on either side. Jump (``jump``): on a side,
 |f(x +- h) - f(x)| does not shrink with h at the ``JUMP_STEPS`` smallest steps.
 
+Near-ties (``near_tie_starts``): a tie is a kink shared by elements of equal
+value (a max over them); a near-tie is the same kink at a distance: two
+elements of an input whose values differ by a gap g below the step. A max
+pool whose window holds two values g apart switches its maximum at x_i +- g,
+so every difference at a step above g crosses that kink: the central
+difference of the window's maximum reads about 1/2, the left slope g / h,
+and where g lies below the ladder's smallest level the one-sided change
+f(x - h) - f(x) stays -g: the ladder reads a jump. The same function is
+differentiable at the point, and its derivative there is what the analytic
+value must match. So where a non-smooth op is on the path, the ladder of an
+element whose nearest other value of its input (its competitor, the gap
+measured to the nearest distinct value: exact ties are the tie rule's) lies
+within ``NEAR_TIE_REACH`` h0 (the central stencil's reach, x +- 2 h0) starts
+below the gap, at s0 = g / ``NEAR_TIE_MARGIN``, so that every level of it
+lies inside the smooth piece: both one-sided slopes then settle on the
+derivative at the point, and a wrong gradient (one split between the near-tied
+maxima, or scaled) disagrees with them as anywhere else. s0 is at least h0 /
+2**(DEEP_LADDER - LADDER) in float64 (h0 in coarser dtypes, whose ladder is
+never deepened), so the smallest level, s0 / 2**LADDER, stays at
+or above the deep ladder's h0 / 2**DEEP_LADDER (1e4 ulps of max(1, |x|)):
+below it an output's change is lost in its own rounding and the ladder reads
+a constant function. A gap below ``NEAR_TIE_MARGIN`` times that floor
+cannot be stepped under; it is judged by one-sided slopes
+(``_read_one_side``): moving x_i away from its nearest competitor crosses no
+kink of theirs, so where the far side's competitor lies beyond the floor's
+reach the ladder starts under the far side's gap, and that side's slope,
+which converges to the derivative at the point (f is differentiable there:
+the values differ), stands for both (a right maximum of a window reads 1 on
+its way up, its near-tied partner 0 on its way down; a gradient split
+between them reads 1/2 and fails). Competitors within the floor on both
+sides leave the ladder from the floor, and its levels below the gap decide
+as its error estimate picks them (it counts a level's distance to every
+smaller step's value). A near-tie's ladder is not deepened (``_deepen``): it
+reaches the deep ladder's smallest step already. The
+competitor is any element of the input, not only one of the same window (the
+ladder knows no op's structure): a nearby value in another window only costs
+a smaller step, with its round-off in the error estimate. Cost: none, the
+same evaluations at other steps. ``ColumnSlopes.near_gap`` keeps each
+column's gap (NaN when not a near-tie): the report's evidence.
+
 Early stop (``examine_columns``): the worst columns go first, and the ladder
 stops once a batch holds an element that is surely a mismatch (the verdict is
 then mismatch whatever the rest are): a real bug costs at most one batch of
@@ -56,6 +96,13 @@ JUMP_RATIO = 0.5
 #: ... and is over this many times the round-off of f, so the rounding of two
 #: evaluation paths (f(x) from the model's call, the ladder's) is no jump.
 JUMP_ROUNDOFF = 64
+#: Near-ties (module docstring): an element whose nearest distinct value of its
+#: input lies within NEAR_TIE_REACH h0 (the central stencil reaches x +- 2 h0)
+#: is a near-tie ...
+NEAR_TIE_REACH = 2.0
+#: ... and its ladder starts at its gap / NEAR_TIE_MARGIN: every level, Richardson's
+#: pair at s and 2 s included, then lies at least a factor 2 inside the gap.
+NEAR_TIE_MARGIN = 4.0
 #: Input elements whose ladders are evaluated in one batch.
 COLUMNS_PER_BATCH = 64
 
@@ -74,6 +121,10 @@ class ColumnSlopes:
     constant: np.ndarray
     jump: np.ndarray
     ran: np.ndarray
+    near_gap: np.ndarray | None = None  # [columns]: a near-tie's gap (module docstring), else NaN
+    one_side: np.ndarray | None = None  # [columns]: +1/-1 a near-tie read on its right/left side alone
+    side_constant: tuple | None = None  # (right, left): ``constant`` of each side alone
+    step: np.ndarray | None = None  # [columns]: the default step h0
 
     def tests(self, a, tol):
         """``slope_tests`` of analytic values ``a`` against these slopes."""
@@ -94,12 +145,16 @@ def examine_columns(fd, pair, f0, a, bad, cols, tol, evidence) -> ColumnSlopes:
         ran=np.zeros(len(cols), dtype=bool),
     )
     s = slopes
+    starts, s.near_gap, s.one_side, s.step = near_tie_starts(fd, pair.input, cols, evidence)
+    s.side_constant = (np.zeros(shape, dtype=bool), np.zeros(shape, dtype=bool))
     for start in range(0, len(cols), COLUMNS_PER_BATCH):
         part = slice(start, start + COLUMNS_PER_BATCH)
-        found = one_sided_ladder(fd, pair.input, pair.output, f0, cols[part])
-        for target, value in zip((s.left, s.right, s.left_err, s.right_err, s.constant, s.jump), found):
+        found = one_sided_ladder(fd, pair.input, pair.output, f0, cols[part], starts=starts[part])
+        for target, value in zip((s.left, s.right, s.left_err, s.right_err, s.constant, s.jump) + s.side_constant,
+                                 found):
             target[:, part] = value
         s.ran[part] = True
+        _read_one_side(s, s.one_side)
         seen = slice(0, start + COLUMNS_PER_BATCH)
         if not s.constant[:, seen].any() and _unexplained_exists(
             a[:, cols[seen]], bad[:, cols[seen]], s.left[:, seen], s.right[:, seen],
@@ -108,6 +163,69 @@ def examine_columns(fd, pair, f0, a, bad, cols, tol, evidence) -> ColumnSlopes:
             break
     _deepen(fd, pair, f0, cols, s, tol, evidence)
     return slopes
+
+
+def near_tie_gaps(flat: np.ndarray, cols) -> tuple[np.ndarray, np.ndarray]:
+    """For each element ``flat[c]`` (c in ``cols``), the distances to the
+    nearest distinct value of ``flat`` below it and above it (inf when there is
+    none): its gaps to its nearest competitors (module docstring, near-ties)."""
+    distinct = np.unique(flat)
+    values = flat[np.asarray(cols, dtype=np.int64)]
+    k = np.searchsorted(distinct, values)
+    last = len(distinct) - 1
+    with np.errstate(invalid="ignore"):
+        below = np.where(k > 0, values - distinct[np.maximum(k - 1, 0)], np.inf)
+        above = np.where(k < last, distinct[np.minimum(k + 1, last)] - values, np.inf)
+    return below.astype(np.float64), above.astype(np.float64)
+
+
+def near_tie_starts(fd, name, cols, evidence) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(first step of each column's ladder, its near-tie gap or NaN, the side
+    whose slope alone is read: +1 right, -1 left, 0 both, the default step
+    h0), each ``[len(cols)]``, by the near-tie rule of the module docstring: h0
+    (``step_size``), both sides, except for near-ties on a path with a
+    non-smooth op."""
+    x = np.asarray(fd.point[name])
+    flat = x.reshape(-1)
+    dtype = fd.rule_dtype(x.dtype)
+    cols = np.asarray(cols, dtype=np.int64)
+    h0 = np.asarray(step_size(flat[cols], dtype), dtype=np.float64)
+    gaps, sides = np.full(len(cols), np.nan), np.zeros(len(cols), dtype=np.int64)
+    if not len(cols) or not np.issubdtype(x.dtype, np.floating):
+        return h0, gaps, sides, h0
+    below, above = near_tie_gaps(flat, cols)
+    gap = np.minimum(below, above)
+    near = gap < NEAR_TIE_REACH * h0
+    if not near.any() or evidence is None or not evidence.nonsmooth:
+        return h0, gaps, sides, h0
+    gaps[near] = gap[near]
+    # float64 only: coarser dtypes keep the ladder's own range (``_deepen``'s rule).
+    floor = h0 * 2.0 ** -(DEEP_LADDER - LADDER) if str(dtype) == "float64" else h0
+    # Below the floor, the near side cannot be stepped under: the ladder starts
+    # under the far side's gap and reads that side's slope alone.
+    far = np.maximum(below, above)
+    one_sided = near & (gap / NEAR_TIE_MARGIN < floor) & (far / NEAR_TIE_MARGIN >= floor)
+    sides[one_sided] = np.where(above[one_sided] > below[one_sided], 1, -1)
+    reach = np.where(one_sided, far, gap)
+    starts = np.where(near, np.clip(reach / NEAR_TIE_MARGIN, floor, h0), h0)
+    return starts, gaps, sides, h0
+
+
+def _read_one_side(slopes: ColumnSlopes, sides: np.ndarray) -> None:
+    """A near-tie whose near competitor lies below the ladder's reach: the
+    slope on the far side (``sides``: +1 right, -1 left) crosses no kink at
+    any level and is the derivative at the point; the near side's, which
+    crosses the competitor at every level, is replaced by it, its jump
+    (the change f(x -+ h) - f(x) stays the gap times a slope: no
+    discontinuity) is dropped, and whether f is locally constant is read on
+    the far side alone."""
+    s = slopes
+    right, left = sides > 0, sides < 0
+    s.left[:, right], s.left_err[:, right] = s.right[:, right], s.right_err[:, right]
+    s.right[:, left], s.right_err[:, left] = s.left[:, left], s.left_err[:, left]
+    s.jump[:, sides != 0] = False
+    if s.side_constant is not None:
+        s.constant[:, right], s.constant[:, left] = s.side_constant[0][:, right], s.side_constant[1][:, left]
 
 
 def slope_tests(a, left, right, left_err, right_err, tol):
@@ -206,6 +324,8 @@ def _deepen(fd, pair, f0, cols, slopes: ColumnSlopes, tol, evidence) -> None:
     with np.errstate(invalid="ignore"):
         unsettled = ~_settled(s.left, s.right, s.left_err, s.right_err, tol) & ~s.constant
         unsettled = s.ran & unsettled.any(axis=0)
+    if s.near_gap is not None:  # a near-tie's ladder reaches the deep ladder's step already
+        unsettled &= np.isnan(s.near_gap)
     where = np.flatnonzero(unsettled)
     if not len(where) or not evidence.nonsmooth:
         return
@@ -215,11 +335,14 @@ def _deepen(fd, pair, f0, cols, slopes: ColumnSlopes, tol, evidence) -> None:
         target[:, where] = value
 
 
-def one_sided_ladder(fd, name, output, f0, cols, levels: int = LADDER):
-    """One-sided slopes of ``output`` along unit vectors e_c (c in ``cols``).
+def one_sided_ladder(fd, name, output, f0, cols, levels: int = LADDER, starts=None):
+    """One-sided slopes of ``output`` along unit vectors e_c (c in ``cols``),
+    from h0 = ``step_size`` down, or from ``starts`` ``[len(cols)]`` (a
+    near-tie's first step, ``near_tie_starts``).
 
     Returns left, right, their error estimates (``[output size, len(cols)]``),
-    ``constant``: f unchanged at the SURROGATE_STEPS smallest steps on both sides,
+    ``constant``: f unchanged at the SURROGATE_STEPS smallest steps on both sides
+    (then the same on the right side alone and on the left side alone, last),
     and ``jump``: on a side, |f(x +- h) - f(x)| does not shrink with h at the
     JUMP_STEPS smallest steps (``JUMP_RATIO``, above ``JUMP_ROUNDOFF`` times f's
     round-off): f is discontinuous at x, as a mask ``x != 0`` at an exact 0 makes it.
@@ -230,10 +353,12 @@ def one_sided_ladder(fd, name, output, f0, cols, levels: int = LADDER):
     eps = machine_eps(dtype)
     f0 = np.asarray(f0, dtype=dtype).reshape(-1)
     scales = 2.0 ** -np.arange(levels + 1)
-    parts = {k: [] for k in ("left", "right", "left_err", "right_err", "constant", "jump")}
+    keys = ("left", "right", "left_err", "right_err", "constant", "jump", "constant_right", "constant_left")
+    parts = {k: [] for k in keys}
     for start in range(0, len(cols), COLUMNS_PER_BATCH):
         chunk = cols[start : start + COLUMNS_PER_BATCH]
-        h0 = step_size(flat[chunk], dtype)
+        h0 = step_size(flat[chunk], dtype) if starts is None else np.asarray(
+            starts[start : start + COLUMNS_PER_BATCH]).astype(flat.dtype)
         # [levels, columns]: exactly representable steps, as in along_axes.
         xs = flat[chunk][None, :]
         plus = (xs + h0[None, :] * scales[:, None]) - xs
@@ -254,11 +379,12 @@ def one_sided_ladder(fd, name, output, f0, cols, levels: int = LADDER):
         # value to the last bit, and it is f(x) up to the round-off of another
         # evaluation path (f(x) comes from the model's own call, the ladder
         # from the differences' traced loop, which may sum in another order).
+        near_f0 = lambda ref: np.abs(ref - f0[None, :]) <= roundoff_ulps(dtype) * eps * np.abs(f0[None, :])  # noqa: E731
         ref = fp[-1]
-        same = (
-            (fp[-SURROGATE_STEPS:] == ref) & (fm[-SURROGATE_STEPS:] == ref)
-            & (np.abs(ref - f0[None, :]) <= roundoff_ulps(dtype) * eps * np.abs(f0[None, :]))
-        )
+        same = (fp[-SURROGATE_STEPS:] == ref) & (fm[-SURROGATE_STEPS:] == ref) & near_f0(ref)
+        # ... and each side on its own (a near-tie read on one side, ``_read_one_side``).
+        for key, side in (("constant_right", fp), ("constant_left", fm)):
+            parts[key].append(((side[-SURROGATE_STEPS:] == side[-1]) & near_f0(side[-1])).all(axis=0).T)
         parts["right"].append(r)
         parts["right_err"].append(re)
         parts["left"].append(l)
@@ -271,8 +397,7 @@ def one_sided_ladder(fd, name, output, f0, cols, levels: int = LADDER):
             low = tail.min(axis=0)
             jump |= (low >= JUMP_RATIO * tail.max(axis=0)) & (low > floor)
         parts["jump"].append(jump.T)
-    return tuple(np.concatenate(parts[k], axis=1) for k in
-                 ("left", "right", "left_err", "right_err", "constant", "jump"))
+    return tuple(np.concatenate(parts[k], axis=1) for k in keys)
 
 
 def _best_slopes(d, steps, fmax, dtype, x_round=0.0):

@@ -228,8 +228,16 @@ def _record(job: RefineJob, columns: Columns, slopes: ColumnSlopes, classes: Ele
                                    job.y_shape, job.x_shape, k.tie_refused, k.jumped)
     if not columns.scanned_all:
         pair.warnings.append(kink.scan_warning(columns.n_suspect_columns))
-    if classes.resolved.any():
-        pair.warnings.append(kink.resolved_warning(int(classes.resolved.sum()), evidence.nonsmooth))
+    near = np.zeros(len(cols), dtype=bool) if slopes.near_gap is None else ~np.isnan(slopes.near_gap)
+    near_resolved = classes.resolved & near[None, :]
+    if near_resolved.any():
+        at = near_resolved.any(axis=0)
+        pair.warnings.append(kink.near_tie_warning(
+            int(near_resolved.sum()), slopes.near_gap[at], slopes.step[at],
+            int(near_resolved[:, slopes.one_side != 0].sum()), evidence.nonsmooth))
+    if (classes.resolved & ~near[None, :]).any():
+        pair.warnings.append(kink.resolved_warning(int((classes.resolved & ~near[None, :]).sum()),
+                                                   evidence.nonsmooth))
     failing = _failing(classes)
     full_failing = np.zeros_like(columns.bad)
     full_failing[:, cols] = failing
