@@ -9,6 +9,9 @@ shows there is the buggy formula evaluated with numpy.
 from __future__ import annotations
 
 import shlex
+import tempfile
+from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,6 +23,16 @@ NEAR_ZERO = fixture("sweep_wrong_near_zero.py")
 
 def sweep_of(doc):
     return only_model(doc)["sweep"]
+
+
+@lru_cache(maxsize=None)
+def text_run_with_junit():
+    """``check NEAR_ZERO --samples 10 --radius 1`` once more, as text with a JUnit
+    report: a second run of the JSON one's sweep at the same seed (the text shows
+    its witness), which the text, JUnit and reproducibility tests all read."""
+    report = Path(tempfile.mkdtemp()) / "report.xml"
+    run = gradcli("check", NEAR_ZERO, "--samples", "10", "--radius", "1", "--junit-xml", report)
+    return run, report.read_text(encoding="utf-8")
 
 
 def test_wrong_only_near_zero_passes_at_the_point():
@@ -53,14 +66,14 @@ def test_sweep_catches_it_and_the_witness_reproduces_it_alone():
 
 def test_the_sweep_is_reproducible_from_its_seed():
     _, first = check_json(NEAR_ZERO, "--samples", "10", "--radius", "1")
-    run = gradcli("check", NEAR_ZERO, "--json", "--samples", "10", "--radius", "1")
-    assert sweep_of(run.json())["witness"] == sweep_of(first)["witness"]
+    run, _ = text_run_with_junit()  # a second run at the same seed
+    assert f"reproduce it alone with: {sweep_of(first)['witness']}\n" in run.stdout
     other = gradcli("check", NEAR_ZERO, "--json", "--samples", "10", "--radius", "1", "--rng-seed", "3")
     assert sweep_of(other.json())["worst"]["values"] != sweep_of(first)["worst"]["values"]
 
 
 def test_text_report_prints_the_witness():
-    run = gradcli("check", NEAR_ZERO, "--samples", "10", "--radius", "1")
+    run, _ = text_run_with_junit()
     assert run.exit_code == 1
     _, doc = check_json(NEAR_ZERO, "--samples", "10", "--radius", "1")
     assert f"reproduce it alone with: {sweep_of(doc)['witness']}" in run.stdout
@@ -115,13 +128,12 @@ def test_bad_sweep_options_are_usage_errors(args, message):
     assert run.exit_code == 2 and message in run.stderr
 
 
-def test_junit_has_a_failing_sweep_testcase(tmp_path):
+def test_junit_has_a_failing_sweep_testcase():
     import xml.etree.ElementTree as ET
 
-    report = tmp_path / "report.xml"
-    run = gradcli("check", NEAR_ZERO, "--samples", "10", "--radius", "1", "--junit-xml", report)
+    run, report = text_run_with_junit()
     assert run.exit_code == 1, run
-    cases = {c.get("name"): c for c in ET.parse(report).iter("testcase")}
+    cases = {c.get("name"): c for c in ET.fromstring(report).iter("testcase")}
     assert cases["x"].find("failure") is None  # the given point passes
     failure = cases["sweep"].find("failure")
     assert failure is not None and failure.get("type") == "sweep"
