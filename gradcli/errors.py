@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
-_PARAM = re.compile(r"\{@(\w+)\}")
+#: ``{@name}`` names a parameter; ``{@name=VALUE}`` names it set to a value
+#: (``{@by_layer=false}``: ``--no-by-layer`` on the command line, ``by_layer=False``
+#: in Python), so a message can say how to turn a flag off.
+_PARAM = re.compile(r"\{@(\w+)(?:=(\w+))?\}")
 
 #: Exit codes, documented once (docs/reference/exit-codes.md).
 EXIT_OK = 0  # every check passed (or an inspect command ran)
@@ -127,8 +130,26 @@ class GradcliError(Exception):
 
 
 def spell_text(text: str, spell) -> str:
-    """``text`` with each ``{@name}`` replaced by ``spell(name)``."""
-    return _PARAM.sub(lambda m: spell(m.group(1)), text)
+    """``text`` with each ``{@name}`` replaced by ``spell(name)``, and each
+    ``{@name=VALUE}`` by that spelling set to VALUE (``set_to``)."""
+    return _PARAM.sub(lambda m: set_to(spell(m.group(1)), m.group(2)), text)
+
+
+def set_to(spelled: str, value: str | None) -> str:
+    """A parameter's spelling set to ``value``: a flag (``--by-layer``, declared
+    ``--by-layer/--no-by-layer`` as every boolean flag here is) as ``--by-layer``
+    or ``--no-by-layer``, another flag as ``--mode fast``, a keyword or key as
+    ``by_layer=False``."""
+    if value is None:
+        return spelled
+    if spelled.startswith("{@"):  # spelled as a template (``template``): kept for later
+        return f"{spelled[:-1]}={value}}}"
+    boolean = {"true": True, "false": False}.get(value.lower())
+    if spelled.startswith("--"):
+        if boolean is None:
+            return f"{spelled} {value}"
+        return spelled if boolean else f"--no-{spelled[2:]}"
+    return f"{spelled}={value if boolean is None else boolean}"
 
 
 def spell_texts(value, spell, _seen=None):

@@ -324,7 +324,7 @@ def test_memory_guard_refuses_the_joint_check_before_any_work():
     line = error_line(run)
     assert "the whole-model check along joint directions (50 probes x 107 elements)" in line
     # Raised inside the model's check, it names the flags the user types.
-    assert "Use fewer --probes, or check the whole model input by input (--by-layer off)" in line
+    assert "Use fewer --probes, or check the whole model input by input (--no-by-layer)" in line
 
 
 def test_a_dead_unit_on_the_relu_kink_is_a_kink_along_the_joint_probes():

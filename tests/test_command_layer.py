@@ -398,3 +398,15 @@ def test_a_usage_error_after_parsing_still_prints_its_json_document():
     assert document == {"schema": 2, "command": "vjp", "ok": False, "exit_code": 2,
                         "error": message, "result": None}
     assert error_line(run) == f"Error: {message}"
+
+
+def test_a_message_that_turns_a_flag_off_spells_it_where_it_is_shown():
+    """``{@by_layer=false}``: the command line's ``--no-by-layer`` (``--by-layer off`` was
+    no flag), the API's ``by_layer=False``, and a template that travels kept as it is."""
+    from gradcli.errors import UsageError, spell_text
+
+    text = "check the whole model only ({@by_layer=false}), or fewer ({@probes=4})"
+    assert spell_text(text, lambda name: "--" + name.replace("_", "-")) == (
+        "check the whole model only (--no-by-layer), or fewer (--probes 4)")
+    assert spell_text(text, lambda name: name) == "check the whole model only (by_layer=False), or fewer (probes=4)"
+    assert UsageError(text).template == text

@@ -62,7 +62,7 @@ def require_joint_memory(model: Model, size: int, options: CheckOptions) -> None
     require_memory(
         dense_bytes((2 * options.probes + 2) * size, itemsize),
         f"the whole-model check along joint directions ({options.probes} probes x {size} elements)",
-        "Use fewer {@probes}, or check the whole model input by input ({@by_layer} off)",
+        "Use fewer {@probes}, or check the whole model input by input ({@by_layer=false})",
         options.max_memory,
     )
 

@@ -154,6 +154,6 @@ def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], option
         dense_bytes(activations, copies=1) + working,
         f"the layer-by-layer pass ({len(shapes)} layer calls' activations in float64, and the "
         "largest layer's check)",
-        "Check the whole model only ({@by_layer} off), or some layers ({@layers} NAME)",
+        "Check the whole model only ({@by_layer=false}), or some layers ({@layers} NAME)",
         options.max_memory,
     )
