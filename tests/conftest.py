@@ -135,3 +135,18 @@ def fresh_process(*argv) -> tuple[int, list[str]]:
     )
     exit_code, heavy = json.loads(done.stderr.strip().splitlines()[-1])
     return exit_code, heavy
+
+
+def central_jacobians(forward, x, h):
+    """Each example's Jacobian of ``forward`` (a numpy map of ``[batch, n]`` arrays)
+    by central differences in float64: ``[batch, n, n]``, an independent truth
+    for the flow tests (truncation ~h^2, round-off ~eps/h)."""
+    import numpy as np
+
+    batch, n = x.shape
+    jacobians = np.zeros((batch, n, n))
+    for j in range(n):
+        step = np.zeros_like(x)
+        step[:, j] = h
+        jacobians[:, :, j] = (forward(x + step) - forward(x - step)) / (2 * h)
+    return jacobians

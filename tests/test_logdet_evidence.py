@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import gradcli as api
-from tests.conftest import fixture, gradcli, line_of, sample
+from tests.conftest import central_jacobians, fixture, gradcli, line_of, sample
 
 #: The coupling both new fixtures share: s = tanh(x_a A + a), t = x_a B + b.
 A = np.array([[0.6, -0.4], [0.3, 0.8]])
@@ -127,17 +127,6 @@ def test_the_line_computing_a_wrong_log_det_is_named_wherever_it_is_written(name
         np.testing.assert_allclose([e.logabsdet for e in part.examples], np.tanh(x[:, 0]) + math.log(2), rtol=1e-12)
 
 
-def _central_jacobians(forward, x, h=1e-5):
-    """Each example's Jacobian of ``forward`` by central differences, in float64."""
-    batch, n = x.shape
-    jacobians = np.zeros((batch, n, n))
-    for j in range(n):
-        step = np.zeros_like(x)
-        step[:, j] = h
-        jacobians[:, :, j] = (forward(x + step) - forward(x - step)) / (2 * h)
-    return jacobians
-
-
 def test_a_right_flow_still_passes_with_the_same_numbers():
     """realnvp_flow.py: slogdet as before (of the autodiff Jacobian, which the
     differences vouch for), against numpy's slogdet of central differences
@@ -150,7 +139,7 @@ def test_a_right_flow_still_passes_with_the_same_numbers():
     x = np.random.default_rng(7).standard_normal((5, 4))
     result = api.logdet(sample("realnvp_flow.py"), set={"x": x})
     assert result.ok and result.exit_code == 0, result
-    sign, truth = np.linalg.slogdet(_central_jacobians(lambda v: module.model(tf.constant(v)).numpy(), x))
+    sign, truth = np.linalg.slogdet(central_jacobians(lambda v: module.model(tf.constant(v)).numpy(), x, 1e-5))
     examples = result.examples
     assert [e.jacobian for e in examples] == ["agrees"] * 5 and [e.against for e in examples] == ["autodiff"] * 5
     assert max(e.jacobian_rel_error for e in examples) < 1e-8

@@ -24,6 +24,7 @@ tfp = pytest.importorskip("tensorflow_probability")
 
 import gradcli  # noqa: E402
 from conftest import FIXTURES, fixture, gradcli as run_cli  # noqa: E402
+from conftest import central_jacobians as conftest_central_jacobians  # noqa: E402
 from gradcli.numerics import autodiff  # noqa: E402
 from gradcli.tf_import import import_tensorflow  # noqa: E402
 
@@ -58,14 +59,7 @@ def central_jacobians(name, x, h=1e-6):
     """Per example, dy/dx by central differences of the bijector's forward in
     float64 (``[batch, n, n]``): truncation h^2 ~ 1e-12, round-off eps/h ~ 1e-10."""
     b = flows.bijector(name)
-    forward = lambda a: b.forward(tf.constant(a)).numpy()  # noqa: E731 - a new tensor each point
-    batch, n = x.shape
-    jacobians = np.zeros((batch, n, n))
-    for j in range(n):
-        step = np.zeros_like(x)
-        step[:, j] = h
-        jacobians[:, :, j] = (forward(x + step) - forward(x - step)) / (2 * h)
-    return jacobians
+    return conftest_central_jacobians(lambda a: b.forward(tf.constant(a)).numpy(), x, h)  # a new tensor each point
 
 
 @pytest.mark.parametrize("name", sorted(CLOSED_FORMS))

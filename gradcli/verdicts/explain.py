@@ -52,9 +52,7 @@ def explain_cut_path(pair, graph) -> None:
     except Exception:  # graph analysis is a bonus: never lose the report
         sites = []
     if sites:
-        pair.sites.extend(sites)
-        where = ", ".join(f"{s.description} at {s.location or s.op_name}" for s in sites)
-        pair.explanation += f"; the path is cut by {where}"
+        where = _cite_cuts(pair, sites)
         if not pair.failed:  # one warning that says where, instead of "does not reach"
             pair.warnings = [
                 w for w in pair.warnings if "does not reach" not in w and "is zero" not in w
@@ -77,9 +75,15 @@ def explain_lost_path(pair, graph) -> None:
     except Exception:  # graph analysis is a bonus: never lose the report
         sites = []
     if sites:
-        pair.sites.extend(sites)
-        where = ", ".join(f"{s.description} at {s.location or s.op_name}" for s in sites)
-        pair.explanation += f"; the path is cut by {where}"
+        _cite_cuts(pair, sites)
+
+
+def _cite_cuts(pair, sites) -> str:
+    """Add the cut ``sites`` to ``pair`` and its explanation; returns where they are, as worded."""
+    pair.sites.extend(sites)
+    where = ", ".join(f"{s.description} at {s.location or s.op_name}" for s in sites)
+    pair.explanation += f"; the path is cut by {where}"
+    return where
 
 
 def _lost(pair) -> bool:
