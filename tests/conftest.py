@@ -23,9 +23,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 # One thread per test process for TensorFlow's and oneDNN's pools (set before
 # TensorFlow is imported; a value the caller set is kept): the tests run small
 # models, whose ops gain nothing from a pool, and xdist already keeps every core
-# busy with a process each. Two workers of two threads each on two cores cost
-# test_verdicts.py and test_diagnose.py 29 s of CPU (52 s wall) against 21 s
-# (23 s) with one. Subprocesses the tests start inherit it.
+# busy with a process each. On a machine busy with other work, two workers of
+# two threads each on two cores cost test_verdicts.py and test_diagnose.py 29 s
+# of CPU (52 s wall) against 21 s (23 s) with one; on a quiet one the whole
+# suite took the same either way (6:56). Subprocesses the tests start inherit it.
 for _variable in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS"):
     os.environ.setdefault(_variable, "1")
 # CliRunner checks run in this process: a worker per call would import TensorFlow
@@ -46,6 +47,11 @@ def pytest_cmdline_main(config):
     option = config.option
     if option.numprocesses is None and option.dist == "no" and not option.tx:
         option.numprocesses = "auto"
+        # Tests spread one by one, but a module whose module-scoped fixture is costly
+        # (processes that import TensorFlow, a model built once) is one group
+        # (``pytest.mark.xdist_group``) on one worker: spread, each worker ran the
+        # fixture again (test_report_faults' seven launches: 24 s on each worker).
+        option.dist = "loadgroup"
 
 
 class Run:

@@ -16,6 +16,9 @@ import pytest
 
 from conftest import fixture, line_of
 
+#: One worker runs this module: its module-scoped fixture is costly (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(__name__)
+
 pytest.importorskip("keras")
 
 

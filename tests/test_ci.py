@@ -21,6 +21,9 @@ from gradcli.render.progress import progress_callback, wanted
 from gradcli.testing import assert_gradients_ok
 from tests.conftest import ROOT, SAMPLES, fixture, gradcli as run_cli, sample
 
+#: One worker runs this module: its module-scoped fixture is costly (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(__name__)
+
 BUGGY = "buggy_custom_gradient.py"
 #: Samples allowed to fail a check (docs/samples.md).
 MAY_FAIL = {BUGGY, "fake_quant.py"}

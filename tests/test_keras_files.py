@@ -14,6 +14,9 @@ import pytest
 
 from conftest import ROOT, error_line, gradcli
 
+#: One worker runs this module: its module-scoped fixture is costly (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(__name__)
+
 LAYERS = """\
 import keras
 

@@ -28,6 +28,9 @@ from gradcli.errors import ModelError
 from gradcli.model.paths import relative_path
 from tests.conftest import error_line, fixture, gradcli
 
+#: One worker runs this module: its module-scoped fixture is costly (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(__name__)
+
 SAME_PATH = fixture("hub_same_path.py")
 SAME_PATH_WRONG = fixture("hub_same_path_wrong.py")
 TIED = fixture("hub_tied_weights.py")

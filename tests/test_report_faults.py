@@ -35,6 +35,9 @@ from gradcli.render import files, writing
 from gradcli.render.junit import Case, document, xml_text
 from tests.conftest import ROOT, fixture, sample
 
+#: One worker runs this module: its module-scoped fixture is costly (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(__name__)
+
 SQUARE = sample("square.py")
 SLEEP = fixture("faults_sleep.py")
 BUGGY = sample("buggy_custom_gradient.py")  # never reached: the batch is interrupted before it
