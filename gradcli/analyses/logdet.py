@@ -47,7 +47,7 @@ from gradcli.model.loading import Model, definition_site, normalize_outputs, run
 from gradcli.options import LogdetOptions
 from gradcli.analyses.reach import require_gradient
 from gradcli.model.paths import relative_path
-from gradcli.results.logdet import JACOBIAN_WRONG, Consistency, LogdetExample, LogdetResult
+from gradcli.results.logdet import JACOBIAN_WRONG, LogdetExample, LogdetResult
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts import flow_jacobian
 
@@ -305,7 +305,7 @@ def check_bijector(flow: _Flow) -> LogdetResult:
     (``_against_jacobian``; the inverse's is the result's ``inverse``), and
     the two against each other (``consistency``):
     forward_log_det_jacobian(x) = -inverse_log_det_jacobian(y) and
-    inverse(forward(x)) = x, per example, by the rule of ``compare``:
+    inverse(forward(x)) = x, per example, by ``flow_jacobian.consistency``:
     |a - b| <= atol + rtol * max(|a|, |b|) (for the round trip the largest
     element's error of each example, against x's largest element)."""
     model, tol = flow.model, flow.tol
@@ -332,27 +332,12 @@ def check_bijector(flow: _Flow) -> LogdetResult:
     back = np.reshape(at["inverse"], (batch, -1)).astype(np.float64)
     start = np.reshape(x, (batch, -1)).astype(np.float64)
     result.consistency = [
-        _consistency(f"forward_log_det_jacobian({x_name}) = -inverse_log_det_jacobian({y_name})",
-                     forward_ld, -inverse_ld, tol),
-        _consistency(f"inverse(forward({x_name})) = {x_name}", np.max(np.abs(back - start), axis=1),
-                     np.zeros(batch), tol, scale=np.max(np.abs(start), axis=1)),
+        flow_jacobian.consistency(f"forward_log_det_jacobian({x_name}) = -inverse_log_det_jacobian({y_name})",
+                                  forward_ld, -inverse_ld, tol),
+        flow_jacobian.consistency(f"inverse(forward({x_name})) = {x_name}", np.max(np.abs(back - start), axis=1),
+                                  np.zeros(batch), tol, scale=np.max(np.abs(start), axis=1)),
     ]
     return result
-
-
-def _consistency(identity: str, a, b, tol, scale=None) -> Consistency:
-    """The worst example of ``a`` = ``b`` (per example) by the rule of ``check_bijector``."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    errors = np.abs(a - b)
-    scale = np.maximum(np.abs(a), np.abs(b)) if scale is None else scale
-    allowed = tol.atol + tol.rtol * scale
-    with np.errstate(invalid="ignore"):
-        failing = ~(np.isfinite(errors) & (errors <= allowed))
-    worst = int(np.argmax(np.where(np.isfinite(errors), errors, np.inf)))
-    return Consistency(
-        identity=identity, n_failing=int(failing.sum()), worst_example=worst,
-        worst_error=float(errors[worst]), allowed=float(allowed[worst]),
-    )
 
 
 def _declared_function(model: Model, fn):

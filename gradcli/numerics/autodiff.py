@@ -600,8 +600,7 @@ def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[st
     ``tf.custom_gradient``). Raises where the function cannot be traced."""
     values = _tensors(point)
     k = len(next(iter(tangents.values())))
-    batch = [{n: tf.convert_to_tensor(tangents[n][i]) for n in tangents} for i in range(k)]
-    specs = [{n: tf.TensorSpec(t.shape, t.dtype) for n, t in row.items()} for row in batch]
+    batch, specs = _tangent_rows(tangents, k)
     # The weights the function holds as variables are made here, eagerly, and
     # captured by the trace: a trace cannot make a variable from its own input.
     held = getattr(function, "variables", ())
@@ -613,6 +612,13 @@ def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[st
                           autograph=False).get_concrete_function(signature, specs)
         rows = run(plain, batch)
     return {o: np.stack([np.asarray(r[o]) for r in rows]) for o in outputs}
+
+
+def _tangent_rows(tangents: dict, k: int) -> tuple[list, list]:
+    """The k tangents of ``tangents`` (input name -> ``[k, *shape]``) as one dict
+    of tensors each, and their specs: the arguments of a traced JVP's body."""
+    batch = [{n: tf.convert_to_tensor(tangents[n][i]) for n in tangents} for i in range(k)]
+    return batch, [{n: tf.TensorSpec(t.shape, t.dtype) for n, t in row.items()} for row in batch]
 
 
 def jvp_rows(function: Callable, values: dict, batch: list[dict], outputs: list[str]) -> list[dict]:
@@ -720,8 +726,7 @@ class Program:
     def batched_jvp(self, point: dict, tangents: dict, outputs: list[str]) -> dict:
         """``batched_jvp`` at ``point`` (tangents of ``wrt`` only)."""
         k = len(next(iter(tangents.values())))
-        batch = [{n: tf.convert_to_tensor(tangents[n][i]) for n in tangents} for i in range(k)]
-        specs = [{n: tf.TensorSpec(t.shape, t.dtype) for n, t in row.items()} for row in batch]
+        batch, specs = _tangent_rows(tangents, k)
         key = ("jvps", k, tuple((n, s.shape, s.dtype) for n, s in specs[0].items()))
         with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
             run = self._traced(key, lambda values, batch: jvp_rows(self.function, values, batch, self.outputs),
@@ -758,4 +763,3 @@ def hvp_reverse_over_reverse(scalar: Callable, x, v):
         g = gradient_of(scalar, x)
         gv = tf.reduce_sum(g * tf.stop_gradient(v))
     return reverse(tape, gv, x, zeros=True)
-

@@ -58,7 +58,7 @@ import numpy as np
 
 from gradcli.results import GraphSite, LogdetExample
 from gradcli.results.logdet import (
-    JACOBIAN_AGREES, JACOBIAN_UNRESOLVED, JACOBIAN_WRONG, LOGDET_MISMATCH, LOGDET_NOT_JUDGED, LOGDET_PASS,
+    Consistency, JACOBIAN_AGREES, JACOBIAN_UNRESOLVED, JACOBIAN_WRONG, LOGDET_MISMATCH, LOGDET_NOT_JUDGED, LOGDET_PASS,
 )
 from gradcli.verdicts.compare import ANALYTIC_ULPS, FD_SAFETY, allowed_error, comparable, outside
 from gradcli.verdicts.graph_ops import enclosing_class, enclosing_def
@@ -258,3 +258,19 @@ def log_det_site(graph, output: str) -> tuple[GraphSite, str] | None:
     site.location = location
     defined = enclosing_def(path, int(line))
     return site, f"{path}:{defined}" if defined else ""
+
+
+def consistency(identity: str, a, b, tol, scale=None) -> Consistency:
+    """The worst example of ``a`` = ``b`` (per example) by the rule of ``analyses.logdet.check_bijector``:
+    |a - b| <= atol + rtol * max(|a|, |b|) (or ``scale``); NaN or Inf never agrees."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    errors = np.abs(a - b)
+    scale = np.maximum(np.abs(a), np.abs(b)) if scale is None else scale
+    allowed = tol.atol + tol.rtol * scale
+    with np.errstate(invalid="ignore"):
+        failing = ~(np.isfinite(errors) & (errors <= allowed))
+    worst = int(np.argmax(np.where(np.isfinite(errors), errors, np.inf)))
+    return Consistency(
+        identity=identity, n_failing=int(failing.sum()), worst_example=worst,
+        worst_error=float(errors[worst]), allowed=float(allowed[worst]),
+    )
