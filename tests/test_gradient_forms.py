@@ -79,8 +79,8 @@ def test_jacobian_jvp_and_vjp_of_keras_sparse_ops_are_their_closed_forms(name, t
 def test_every_product_leaves_the_seam_dense():
     """Each product of ``numerics.autodiff`` on keras.ops.segment_sum, whose
     forward-mode derivative TensorFlow gives as ``tf.IndexedSlices``: numpy
-    arrays equal to the closed form, eager and vectorised (more tangents than
-    ``EAGER_MAX_TANGENTS``), and the Hessian-vector products."""
+    arrays equal to the closed form, eager and traced (one tf.map_fn over the
+    tangents), few and many, and the Hessian-vector products."""
     from gradcli.numerics import autodiff
     from gradcli.tf_import import import_tensorflow
 
@@ -95,9 +95,10 @@ def test_every_product_leaves_the_seam_dense():
         np.testing.assert_allclose(block.reshape(jacobian.shape), jacobian, rtol=1e-12, atol=1e-15)
     for k in (3, autodiff.EAGER_MAX_TANGENTS + 1):
         tangents = np.random.default_rng(k).standard_normal((k,) + forms.SEG_X.shape)
-        found = autodiff.batched_jvp(function, point, {"x": tangents}, ["output"])["output"]
-        assert isinstance(found, np.ndarray), type(found)
-        np.testing.assert_allclose(found.reshape(k, -1), tangents.reshape(k, -1) @ jacobian.T, rtol=1e-12, atol=1e-15)
+        for take in (autodiff.batched_jvp, autodiff.traced_jvp):
+            found = take(function, point, {"x": tangents}, ["output"])["output"]
+            assert isinstance(found, np.ndarray), (take.__name__, type(found))
+            np.testing.assert_allclose(found.reshape(k, -1), tangents.reshape(k, -1) @ jacobian.T, rtol=1e-12, atol=1e-15)
     (grads,) = autodiff.vjps(function, point, ["x"], [{"output": np.ones((3, 2))}])
     np.testing.assert_allclose(grads["x"], (np.ones(6) @ jacobian).reshape(forms.SEG_X.shape), rtol=1e-12)
     # f = sum(segment_sum(sin(x) w)): H = diag(-sin(x) w)

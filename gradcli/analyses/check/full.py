@@ -280,11 +280,27 @@ class FullCheck:
         return self.products.vjps(seeds)
 
     def batched_jvp(self, tangents: dict, outputs) -> dict:
-        """J t for a batch of tangents (``products``), inside one traced
-        function while ``jvps_traced``."""
+        """J t for a batch of tangents (``products``): inside one traced
+        function while ``jvps_traced``, or where the traced JVP is the eager
+        one (``jvps_alike``: one trace for every tangent, cheaper than one
+        eager JVP each); else eagerly, as the model's call takes it."""
         if self.traced_jvps:
             return self.products.traced_jvp(tangents, outputs)
+        if self.jvps_alike():
+            try:
+                return self.products.traced_jvp(tangents, outputs)
+            except Exception:  # noqa: BLE001 - not traceable this way: the eager JVPs say
+                pass
         return self.products.batched_jvp(tangents, outputs)
+
+    def jvps_alike(self) -> bool:
+        """Whether a traced JVP is the model's eager one: its call was traced
+        and its trace holds no ``tf.custom_gradient`` (the one op whose JVP
+        depends on where the accumulator runs, ``numerics.autodiff``'s
+        docstring), and tf.functions run as functions (``forward_ways``)."""
+        graph = self.graph
+        return (graph is not None and graph.traced and graph.error is None and not graph.custom_gradients
+                and not autodiff.functions_eager())
 
     def reverse_jacobians(self, wrt, outputs) -> dict:
         """Reverse mode always: it is what training uses, and TensorFlow's forward

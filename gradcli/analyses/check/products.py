@@ -71,8 +71,8 @@ class ProgramProducts(ModelProducts):
         ``tf.custom_gradient``, ``autodiff``'s docstring), whose JVPs are
         then taken eagerly, as in a cold check (the traced ones are
         ``traced_jvp``'s)."""
-        if self.entry.own_gradients or len(next(iter(tangents.values()))) > autodiff.EAGER_MAX_TANGENTS:
-            return super().batched_jvp(tangents, outputs)  # (a program unrolls its tangents)
+        if self.entry.own_gradients:
+            return super().batched_jvp(tangents, outputs)
         return self._served(lambda: self.program.batched_jvp(self.model.point, tangents, outputs),
                             super().batched_jvp, tangents, outputs)
 

@@ -1,0 +1,142 @@
+"""Three more keras-hub backbones, each from its constructor with a tiny
+config (tests/models/hub_{gpt2,bert,llama}_tiny.py; no weights downloaded),
+checked as a user checks them: the default check of the file (every weight)
+passes, the weights that cannot reach an output are called disconnected and
+nothing else is excused, and gradcli's J^T c with respect to every weight
+equals central differences computed here.
+
+The truth is independent of gradcli: the same backbone rebuilt from its config
+in float64 holding the same weights, differenced along a random direction in
+every weight at once and along one weight alone, at two steps that must agree
+with each other first (so the reference is converged). Llama's RMS norms
+compute in float32 whatever the dtype (keras-hub casts), so its differences
+carry float32 round-off: its rule is stated where it is used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import gradcli as api
+from tests.conftest import fixture
+
+#: The kerashub group's worker imports keras-hub once (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("tests.test_real_libraries_kerashub")
+
+#: file -> (the backbone's class name, the pairs that must be disconnected:
+#: weights whose every path to that output is absent by construction).
+BACKBONES = {
+    "hub_gpt2_tiny.py": ("GPT2Backbone", set()),
+    "hub_bert_tiny.py": ("BertBackbone", {("pooled_dense/kernel", "sequence_output"),
+                                          ("pooled_dense/bias", "sequence_output")}),
+    "hub_llama_tiny.py": ("LlamaBackbone", {("token_embedding/reverse_embeddings", "output")}),
+}
+
+
+def load(name: str):
+    pytest.importorskip("keras_hub")
+    import keras
+
+    keras.utils.set_random_seed(36)  # the same initial weights every run
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py") + "_once", fixture(name))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def backbones():
+    return {name: load(name) for name in BACKBONES}
+
+
+@pytest.mark.parametrize("name", list(BACKBONES))
+def test_the_default_check_of_a_tiny_backbone_passes_every_connected_pair(name):
+    """Every weight checked (the default), every element (auto picks the full
+    check at this size); the only excused pairs are the disconnected ones the
+    architecture implies."""
+    result = api.check(fixture(name))
+    assert result.ok, result
+    (model,) = result.models
+    verdicts = {(p.input, p.output): p.verdict for p in model.pairs}
+    _, disconnected = BACKBONES[name]
+    assert {k for k, v in verdicts.items() if v == "disconnected"} == disconnected, verdicts
+    assert {v for k, v in verdicts.items() if k not in disconnected} == {"pass"}, verdicts
+    assert all(p.mode == "full" for p in model.pairs), {p.mode for p in model.pairs}
+
+
+def float64_twin(module):
+    import keras_hub
+
+    cls = getattr(keras_hub.models, BACKBONES[module.__name__.removesuffix("_once") + ".py"][0])
+    twin = cls.from_config(dict(module.model.get_config(), dtype="float64"))
+    twin.set_weights(module.model.get_weights())
+    return twin
+
+
+@pytest.mark.parametrize("name", list(BACKBONES))
+def test_a_backbones_weight_gradients_are_float64_central_differences(backbones, name):
+    """<J^T c, d> by gradcli, for c a seeded normal cotangent of every output,
+    against (f(w + h d) - f(w - h d)) / 2h with f = sum over outputs of
+    <c, output>: d a random direction in all weights at once, then in the
+    query kernel alone (the first attention weight, a matmul and a softmax
+    away from the outputs)."""
+    module = backbones[name]
+    outputs = module.model(module.inputs)
+    outputs = outputs if isinstance(outputs, dict) else {"output": outputs}
+    rng = np.random.default_rng(36)
+    cotangents = {o: rng.standard_normal(tuple(v.shape)) for o, v in outputs.items()}
+    taken = api.vjp(module.model, module.inputs, cotangents).gradients  # None: disconnected
+    gradients = {g.name: 0.0 if g.values is None else g.values for g in taken}
+
+    twin = float64_twin(module)
+    variables = list(twin.trainable_variables)
+    names = [n for n in gradients if n not in module.inputs]
+    assert len(names) == len(variables), (names, [v.path for v in variables])
+    starts = [v.numpy() for v in variables]
+
+    def f(direction, h):
+        for v, w, d in zip(variables, starts, direction):
+            v.assign(w + h * d)
+        found = twin(module.inputs)
+        found = found if isinstance(found, dict) else {"output": found}
+        for v, w in zip(variables, starts):
+            v.assign(w)
+        return sum(float(np.sum(cotangents[o] * np.asarray(found[o], np.float64))) for o in cotangents)
+
+    def central(direction, h):
+        return (f(direction, h) - f(direction, -h)) / (2 * h)
+
+    every = [rng.standard_normal(w.shape) for w in starts]
+    query = [rng.standard_normal(w.shape) if "query/kernel" in n else np.zeros_like(w) for n, w in zip(names, starts)]
+    assert sum(int(np.any(d)) for d in query) == 1, names  # one query kernel in a one-layer backbone
+    # Llama's float32 norms round its outputs at ~6e-8 each: differences of a
+    # derivative as small as the query kernel's (~1e-2) stay noisy at every
+    # step, so for it only the direction in every weight is a reference.
+    for direction in (every,) if name == "hub_llama_tiny.py" else (every, query):
+        analytic = sum(float(np.sum(gradients[n] * d)) for n, d in zip(names, direction))
+        reference, spread = converged([central(direction, h) for h in STEPS])
+        assert abs(reference) > 1e-4, reference  # the direction reaches the outputs: no vacuous comparison
+        assert spread <= CONVERGED[name] * abs(reference), (reference, spread)
+        np.testing.assert_allclose(analytic, reference, rtol=CONVERGED[name])
+
+
+#: The steps of the reference's central differences, a decade apart.
+STEPS = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7)
+#: How close two consecutive steps' differences must be for the reference to
+#: count as converged, relative, and the analytic value to it. In float64 a
+#: central difference errs by ~h^2 f''' (truncation) plus ~1e-16 |f| / h
+#: (rounding), so some step lies below 1e-7 of these derivatives. Llama's RMS
+#: norms compute in float32 (keras-hub casts): rounding ~6e-8 |f| / h.
+CONVERGED = {"hub_gpt2_tiny.py": 1e-7, "hub_bert_tiny.py": 1e-7, "hub_llama_tiny.py": 1e-4}
+
+
+def converged(values: list[float]) -> tuple[float, float]:
+    """The reference of a ladder of central differences: the finer of the two
+    consecutive steps that agree best, and their difference. Coarse steps err
+    by truncation and fine ones by rounding; between them the differences agree."""
+    gaps = [abs(a - b) for a, b in zip(values, values[1:])]
+    best = int(np.argmin(gaps))
+    return values[best + 1], gaps[best]
