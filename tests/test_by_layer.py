@@ -633,3 +633,57 @@ def test_the_power_column_is_a_percentage_below_the_rms_element_and_a_multiple_a
     text = plain_text(lambda out: render_layers(model, out))
     rows = {line.split("│")[1].strip(): line.split("│")[6].strip() for line in text.splitlines() if line.startswith("│")}
     assert rows == {"net/rescaling": "47.7x", "net/dense": "3.2%"}, text
+
+
+# --- layer units that no TensorFlow path crosses ------------------------------------
+
+
+def test_a_frozen_position_embedding_is_a_disconnected_row_and_the_run_passes():
+    """keras-hub's PositionEmbedding reads only its input's shape, and frozen it
+    holds no weight: its unit is checked like any other (no error row), every
+    pair disconnected with a numeric derivative of exactly zero, and the run
+    passes (tests/models/layers_shape_only.py)."""
+    pytest.importorskip("keras_hub")
+    run = gradcli("check", fixture("layers_shape_only.py"), "--by-layer", "--json")
+    assert run.exit_code == 0, run
+    (model,) = run.result["models"]
+    rows = {row["class_name"]: row for row in model["layers"]}
+    row = rows["PositionEmbedding"]
+    assert (row["verdict"], row["failed"], row["error"], row["weights"]) == ("disconnected", False, None, 0), row
+    assert row["elements"] == 32  # its input x, [1, 4, 8], checked element by element
+    for pair in row["pairs"]:
+        assert pair["verdict"] == "disconnected" and not pair["failed"], pair
+        assert pair["worst"]["numeric"] == 0.0 and pair["worst"]["analytic"] == 0.0, pair
+    assert rows["Dense"]["verdict"] == "pass"
+
+
+def test_a_layer_computed_in_numpy_fails_its_row_with_the_numeric_derivative():
+    """A layer that leaves TensorFlow (``.numpy()``) beside a Dense layer
+    (tests/models/layers_numpy_inside.py): its unit cannot be traced, so it is
+    checked through its own eager call, and fails as disconnected although
+    its output c_b sum_j tanh(x_bj) changes with x: the numeric derivatives
+    are c_b (1 - tanh(x_bj)^2), one factor per row. The whole model's pair
+    misses exactly that part: numeric - analytic = 1 - tanh(x)^2."""
+    x = np.random.default_rng(0).standard_normal((2, 3))
+    run = gradcli("check", fixture("layers_numpy_inside.py"), "--by-layer", "--json")
+    assert run.exit_code == 1, run
+    (model,) = run.result["models"]
+    row = next(r for r in model["layers"] if r["class_name"] == "NumpyTanh")
+    assert (row["verdict"], row["failed"], row["error"]) == ("disconnected", True, None), row
+    (pair,) = row["pairs"]
+    assert pair["failed"] and pair["n_failing"] == 6, pair
+    assert "conversion to numpy" in pair["explanation"] and "layers_numpy_inside.py:" in pair["explanation"]
+    factors = {}
+    for element in pair["failing"]:
+        b, j = element["input_index"]
+        assert element["analytic"] == 0.0
+        factors.setdefault(b, []).append(element["numeric"] / (1 - np.tanh(x[b, j]) ** 2))
+    assert len(factors) == 2 and all(len(f) == 3 for f in factors.values())
+    for found in factors.values():
+        np.testing.assert_allclose(found, found[0], rtol=1e-8)  # one cotangent c_b per row
+    whole = next(p for p in model["pairs"] if p["input"] == "x")
+    assert whole["verdict"] == "mismatch" and whole["failed"] and whole["failing"], whole
+    for element in whole["failing"]:
+        (b, _), (b_in, j) = element["output_index"], element["input_index"]
+        expected = (1 - np.tanh(x[b_in, j]) ** 2) if b == b_in else 0.0
+        np.testing.assert_allclose(element["numeric"] - element["analytic"], expected, rtol=1e-7, atol=1e-9)

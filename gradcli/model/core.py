@@ -110,6 +110,12 @@ class Model:
     #: vouched for: ``load_model``'s ``stateless``). None: not asked (the
     #: model was seeded before it was built).
     stateful: bool | None = None
+    #: A unit of the layer pass (``analyses.layers.local``), not a whole model:
+    #: where no TensorFlow path reaches its output (a PositionEmbedding reads
+    #: only its input's shape) its pairs are judged by the disconnected rule on
+    #: the finite differences' evidence, not refused (``reach``'s rule is the
+    #: whole model's)
+    unit: bool = False
 
     @property
     def dtype(self) -> np.dtype:

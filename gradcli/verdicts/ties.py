@@ -21,7 +21,7 @@ check's failure.
 
 from __future__ import annotations
 
-from gradcli.results import EXPLANATIONS, KINK, PASS
+from gradcli.results import DISCONNECTED, EXPLANATIONS, KINK, PASS
 from gradcli.results.by_layer import LAYER_ERROR, LayerResult
 
 
@@ -33,13 +33,17 @@ def layer_row(**fields) -> LayerResult:
 def judge_layer(result: LayerResult, checked) -> None:
     """The row of a unit checked by ``check_model`` (``checked``, its
     ``ModelResult``): its failing verdicts joined, "not the layer's own
-    function" first when the proof says so; else ``kink`` or ``pass``."""
+    function" first when the proof says so; else ``kink``, ``disconnected``
+    (no pair reaches the output, the finite differences zero too: a
+    PositionEmbedding reads only its input's shape, and a frozen one has no
+    weight to check) or ``pass``."""
     result.failed = checked.failed
     failing = sorted({p.verdict for p in checked.pairs if p.failed})
     if checked.not_the_users_function:
         failing.insert(0, "not the layer's own function")
+    verdicts = {p.verdict for p in checked.pairs}
     result.verdict = ", ".join(failing) if failing else (
-        KINK if any(p.verdict == KINK for p in checked.pairs) else PASS
+        KINK if KINK in verdicts else DISCONNECTED if verdicts == {DISCONNECTED} else PASS
     )
 
 

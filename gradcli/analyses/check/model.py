@@ -205,12 +205,15 @@ def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None)
     its gradient is None (an op with no gradient for that input, a
     stop_gradient): check goes on, so the disconnected pairs name the op
     that cuts them. No path at all (numpy arithmetic) stays the model error
-    it is in every command. ``products``: the check's own (a kept program's)."""
+    it is in every command, except in a layer unit (``Model.unit``), whose
+    pairs the disconnected rule judges: zero where the finite differences
+    are, a failure where the output changes. ``products``: the check's own
+    (a kept program's)."""
     through = None if products is None else (lambda seeds: products.taken_vjps([seeds])[0])
     try:
         require_gradient(model, outputs, through=through)
     except ModelError:
-        if not any(reaches(graph, n, o) for n in model.wrt for o in outputs):
+        if not model.unit and not any(reaches(graph, n, o) for n in model.wrt for o in outputs):
             raise
 
 

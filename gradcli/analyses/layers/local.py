@@ -91,7 +91,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = 
     local = Model(
         name=f"{parent.name} :: {call.path}", path=parent.path, function=function, point=point,
         wrt=wrt, native_dtypes=native, kind="keras",
-        module=parent.module, weights=weights, own_call=own_call,
+        module=parent.module, weights=weights, own_call=own_call, unit=True,
     )
     local.outputs = {n: host_array(t) for n, t in function(point_tensors(local, point)).items()}
     if own_call is None:

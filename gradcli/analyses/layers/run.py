@@ -77,7 +77,7 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, ch
     )
     try:
         traced = traced_of(call, traces)
-        local = layer_model(parent, call, options.rng_seed, traced)
+        local, traced = _local(parent, call, options.rng_seed, traced)
         result.weights = sum(int(np.size(local.point[n])) for n in local.wrt if n in call.names)
         result.elements = sum(int(np.size(local.point[n])) for n in local.wrt if n not in call.names)
         own = dataclasses.replace(own, mode=unit_mode(result.weights + result.elements, len(local.outputs)))
@@ -105,6 +105,22 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, ch
         result.power = layer_power(result.pairs, {n: int(np.size(v)) for n, v in local.point.items()})
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _local(parent, call: LayerCall, seed: int, traced):
+    """(the unit's local function, its signature's trace or None): through the
+    trace where it serves, else the layer's own eager call, which
+    ``check_model`` traces itself and runs eagerly where that fails, as for a
+    whole model (a layer that reads a tensor's value: ``.numpy()``, Python
+    control flow on it)."""
+    if traced is None:
+        return layer_model(parent, call, seed), None
+    try:
+        return layer_model(parent, call, seed, traced), traced
+    except GradcliError:
+        raise
+    except Exception:  # noqa: BLE001 - not traceable: the eager call says what else is wrong
+        return layer_model(parent, call, seed), None
 
 
 def layer_power(pairs: list, sizes: dict):
