@@ -111,3 +111,23 @@ def test_warm_checks_report_the_traced_jvp_as_a_cold_check_does():
         assert not result.ok and pair.forward_probe[0] == 0.0, pair
         explanations.append(pair.explanation)
     assert TRACED in explanations[0] and explanations[1:] == explanations[:1] * 2, explanations
+
+
+def test_only_a_custom_gradient_the_user_wrote_takes_forward_mode_both_ways():
+    """The eager JVP is taken beside the traced one where the user wrote a
+    ``tf.custom_gradient`` (the fixtures' softplus); a library's (TensorFlow
+    Probability's ``bessel_ive`` holds several, in its while loops) is the
+    library's code, as for the spread rule, and the model's JVPs are then
+    taken traced only: one trace, not an eager JVP op by op through each loop."""
+    tf = pytest.importorskip("tensorflow")
+    tfp = pytest.importorskip("tensorflow_probability")
+    from gradcli.verdicts.graph import holds_custom_gradient
+
+    model, inputs = twins.softplus_model(False)
+    x = tf.constant(np.asarray(inputs["x"]))
+    own = tf.function(lambda x: model(x)).get_concrete_function(x).graph
+    library = tf.function(lambda z: tfp.math.bessel_ive(tf.constant(0.5, tf.float64), z)).get_concrete_function(
+        tf.constant([1.0, 2.0], tf.float64)).graph
+    assert holds_custom_gradient(own) and holds_custom_gradient(own, written_by_user=True)
+    assert holds_custom_gradient(library)  # the library does hold one...
+    assert not holds_custom_gradient(library, written_by_user=True)  # ...written by TFP, not the user

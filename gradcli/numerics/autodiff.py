@@ -591,12 +591,15 @@ def batched_jvp(function: Callable, point: dict, tangents: dict, outputs: list[s
     return {o: np.stack([r[o] for r in rows]) for o in outputs}
 
 
-def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[str]) -> dict:
+def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[str],
+               returned: dict | None = None) -> dict:
     """``batched_jvp`` with every JVP taken inside one traced function: a
     concrete function (no autograph) whose body is ``jvp_rows``, the body a
     warm check's ``Program.batched_jvp`` runs: forward mode as a compiled JVP
     or HVP takes it (module docstring: it differs from the eager JVP only at a
-    ``tf.custom_gradient``). Raises where the function cannot be traced."""
+    ``tf.custom_gradient``). ``returned``: output name -> (shape, dtype) where
+    the caller knows them (a trace of the function), else one call at the
+    point tells (``output_specs``). Raises where the function cannot be traced."""
     values = _tensors(point)
     # The weights the function holds as variables are made here, eagerly, and
     # captured by the trace: a trace cannot make a variable from its own input.
@@ -605,7 +608,8 @@ def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[st
     plain = {n: v for n, v in values.items() if n not in variables}
     signature = {n: tf.TensorSpec(v.shape, v.dtype) for n, v in plain.items()}
     stacked, specs = _tangent_batch(tangents)
-    returned = output_specs(function, {**plain, **variables})
+    returned = (output_specs(function, {**plain, **variables}) if returned is None
+                else {o: tf.TensorSpec(shape, dtype) for o, (shape, dtype) in returned.items()})
     with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
         run = tf.function(lambda plain, batch: jvp_rows(function, {**plain, **variables}, batch, outputs, returned),
                           autograph=False).get_concrete_function(signature, specs)

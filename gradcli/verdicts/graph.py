@@ -28,14 +28,14 @@ import sys
 import numpy as np
 
 from gradcli.errors import error_line
-from gradcli.model.core import first_line, trace_specs
+from gradcli.model.core import first_line, is_user_file, trace_specs
 from gradcli.model.paths import relative_path
 from gradcli.numerics.autodiff import functions_run_eagerly
 from gradcli.results import GraphSite
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts.graph_ops import (
     SURROGATE_OPS, TRIVIAL_OPS, ancestors, custom_result_count, cut_description, describe,
-    enclosing_class, floating, gradient_definition, override,
+    _closure, enclosing_class, floating, gradient_definition, override,
 )
 
 tf = import_tensorflow()
@@ -65,15 +65,36 @@ def _holds_calls(graph) -> bool:
     return any(op.type in ("PartitionedCall", "StatefulPartitionedCall") for op in graph.get_operations())
 
 
-def holds_custom_gradient(graph) -> bool:
+def holds_custom_gradient(graph, written_by_user: bool = False) -> bool:
     """Whether ``graph`` or a function of its library holds an ``IdentityN``
     with ``_gradient_op_type`` set (how ``tf.custom_gradient`` marks its
-    results; a ``gradient_override_map`` of an ``IdentityN`` counts too)."""
+    results; a ``gradient_override_map`` of an ``IdentityN`` counts too);
+    with ``written_by_user``, one whose gradient is defined in the user's
+    files (``user_gradient``), not a library's (TensorFlow Probability's
+    special functions hold several)."""
     def custom(nodes):
-        return any(n.op == "IdentityN" and "_gradient_op_type" in n.attr for n in nodes)
+        return any(n.op == "IdentityN" and "_gradient_op_type" in n.attr
+                   and (not written_by_user or user_gradient(n.attr["_gradient_op_type"].s.decode()))
+                   for n in nodes)
 
     definition = graph.as_graph_def()
     return custom(definition.node) or any(custom(f.node_def) for f in definition.library.function)
+
+
+def user_gradient(registered: str) -> bool:
+    """Whether the gradient registered as ``registered`` (a custom gradient's
+    or an override's) is defined outside the libraries: the function decorated
+    with ``tf.custom_gradient``, or the registered function itself. Where it
+    cannot be told, it counts as the user's (every check stays)."""
+    from tensorflow.python.framework import ops as tf_ops
+
+    try:
+        function = tf_ops.gradient_registry.lookup(registered)
+    except LookupError:
+        return True
+    decorated = _closure(_closure(function).get("tape_grad_fn") or (lambda: None)).get("grad_fn")
+    code = getattr(decorated or function, "__code__", None)
+    return code is None or is_user_file(code.co_filename)
 
 
 def _layer_names(model) -> set:
@@ -212,6 +233,18 @@ class TracedGraph:
         if self._custom_gradients is None:
             self._custom_gradients = self.trace() and holds_custom_gradient(self.graph)
         return self._custom_gradients
+
+    _user_custom_gradients: bool | None = None
+
+    @property
+    def user_custom_gradients(self) -> bool:
+        """``custom_gradients`` written in the user's files (``user_gradient``):
+        where the check takes forward mode both ways; a library's (TensorFlow
+        Probability's ``bessel_ive``) is the library's own code, as for the
+        spread rule (``verdicts.spread``)."""
+        if self._user_custom_gradients is None:
+            self._user_custom_gradients = self.custom_gradients and holds_custom_gradient(self.graph, True)
+        return self._user_custom_gradients
 
     # -- reachability ---------------------------------------------------------
 

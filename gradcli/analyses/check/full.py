@@ -201,7 +201,10 @@ class FullCheck:
           gradient (a custom gradient's rule transposed), and eagerly through
           its forward ops;
         * inside one traced function (``jvps_traced``), as a compiled JVP or
-          HVP takes it, where the trace holds a ``tf.custom_gradient``, the
+          HVP takes it, where the trace holds a ``tf.custom_gradient`` the
+          user wrote (a library's, such as TensorFlow Probability's special
+          functions', is the library's code, as for the spread rule: the
+          model's JVPs are then taken traced only, ``jvps_alike``), the
           one op whose JVP depends on where the accumulator runs
           (``numerics.autodiff``'s docstring: eagerly its rule fills in a
           tangent its stop-gradiented forward ops left out, traced never), or
@@ -217,7 +220,7 @@ class FullCheck:
         ways = []
         if graph.traced and graph.calls_functions:
             ways.append((EAGER_FUNCTIONS, autodiff.functions_run_eagerly))
-        if (graph.traced and graph.custom_gradients) or graph.error is not None:
+        if (graph.traced and graph.user_custom_gradients) or graph.error is not None:
             ways.append((TRACED_JVP, self.jvps_traced))
         return ways
 
@@ -285,21 +288,30 @@ class FullCheck:
         one (``jvps_alike``: one trace for every tangent, cheaper than one
         eager JVP each); else eagerly, as the model's call takes it."""
         if self.traced_jvps:
-            return self.products.traced_jvp(tangents, outputs)
+            return self.products.traced_jvp(tangents, outputs, self.output_specs())
         if self.jvps_alike():
             try:
-                return self.products.traced_jvp(tangents, outputs)
+                return self.products.traced_jvp(tangents, outputs, self.output_specs())
             except Exception:  # noqa: BLE001 - not traceable this way: the eager JVPs say
                 pass
         return self.products.batched_jvp(tangents, outputs)
 
-    def jvps_alike(self) -> bool:
-        """Whether a traced JVP is the model's eager one: its call was traced
-        and its trace holds no ``tf.custom_gradient`` (the one op whose JVP
-        depends on where the accumulator runs, ``numerics.autodiff``'s
-        docstring), and tf.functions run as functions (``forward_ways``)."""
+    def output_specs(self) -> dict | None:
+        """Each output's (shape, dtype), from the model's trace (``graph``)
+        where there is one: a traced JVP needs them before it runs."""
         graph = self.graph
-        return (graph is not None and graph.traced and graph.error is None and not graph.custom_gradients
+        if graph is None or not graph.traced:
+            return None
+        return {o: (t.shape, t.dtype) for o, t in graph.outputs.items()}
+
+    def jvps_alike(self) -> bool:
+        """Whether a traced JVP stands for the model's eager one: its call was
+        traced and its trace holds no ``tf.custom_gradient`` the user wrote
+        (the one op whose JVP depends on where the accumulator runs,
+        ``numerics.autodiff``'s docstring; a library's is the library's code,
+        ``forward_ways``), and tf.functions run as functions."""
+        graph = self.graph
+        return (graph is not None and graph.traced and graph.error is None and not graph.user_custom_gradients
                 and not autodiff.functions_eager())
 
     def reverse_jacobians(self, wrt, outputs) -> dict:

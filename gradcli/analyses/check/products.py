@@ -41,10 +41,11 @@ class ModelProducts:
         """J t for a batch of tangents (``autodiff.batched_jvp``)."""
         return autodiff.batched_jvp(self.model.function, self.model.point, tangents, outputs)
 
-    def traced_jvp(self, tangents: dict, outputs) -> dict:
+    def traced_jvp(self, tangents: dict, outputs, returned: dict | None = None) -> dict:
         """``batched_jvp`` with the JVPs taken inside one traced function, as a
-        compiled JVP or HVP takes them (``autodiff.traced_jvp``)."""
-        return autodiff.traced_jvp(self.model.function, self.model.point, tangents, outputs)
+        compiled JVP or HVP takes them (``autodiff.traced_jvp``; ``returned``
+        as there)."""
+        return autodiff.traced_jvp(self.model.function, self.model.point, tangents, outputs, returned)
 
     def jacobians(self, wrt, outputs) -> dict:
         """The reverse-mode Jacobian blocks (``autodiff.jacobians``)."""
@@ -76,9 +77,9 @@ class ProgramProducts(ModelProducts):
         return self._served(lambda: self.program.batched_jvp(self.model.point, tangents, outputs),
                             super().batched_jvp, tangents, outputs)
 
-    def traced_jvp(self, tangents: dict, outputs) -> dict:
+    def traced_jvp(self, tangents: dict, outputs, returned: dict | None = None) -> dict:
         return self._served(lambda: self.program.batched_jvp(self.model.point, tangents, outputs),
-                            super().traced_jvp, tangents, outputs)
+                            super().traced_jvp, tangents, outputs, returned)
 
     def jacobians(self, wrt, outputs) -> dict:
         if self.program is None or not (set(wrt) <= set(self.program.wrt) and set(outputs) <= set(self.program.outputs)):
