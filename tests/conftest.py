@@ -54,6 +54,37 @@ def pytest_cmdline_main(config):
         option.dist = "loadgroup"
 
 
+def grouped_modules() -> set[str]:
+    """The test modules (paths as in node ids) that declare themselves one
+    xdist group (``pytestmark = pytest.mark.xdist_group(__name__)``)."""
+    return {
+        f"tests/{path.name}" for path in Path(__file__).parent.glob("test_*.py")
+        if "pytestmark = pytest.mark.xdist_group(" in path.read_text()
+    }
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown under ``-p no:xdist``
+def pytest_xdist_make_scheduler(config, log):
+    """``loadgroup``, each grouped module one unit of work on one worker, by its
+    node ids: xdist's own loadgroup reads the group from a suffix its workers
+    add to each node id, which pytest 9.2 no longer keeps (pytest-xdist issue
+    1386: every test then spreads alone, and each worker set the module's
+    fixture up again: test_report_faults' 25 s twice). Other tests spread one
+    by one, as ``load`` spreads them."""
+    if config.option.dist != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    grouped = grouped_modules()
+
+    class ModuleGroups(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return module if module in grouped else nodeid
+
+    return ModuleGroups(config, log)
+
+
 class Run:
     """The outcome of one CLI call, with stdout and stderr kept apart."""
 

@@ -23,8 +23,8 @@ import pytest
 import gradcli as api
 from tests.conftest import fixture
 
-#: The kerashub group's worker imports keras-hub once (tests/conftest.py).
-pytestmark = pytest.mark.xdist_group("tests.test_real_libraries_kerashub")
+#: One worker runs this module: its module-scoped fixture builds three backbones (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group(__name__)
 
 #: file -> (the backbone's class name, the pairs that must be disconnected:
 #: weights whose every path to that output is absent by construction).

@@ -35,7 +35,7 @@ from gradcli.results import GraphSite
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts.graph_ops import (
     SURROGATE_OPS, TRIVIAL_OPS, ancestors, custom_result_count, cut_description, describe,
-    _closure, enclosing_class, floating, gradient_definition, override,
+    decorated_function, enclosing_class, floating, gradient_definition, override,
 )
 
 tf = import_tensorflow()
@@ -92,8 +92,7 @@ def user_gradient(registered: str) -> bool:
         function = tf_ops.gradient_registry.lookup(registered)
     except LookupError:
         return True
-    decorated = _closure(_closure(function).get("tape_grad_fn") or (lambda: None)).get("grad_fn")
-    code = getattr(decorated or function, "__code__", None)
+    code = getattr(decorated_function(function) or function, "__code__", None)
     return code is None or is_user_file(code.co_filename)
 
 

@@ -110,6 +110,13 @@ def custom_gradient_function(op):
     return _closure(_custom_grad_fn(op) or (lambda: None)).get("grad_fn")
 
 
+def decorated_function(registered):
+    """The function decorated with ``tf.custom_gradient`` behind a gradient
+    function of TensorFlow's registry (``registered``), else None (an
+    override's registered function is its own)."""
+    return _closure(_closure(registered).get("tape_grad_fn") or (lambda: None)).get("grad_fn")
+
+
 def _custom_grad_fn(op):
     from tensorflow.python.framework import ops as tf_ops
 
