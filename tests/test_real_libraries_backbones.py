@@ -140,3 +140,23 @@ def converged(values: list[float]) -> tuple[float, float]:
     gaps = [abs(a - b) for a, b in zip(values, values[1:])]
     best = int(np.argmin(gaps))
     return values[best + 1], gaps[best]
+
+
+def test_a_backbone_whose_constructor_fixes_a_float32_input_is_checked_in_float64():
+    """keras-hub's WhisperBackbone builds its ``encoder_features`` Input as
+    float32 whatever its dtype, and a functional call converts data to each
+    Input's dtype: the float64 rebuild rounded the features to float32 at the
+    entry, the precision rule then judged the model in float32, and 14 pairs
+    of the correct model failed as inconclusive. Checked in float64, every
+    pair that the architecture connects passes; the decoder's weights never
+    reach the encoder's output."""
+    pytest.importorskip("keras_hub")
+    result = api.check(fixture("hub_whisper_tiny.py"))
+    assert result.ok, result
+    (model,) = result.models
+    assert model.dtype == "float64" and model.tolerance.rtol == 1e-6, (model.dtype, model.tolerance)
+    decoder_only = ("decoder_", "transformer_decoder_layer_")
+    for pair in model.pairs:
+        reaches = not (pair.output == "encoder_sequence_output" and pair.input.startswith(decoder_only))
+        assert pair.verdict == ("pass" if reaches else "disconnected"), (pair.input, pair.output, pair.verdict)
+    assert any(p.input == "encoder_features" and p.verdict == "pass" for p in model.pairs)

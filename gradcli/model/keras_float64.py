@@ -59,6 +59,7 @@ def float64_clone(layer, sample):
     for attempt in attempts:
         try:
             clone = attempt()
+            _float64_inputs(clone)
             if not clone.built:
                 clone(sample)
             _same_weights(layer, clone)
@@ -66,6 +67,21 @@ def float64_clone(layer, sample):
         except Exception as exc:  # the next mechanism, else the first reason
             failure = failure or exc
     raise failure
+
+
+def _float64_inputs(model) -> None:
+    """A functional model's floating Inputs in float64. A functional call
+    converts its data to each Input's dtype, and a library's constructor may
+    fix that dtype whatever the model's (keras-hub's ``WhisperBackbone``
+    builds ``encoder_features`` as float32): its float64 clone would round
+    the data to float32 at the entry, and the check would see float32
+    round-off in a model that computes in float64 after it. Keras keeps an
+    Input's dtype on its tensor alone (``KerasTensor._dtype``, read by
+    ``Functional._convert_inputs_to_tensors``)."""
+    for tensor in getattr(model, "_inputs", None) or ():
+        dtype = getattr(tensor, "_dtype", None)
+        if dtype is not None and _floating_policy(dtype) and dtype != "float64":
+            tensor._dtype = "float64"
 
 
 def _same_weights(layer, clone) -> None:
