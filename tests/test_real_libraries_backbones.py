@@ -142,21 +142,34 @@ def converged(values: list[float]) -> tuple[float, float]:
     return values[best + 1], gaps[best]
 
 
-def test_a_backbone_whose_constructor_fixes_a_float32_input_is_checked_in_float64():
+#: Backbones whose constructors fix a floating dtype the float64 rebuild must
+#: override, and the pairs their architecture leaves disconnected.
+FIXED_FLOAT32 = {
+    # The encoder_features Input is float32 whatever the backbone's dtype; the
+    # decoder's weights never reach the encoder's output.
+    "hub_whisper_tiny.py": lambda pair: pair.output == "encoder_sequence_output" and pair.input.startswith(
+        ("decoder_", "transformer_decoder_layer_")),
+    # The attention's Softmax is built with dtype="float32".
+    "hub_falcon_tiny.py": lambda pair: False,
+}
+
+
+@pytest.mark.parametrize("name", list(FIXED_FLOAT32))
+def test_a_backbone_whose_constructor_fixes_float32_is_checked_in_float64(name):
     """keras-hub's WhisperBackbone builds its ``encoder_features`` Input as
-    float32 whatever its dtype, and a functional call converts data to each
-    Input's dtype: the float64 rebuild rounded the features to float32 at the
-    entry, the precision rule then judged the model in float32, and 14 pairs
-    of the correct model failed as inconclusive. Checked in float64, every
-    pair that the architecture connects passes; the decoder's weights never
-    reach the encoder's output."""
+    float32 (a functional call converts data to each Input's dtype), and
+    Falcon its attention's Softmax with ``dtype="float32"``, whatever the
+    backbone's dtype. The float64 rebuild kept them: the precision rule then
+    judged the model in float32, and pairs of the correct model failed as
+    inconclusive (Whisper 14, Falcon 1). Checked in float64, every pair that
+    the architecture connects passes."""
     pytest.importorskip("keras_hub")
-    result = api.check(fixture("hub_whisper_tiny.py"))
+    result = api.check(fixture(name))
     assert result.ok, result
     (model,) = result.models
     assert model.dtype == "float64" and model.tolerance.rtol == 1e-6, (model.dtype, model.tolerance)
-    decoder_only = ("decoder_", "transformer_decoder_layer_")
+    disconnected = FIXED_FLOAT32[name]
     for pair in model.pairs:
-        reaches = not (pair.output == "encoder_sequence_output" and pair.input.startswith(decoder_only))
-        assert pair.verdict == ("pass" if reaches else "disconnected"), (pair.input, pair.output, pair.verdict)
-    assert any(p.input == "encoder_features" and p.verdict == "pass" for p in model.pairs)
+        expected = "disconnected" if disconnected(pair) else "pass"
+        assert pair.verdict == expected, (pair.input, pair.output, pair.verdict)
+    assert not any("computes in float32" in note for note in model.notes), model.notes

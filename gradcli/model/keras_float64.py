@@ -60,6 +60,7 @@ def float64_clone(layer, sample):
         try:
             clone = attempt()
             _float64_inputs(clone)
+            _float64_sublayers(clone)
             if not clone.built:
                 clone(sample)
             _same_weights(layer, clone)
@@ -82,6 +83,24 @@ def _float64_inputs(model) -> None:
         dtype = getattr(tensor, "_dtype", None)
         if dtype is not None and _floating_policy(dtype) and dtype != "float64":
             tensor._dtype = "float64"
+
+
+def _float64_sublayers(model) -> None:
+    """Every sublayer without weights of its own computes in float64: a
+    library may build one with a fixed floating dtype whatever the model's
+    (keras-hub's Falcon builds its attention's ``Softmax`` with
+    ``dtype="float32"``, for the stability of a float16 model), which a
+    float64 config cannot reach; the check would then see float32 round-off
+    in the middle of a float64 model. A sublayer that holds weights keeps its
+    dtype here: its variables were made in it (``_same_weights`` refuses a
+    float32 trainable weight in the clone)."""
+    import keras
+
+    for sub in model._flatten_layers(include_self=False):
+        policy = getattr(sub, "dtype_policy", None)
+        name = getattr(policy, "name", None)
+        if name in FLOAT_POLICIES and name != "float64" and not sub.weights:
+            sub.dtype_policy = keras.DTypePolicy("float64")
 
 
 def _same_weights(layer, clone) -> None:
