@@ -72,13 +72,19 @@ def holds_custom_gradient(graph, written_by_user: bool = False) -> bool:
     with ``written_by_user``, one whose gradient is defined in the user's
     files (``user_gradient``), not a library's (TensorFlow Probability's
     special functions hold several)."""
-    def custom(nodes):
-        return any(n.op == "IdentityN" and "_gradient_op_type" in n.attr
-                   and (not written_by_user or user_gradient(n.attr["_gradient_op_type"].s.decode()))
-                   for n in nodes)
+    found = custom_gradient_types(graph)
+    return any(map(user_gradient, found)) if written_by_user else bool(found)
 
+
+def custom_gradient_types(graph) -> set[str]:
+    """The registered gradient names of the custom gradients ``graph`` and its
+    function library hold (``holds_custom_gradient``), from one serialization."""
     definition = graph.as_graph_def()
-    return custom(definition.node) or any(custom(f.node_def) for f in definition.library.function)
+    return {
+        n.attr["_gradient_op_type"].s.decode()
+        for nodes in [definition.node, *(f.node_def for f in definition.library.function)]
+        for n in nodes if n.op == "IdentityN" and "_gradient_op_type" in n.attr
+    }
 
 
 def user_gradient(registered: str) -> bool:
@@ -230,7 +236,8 @@ class TracedGraph:
         can differ between an eager accumulator and one inside a traced
         function (``numerics.autodiff``'s docstring). False without a trace."""
         if self._custom_gradients is None:
-            self._custom_gradients = self.trace() and holds_custom_gradient(self.graph)
+            self._gradient_types = custom_gradient_types(self.graph) if self.trace() else set()
+            self._custom_gradients = bool(self._gradient_types)
         return self._custom_gradients
 
     _user_custom_gradients: bool | None = None
@@ -242,7 +249,9 @@ class TracedGraph:
         Probability's ``bessel_ive``) is the library's own code, as for the
         spread rule (``verdicts.spread``)."""
         if self._user_custom_gradients is None:
-            self._user_custom_gradients = self.custom_gradients and holds_custom_gradient(self.graph, True)
+            # The names read when ``custom_gradients`` was first asked: the
+            # graph rules add gradient ops to the trace since, not custom gradients.
+            self._user_custom_gradients = self.custom_gradients and any(map(user_gradient, self._gradient_types))
         return self._user_custom_gradients
 
     # -- reachability ---------------------------------------------------------
