@@ -132,6 +132,9 @@ class FiniteDifferences:
     evaluator: PairEvaluator | None = field(default=None, repr=False)
     #: The default evaluator's traces and in-place loops, by group and path.
     _compiled: dict = field(default_factory=dict, repr=False)
+    #: Chunks auto's timing evaluated (``predict_axes_seconds``), by group,
+    #: kind, rows and steps: the check's first pass takes them, once each.
+    _timed: dict = field(default_factory=dict, repr=False)
     #: The model evaluator: the default ``evaluator``, and always the one that
     #: evaluates plain points (``evaluate``) and points of several groups.
     _model_evaluator: ModelEvaluator = field(init=False, repr=False)
@@ -237,7 +240,7 @@ class FiniteDifferences:
         point = changes.get("point", {})
         if "function" in changes or any(np.shape(v) != np.shape(self.point.get(n)) for n, v in point.items()):
             changes.setdefault("traced", None)
-        return dataclasses.replace(self, evaluations=0, _compiled={}, evaluator=None, **changes)
+        return dataclasses.replace(self, evaluations=0, _compiled={}, _timed={}, evaluator=None, **changes)
 
     def joint_group(self, names) -> bool:
         """Whether ``names`` are one group (``along_joint`` can move them at once)."""
@@ -315,10 +318,14 @@ class FiniteDifferences:
         None when every group's first pass is a single chunk (timing it would cost
         as much as running it).
 
-        Rule: per group, one chunk runs once untimed (tracing, and XLA compiling,
-        are paid here and reused by the check) and once timed; the prediction is
-        that time multiplied by the group's number of chunks. The evaluations
-        count towards ``evaluations``: they are spent."""
+        Rule: per group, the first chunk of its first input runs untimed
+        (tracing, and XLA compiling, are paid here and reused by the check),
+        then its second chunk (the first again when there is one) timed; the
+        prediction is that time multiplied by the group's number of chunks.
+        Both are the chunks the full check's first pass starts with, at the
+        same steps (``along_axes``' rule): kept (``_timed``), it takes them
+        instead of evaluating them again. The evaluations count towards
+        ``evaluations``: they are spent, whichever check runs."""
         if self.one_batch_per_group(names):
             return None
         groups = list(dict.fromkeys(self.group(n) for n in names))
@@ -328,14 +335,17 @@ class FiniteDifferences:
         for group, elements, chunk in zip(groups, sizes, chunks):
             name = group[0]
             flat = self.point[name].reshape(-1)
-            first = np.arange(min(chunk, self.point[name].size))
-            h = (flat[first] + step_size(flat[first], self.rule_dtype(flat.dtype))) - flat[first]
-            part = first + self.offset(name)
-            self._chunk(group, "axes", part, h)  # trace (and compile) untimed
-            started = time.perf_counter()
-            self._chunk(group, "axes", part, h)
-            seconds += (time.perf_counter() - started) / len(h) * elements
-            self.evaluations += 2 * len(SIGNS) * len(h)
+            size = flat.size
+            rows = [np.arange(min(chunk, size)), np.arange(chunk, min(2 * chunk, size)) if size > chunk else None]
+            for timed, first in enumerate(rows):
+                first = rows[0] if first is None else first
+                h = (flat[first] + step_size(flat[first], self.rule_dtype(flat.dtype))) - flat[first]
+                part = first + self.offset(name)
+                started = time.perf_counter()
+                self._timed[_chunk_key(group, "axes", part, h)] = self._chunk(group, "axes", part, h)
+                if timed:
+                    seconds += (time.perf_counter() - started) / len(h) * elements
+                self.evaluations += len(SIGNS) * len(h)
         return seconds
 
     def evaluate(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
@@ -396,8 +406,11 @@ class FiniteDifferences:
             if pad:
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
-            d, fmax, sides = self._chunk(group, kind, part, steps, remaining=max(0, k - start - chunk))
+            timed = self._timed.pop(_chunk_key(group, kind, part, steps), None)
+            d, fmax, sides = timed or self._chunk(group, kind, part, steps, remaining=max(0, k - start - chunk))
             keep = len(steps) - pad
+            if timed is not None:  # evaluated, and counted, by auto's timing
+                self.evaluations -= len(SIGNS) * keep
             for o in self.outputs:
                 values[o].append(np.asarray(d[o])[:keep])
                 largest[o].append(np.asarray(fmax[o])[:keep])
@@ -447,6 +460,12 @@ class FiniteDifferences:
             return None
         dtype = self.point[group[0]].dtype
         return {o: np.asarray(self.center[o]).astype(dtype) for o in self.outputs}
+
+
+def _chunk_key(group, kind, part, steps) -> tuple:
+    """What makes two chunks the same evaluation: the group, the kind of
+    directions, the rows and the steps, to the bit."""
+    return tuple(group), kind, np.asarray(part).tobytes(), np.asarray(steps).tobytes()
 
 
 #: A progress row names at most this many inputs of a pass, then counts the rest:
