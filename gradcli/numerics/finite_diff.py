@@ -187,11 +187,15 @@ class FiniteDifferences:
         if indices is None:
             indices = np.arange(x.size)
         indices = np.asarray(indices, dtype=np.int64)
-        flat = x.reshape(-1)
-        h = step_size(flat[indices], self.rule_dtype(x.dtype))
-        # Make x_i + h exactly representable, so the step taken is the step divided by.
-        h = (flat[indices] + h) - flat[indices]
-        return self.richardson(self.group(name), "axes", indices + self.offset(name), h, settled)
+        return self.richardson(self.group(name), "axes", indices + self.offset(name),
+                               self.axis_steps(name, indices), settled)
+
+    def axis_steps(self, name: str, indices: np.ndarray) -> np.ndarray:
+        """The steps along unit vectors e_i of input ``name`` (``step_size``'s
+        rule), each made so that x_i + h is exactly representable: the step
+        taken is the step divided by."""
+        flat = self.point[name].reshape(-1)[indices]
+        return (flat + step_size(flat, self.rule_dtype(flat.dtype))) - flat
 
     def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0) -> Derivatives:
         """Derivatives along ``directions`` (shape ``[k, *input_shape]``);
@@ -334,13 +338,12 @@ class FiniteDifferences:
         seconds = 0.0
         for group, elements, chunk in zip(groups, sizes, chunks):
             name = group[0]
-            flat = self.point[name].reshape(-1)
-            size = flat.size
-            rows = [np.arange(min(chunk, size)), np.arange(chunk, min(2 * chunk, size)) if size > chunk else None]
-            for timed, first in enumerate(rows):
-                first = rows[0] if first is None else first
-                h = (flat[first] + step_size(flat[first], self.rule_dtype(flat.dtype))) - flat[first]
-                part = first + self.offset(name)
+            size = self.point[name].size
+            first = np.arange(min(chunk, size))
+            second = np.arange(chunk, min(2 * chunk, size)) if size > chunk else first
+            for timed, rows in enumerate((first, second)):
+                h = self.axis_steps(name, rows)
+                part = rows + self.offset(name)
                 started = time.perf_counter()
                 self._timed[_chunk_key(group, "axes", part, h)] = self._chunk(group, "axes", part, h)
                 if timed:
