@@ -11,6 +11,7 @@ the user's file and line (``core.where_raised``), never gradcli's.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import os
@@ -192,8 +193,6 @@ def _local_names(folder: str) -> set[str]:
 
 def _installed(module) -> bool:
     """Built in, or from the standard library or site-packages."""
-    import sysconfig
-
     origin = getattr(module, "__file__", None)
     # A namespace package (a folder without __init__.py) has no file, only its folders.
     places = [origin] if isinstance(origin, str) else [
@@ -201,9 +200,18 @@ def _installed(module) -> bool:
     ]
     if not places:
         return True
-    roots = {os.path.abspath(p) for key, p in sysconfig.get_paths().items()
-             if key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots = _installed_roots()
     return all(any(os.path.abspath(place).startswith(root + os.sep) for root in roots) for place in places)
+
+
+@functools.cache
+def _installed_roots() -> tuple[str, ...]:
+    """The standard library's and site-packages' folders (read once: every
+    import asks about each module of gradcli's and the project's own)."""
+    import sysconfig
+
+    return tuple({os.path.abspath(p) for key, p in sysconfig.get_paths().items()
+                  if key in ("stdlib", "platstdlib", "purelib", "platlib")})
 
 
 def _comes_from(module, folder: str) -> bool:

@@ -156,30 +156,34 @@ def forward(accumulator, y, zeros: bool = False):
     ))
 
 
+@contextlib.contextmanager
 def forward_accumulator(primals, tangents):
     """``tf.autodiff.ForwardAccumulator``, entered under ``FORWARD_MODE`` (module
     docstring). Use as ``with forward_accumulator(p, t) as acc``."""
-    return _Forward(primals, tangents)
+    with FORWARD_MODE:
+        _bound_jvp_functions()
+        with tf.autodiff.ForwardAccumulator(primals, tangents) as accumulator:
+            yield accumulator
 
 
-class _Forward:
-    def __init__(self, primals, tangents):
-        self.primals, self.tangents = primals, tangents
+#: Bound on TensorFlow's process-wide cache of forward-mode op functions, one
+#: per op signature a JVP meets (35-56 for a 2-layer keras-hub transformer).
+JVP_FUNCTIONS_MAX = 256
 
-    def __enter__(self):
-        FORWARD_MODE.acquire()
-        try:
-            self.accumulator = tf.autodiff.ForwardAccumulator(self.primals, self.tangents)
-            return self.accumulator.__enter__()
-        except BaseException:
-            FORWARD_MODE.release()
-            raise
 
-    def __exit__(self, *exc):
-        try:
-            return self.accumulator.__exit__(*exc)
-        finally:
-            FORWARD_MODE.release()
+def _bound_jvp_functions() -> None:
+    """Empty that cache past ``JVP_FUNCTIONS_MAX``: a signature not in it is
+    looked up by a scan of every entry, so a process that checks many models
+    (a test suite, an API caller) paid more for each (the suite's eager-JVP
+    modules: 71 s unbounded, 57-61 s bounded at 64 to 1024). The per-op trace
+    counts go too (past 32 TensorFlow relaxes an op's shapes): what a check
+    traces does not depend on how many models the process saw."""
+    from tensorflow.python.eager import forwardprop
+
+    cache = getattr(forwardprop, "_jvp_function_cache", None)
+    if cache is not None and len(cache) > JVP_FUNCTIONS_MAX:
+        cache.clear()
+        getattr(forwardprop, "_TRACE_COUNT", {}).clear()
 
 
 def sources_of(function: Callable, values: dict, wrt: list[str]) -> tuple[dict, list]:
@@ -554,16 +558,24 @@ def _forward(function, values, wrt, outputs):
     return blocks
 
 
-#: Forward-mode Jacobians of inputs of up to this many elements take their
-#: columns as eager JVPs, larger ones in one traced function (``_columns``).
+#: Up to this many tangents, JVPs are taken eagerly, one each; more in one
+#: traced function (``traced_in_one``). Measured at k = 3, a fresh trace as each
+#: check takes it: traced 0.04-0.6 s against eager 0.003-0.28 s on small models
+#: and a tiny GPT-2, 1.8 s against 0.9 s on a 2-layer GPT-2, 17 s against 15 s
+#: on tfp.math.bessel_ive (TensorFlow caches eager per-op JVPs across models).
 EAGER_MAX_TANGENTS = 32
+
+
+def traced_in_one(tangents: dict) -> bool:
+    """Whether tangents ``[k, *shape]`` are past ``EAGER_MAX_TANGENTS``: the one rule."""
+    return len(next(iter(tangents.values()))) > EAGER_MAX_TANGENTS
 
 
 def _columns(function, values, tangents, outputs) -> dict:
     """``_forward``'s JVPs: eagerly up to ``EAGER_MAX_TANGENTS``, as the
     model's call takes them, else in one trace (``traced_jvp``), and eagerly
     where the function cannot be traced (a failure of its own raises there)."""
-    if len(next(iter(tangents.values()))) > EAGER_MAX_TANGENTS:
+    if traced_in_one(tangents):
         try:
             return traced_jvp(function, values, tangents, outputs)
         except Exception:  # noqa: BLE001 - not traceable: eager JVPs, where a real failure raises
@@ -630,10 +642,7 @@ def jvp_rows(function: Callable, values: dict, batch: dict, outputs: list[str], 
     one accumulator each, inside a trace: the body of every traced JVP
     (``traced_jvp``, ``Program.batched_jvp``); ``returned`` holds the outputs'
     specs. The rows run in a ``tf.map_fn``, so the JVP is traced once whatever
-    k is. Measured against ``tf.vectorized_map`` and unrolled rows (a 6-16-3
-    MLP with a custom gradient, trace and run): 0.07-0.11 s, against pfor's
-    0.17-0.34 s and the unrolled rows' 0.17 s (6 tangents) to 2.1 s (64); 6 to
-    64 eager JVPs took 0.15-0.42 s."""
+    k is (a 6-16-3 MLP, trace and run: 0.07-0.11 s; pfor 0.17-0.34 s)."""
     returned = {o: returned[o] for o in outputs}
     return tf.map_fn(lambda t: jvp_tensors(function, values, t, outputs), batch, fn_output_signature=returned)
 

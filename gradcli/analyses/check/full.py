@@ -204,7 +204,7 @@ class FullCheck:
           HVP takes it, where the trace holds a ``tf.custom_gradient`` the
           user wrote (a library's, such as TensorFlow Probability's special
           functions', is the library's code, as for the spread rule: the
-          model's JVPs are then taken traced only, ``jvps_alike``), the
+          model's JVPs are then taken one way only, ``batched_jvp``), the
           one op whose JVP depends on where the accumulator runs
           (``numerics.autodiff``'s docstring: eagerly its rule fills in a
           tangent its stop-gradiented forward ops left out, traced never), or
@@ -284,12 +284,12 @@ class FullCheck:
 
     def batched_jvp(self, tangents: dict, outputs) -> dict:
         """J t for a batch of tangents (``products``): inside one traced
-        function while ``jvps_traced``, or where the traced JVP is the eager
-        one (``jvps_alike``: one trace for every tangent, cheaper than one
-        eager JVP each); else eagerly, as the model's call takes it."""
+        function while ``jvps_traced``, or for more tangents than a few eager
+        JVPs cost (``autodiff.traced_in_one``) where the traced JVP is the
+        eager one (``jvps_alike``); else eagerly, as the model's call takes it."""
         if self.traced_jvps:
             return self.products.traced_jvp(tangents, outputs, self.output_specs())
-        if self.jvps_alike():
+        if autodiff.traced_in_one(tangents) and self.jvps_alike():
             try:
                 return self.products.traced_jvp(tangents, outputs, self.output_specs())
             except Exception:  # noqa: BLE001 - not traceable this way: the eager JVPs say
