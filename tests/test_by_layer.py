@@ -457,6 +457,60 @@ def test_a_wrong_loss_at_exact_kinks_fails_at_the_nearby_point_too():
     assert all(not row["failed"] for row in result["layers"])
 
 
+def test_kinks_that_cancel_through_the_chain_rule_are_judged_at_a_nearby_point():
+    """relu(z) - relu(-z) is z: the network is linear, and differentiable along
+    every direction, but on its padding rows z is exactly 0 and the chain rule
+    through each relu's gradient (0 at 0) gives 0 there. Closed form (numpy,
+    float64): the input gradient of sum(c * output) is c W2^T W1^T on every
+    row; TensorFlow's is that on the data rows and 0 on the padding rows. So
+    the joint row's one-sided slopes agree with each other and not with the
+    analytic value (a clean mismatch, as NASNetMobile's at initialization);
+    every layer passes or is a kink, and at a nearby point the whole model
+    passes: the row is a kink, not a failure (before the rule, exit 1)."""
+    import tensorflow as tf
+
+    from gradcli.model.loading import import_model_file
+
+    module = import_model_file(fixture("by_layer_kinks_cancel.py"))
+    x = module.inputs(np.random.default_rng(0))["x"]
+    w1, b1 = (np.asarray(w, np.float64) for w in module.model.get_layer("pre").weights)
+    w2 = np.asarray(module.model.get_layer("head").weights[0], np.float64)
+    assert np.all(b1 == 0.0) and np.all(x[4:] == 0.0)  # the padding rows' pre-activations are exactly 0
+    c = np.random.default_rng(1).standard_normal((8, 3))
+    exact = c @ w2.T @ w1.T
+    xt = tf.constant(x)
+    with tf.GradientTape() as tape:
+        tape.watch(xt)
+        s = tf.reduce_sum(module.model(xt) * tf.constant(c, tf.float32))
+    taped = tape.gradient(s, xt).numpy()
+    np.testing.assert_allclose(taped[:4], exact[:4], rtol=1e-4, atol=1e-5)
+    assert np.all(taped[4:] == 0.0) and np.min(np.abs(exact[4:])) > 1e-3
+
+    run = gradcli("check", fixture("by_layer_kinks_cancel.py"), "--mode", "fast", "--by-layer", "--json")
+    assert run.exit_code == 0, run
+    (result,) = run.result["models"]
+    (pair,) = result["pairs"]
+    assert pair["input"].endswith("inputs jointly") and pair["verdict"] == "kink" and not pair["failed"]
+    assert "agree with each other but not with the analytic value" in pair["explanation"]
+    assert "at a nearby point" in pair["explanation"] and "passes" in pair["explanation"]
+    rows = {row["path"]: row for row in result["layers"]}
+    assert all(not row["failed"] for row in rows.values())
+    assert rows["net/up"]["verdict"] == rows["net/down"]["verdict"] == "kink"
+
+
+def test_a_wrong_loss_on_kinks_that_cancel_still_fails():
+    """The same network trained with a loss whose gradient is 3/4 of the true
+    one: its joint row is a clean mismatch at the point and fails at the
+    nearby point too."""
+    run = gradcli("check", fixture("by_layer_kinks_cancel_bad_loss.py"), "--mode", "fast", "--by-layer", "--json")
+    assert run.exit_code == 1, run
+    (result,) = run.result["models"]
+    (pair,) = result["pairs"]
+    assert pair["failed"] and pair["verdict"] == "mismatch"
+    assert any("at a nearby point" in w and "fails too" in w for w in pair["warnings"])
+    assert all(not row["failed"] for row in result["layers"])
+
+
 def _joint_threads(monkeypatch):
     """Record the thread each whole-model joint check runs on."""
     import threading

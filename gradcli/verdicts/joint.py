@@ -27,10 +27,18 @@ def judge_joint_kinks(pair, probes: int, gap, settled, between, agrees, slopes: 
     failure (the point is not differentiable along the probes: a relu input
     exactly at 0, a dead channel's zero moved by its bias), and the layer
     table judges the layers. Slopes that do not settle: ``inconclusive``,
-    still a failure. Those, and slopes with a gap that do not bound the
-    analytic value, go to the nearby-point rule (``judge_nearby``, when
-    ``at_nearby_point`` is given: the check not already at a nearby point); a
-    clean mismatch (settled slopes, no gap) stands."""
+    still a failure. Every other failing row goes to the nearby-point rule
+    (``judge_nearby``, when ``at_nearby_point`` is given: the check not
+    already at a nearby point): slopes that do not settle, slopes with a gap
+    that do not bound the analytic value, and settled slopes that agree with
+    each other but not with the analytic value. The last is what a bug outside
+    every layer gives (it fails nearby too), and also what the chain rule gives
+    through activations exactly on their kinks: the composition of each
+    kink's one-sided derivative need not be the derivative of the whole, even
+    where the whole is differentiable along the probe (relu(z) - relu(-z) at
+    z = 0 is z, with slope 1; the chain rule gives 0). A joint row is judged
+    only when every layer passed, and the chain rule is right almost
+    everywhere, so a nearby point off the kinks tells the two apart."""
     if np.all(~gap & settled & agrees):
         pair.verdict, pair.failed, pair.reverse_failed = PASS, False, False
         pair.failing, pair.n_failing = [], 0
@@ -58,11 +66,12 @@ def judge_joint_kinks(pair, probes: int, gap, settled, between, agrees, slopes: 
                 f"one-sided slopes do not settle as the step shrinks: the network crosses kinks at every "
                 f"scale of the step along them; {slopes}): the layer table judges each layer"
             )
-        if at_nearby_point is not None and (np.any(~settled) or np.any(gap)):  # kinks' evidence, not a clean mismatch
-            judge_nearby(pair, at_nearby_point(), slopes, moved)
+        if at_nearby_point is not None:
+            clean = bool(np.all(settled & ~gap))  # slopes that agree with each other, not with the analytic value
+            judge_nearby(pair, at_nearby_point(), slopes, moved, clean)
 
 
-def judge_nearby(pair, nearby, slopes: str, moved: str) -> None:
+def judge_nearby(pair, nearby, slopes: str, moved: str, clean: bool = False) -> None:
     """The nearby-point rule for a joint row the one-sided slopes cannot
     settle: slopes that do not settle, or an analytic value outside them
     (``judge_joint_kinks``), are what kinks of many elements at once give: a
@@ -76,13 +85,29 @@ def judge_nearby(pair, nearby, slopes: str, moved: str) -> None:
     is ``kink``, not a failure, with a warning (the evidence: slopes that do
     not settle or do not bound the analytic value at the point, a non-smooth
     op on the path, a right gradient nearby); it fails there, and the row
-    stands, with a warning giving that check's verdict."""
+    stands, with a warning giving that check's verdict. ``clean``: the
+    slopes settled and agreed with each other, not with the analytic value
+    (the chain rule through activations exactly on their kinks,
+    ``judge_joint_kinks``), which the explanation then says."""
     where = f"at a nearby point (every input moved: {moved})"
     if nearby.failed:
         pair.warnings.append(f"{where} the whole model's joint check fails too ({nearby.verdict}: "
                              f"{nearby.explanation})")
         return
     pair.verdict, pair.failed, pair.reverse_failed = KINK, False, False
+    if clean:
+        pair.explanation = (
+            "the point sits on kinks of its activations: along the failing joint probes the one-sided "
+            f"slopes agree with each other but not with the analytic value ({slopes}), as the chain rule "
+            "gives through activations exactly on their kinks (each kink's one-sided derivative, composed, "
+            f"need not be the derivative of the whole); {where} the whole model passes its joint check "
+            f"({nearby.verdict}): not a failure; the layer table judges each layer"
+        )
+        pair.warnings.append(
+            "the gradient at the point is the chain rule through activations exactly on their kinks, "
+            f"not the whole model's derivative along the joint probes; {where} it passes"
+        )
+        return
     pair.explanation = (
         f"{EXPLANATIONS[KINK]} along the failing joint probes ({slopes}): at the point their one-sided "
         "slopes do not settle or do not bound the analytic value, as kinks of many elements at once "
