@@ -457,6 +457,23 @@ def test_a_wrong_loss_at_exact_kinks_fails_at_the_nearby_point_too():
     assert all(not row["failed"] for row in result["layers"])
 
 
+@pytest.mark.parametrize("autodiff, said", [
+    ("both", "; forward mode agrees (along joint probe 0)"),
+    ("reverse", ""),
+])
+def test_a_failing_joint_row_names_forward_mode_only_where_it_was_taken(autodiff, said):
+    """The joint row's reverse-mode projections disagree (a wrong Swish inside):
+    forward mode is taken along joint probe 0 only, and not at all with
+    ``--autodiff reverse``; the explanation said "forward mode agrees" either way."""
+    run = gradcli("check", fixture("by_layer_modules.py"), "--mode", "fast", "--layers", "blocks/1*",
+                  "--autodiff", autodiff, "--json")
+    assert run.exit_code == 1, run
+    (result,) = run.result["models"]
+    joint = next(p for p in result["pairs"] if p["input"].endswith("inputs jointly"))
+    assert joint["verdict"] == "mismatch"
+    assert joint["explanation"] == "reverse mode (the gradient) disagrees with finite differences" + said
+
+
 def test_kinks_that_cancel_through_the_chain_rule_are_judged_at_a_nearby_point():
     """relu(z) - relu(-z) is z: the network is linear, and differentiable along
     every direction, but on its padding rows z is exactly 0 and the chain rule

@@ -232,7 +232,10 @@ def compare_projections(
         pair.power = detectable_error(float(np.max(allowed)), len(allowed), element_size)
     pair = _verdict(pair, rev, numeric, fd_error, disconnected, tol, scale=scale)
     if pair.verdict == MISMATCH and comparable(fwd, numeric).all() and comparable(rev, numeric).all():
-        pair.explanation = _mode_explanation(pair.reverse_failed, bool(forward_bad.any()))
+        # Forward mode is named only where it was compared here; taken elsewhere,
+        # its agreement is said there (``mark_forward_agreement``).
+        pair.explanation = (REVERSE_DISAGREES if forward is None
+                            else _mode_explanation(pair.reverse_failed, bool(forward_bad.any())))
     return pair
 
 
@@ -274,9 +277,22 @@ def product_quantile(probes: int) -> float:
     return q
 
 
+#: A projection's mismatch where only reverse mode was compared.
+REVERSE_DISAGREES = "reverse mode (the gradient) disagrees with finite differences"
+
+
+def mark_forward_agreement(pair: PairResult, along: str) -> None:
+    """A mismatch of reverse mode's projections (``REVERSE_DISAGREES``) whose
+    forward mode was then taken and agrees with finite differences (``along``:
+    on which probes) says so: where the bug is not (a custom gradient whose
+    forward mode runs through its forward ops). Said only once it is known."""
+    if pair.verdict == MISMATCH and pair.explanation == REVERSE_DISAGREES:
+        pair.explanation = f"{REVERSE_DISAGREES}; forward mode agrees ({along})"
+
+
 def _mode_explanation(reverse_failed: bool, forward_failed: bool) -> str:
     return {
-        (True, False): "reverse mode (the gradient) disagrees with finite differences; forward mode agrees",
+        (True, False): f"{REVERSE_DISAGREES}; forward mode agrees",
         (False, True): "forward mode (ForwardAccumulator) disagrees with finite differences; reverse mode agrees",
         (True, True): "reverse and forward mode both disagree with finite differences",
     }[(reverse_failed, forward_failed)]

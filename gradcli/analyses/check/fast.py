@@ -84,7 +84,8 @@ class FastCheck(FullCheck):
             }
             for o in outputs
         }
-        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
+        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection),
+                          self.forward_checked)
 
     def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:
         """One pair's probes in reverse mode against finite differences."""

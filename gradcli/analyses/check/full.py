@@ -88,15 +88,20 @@ class FullCheck:
                 block = analytic[(o, n)]
                 ju = u @ block.reshape(size, u.shape[1]).T if isinstance(block, np.ndarray) else 0.0
                 reverse[o][n] = np.sum(v * ju, axis=1)  # None: disconnected; a wrong shape is its pair's
-        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, numeric, reverse))
+        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, numeric, reverse),
+                          self.forward_checked)
 
     @staticmethod
-    def mark_forward(pairs, failures) -> None:
-        """Pairs whose forward mode is wrong fail, and say so (``compare.mark_forward_failure``)."""
+    def mark_forward(pairs, failures, checked=frozenset()) -> None:
+        """Pairs whose forward mode is wrong fail, and say so
+        (``compare.mark_forward_failure``); a reverse-mode mismatch whose forward
+        mode was taken (``checked``) and agrees says that (``compare.mark_forward_agreement``)."""
         for pair in pairs:
             worst = failures.get((pair.input, pair.output))
             if worst is not None:
                 compare.mark_forward_failure(pair, *worst)
+            elif (pair.input, pair.output) in checked:
+                compare.mark_forward_agreement(pair, f"along {FORWARD_PROBES} random tangents of its own")
 
     def forward_failures(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
         """Pairs whose forward-mode projections are wrong, each with its worst
@@ -176,9 +181,12 @@ class FullCheck:
         """``forward_failures``, taken every way of ``forward_ways``; a forward
         pass that raises leaves the reverse-mode verdicts standing, with a
         warning on every pair that says why."""
+        checked = {(p.input, p.output) for p in pairs if p.verdict in FORWARD_CHECKED}
+        self.forward_checked = frozenset()
         try:
             failures = self.each_forward_way(
                 pairs, lambda: self.forward_failures(pairs, tangents, cotangents, numeric, reverse))
+            self.forward_checked = checked - set(failures)
             return {key: worst for key, worst in failures.items() if not self.forward_unavailable(pairs, *key)}
         except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
             if raised_in_gradcli(exc):
@@ -187,6 +195,9 @@ class FullCheck:
             for pair in pairs:
                 pair.warnings.append(f"forward mode could not be checked: {problem}")
             return {}
+
+    #: The pairs whose forward mode the last ``checked_forward`` took and found right.
+    forward_checked: frozenset = frozenset()
 
     #: Whether ``batched_jvp`` takes the JVPs inside one traced function (``jvps_traced``).
     traced_jvps = False

@@ -84,6 +84,9 @@ class JointCheck(FastCheck):
                     worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
                 if worst is not None:
                     compare.mark_forward_failure(pair, *worst)
+                elif (pair.input, o) in self.forward_checked:
+                    probes = ", ".join(str(p) for p in range(JOINT_FORWARD_PROBES))
+                    compare.mark_forward_agreement(pair, f"along joint probe {probes}")
             pairs.append(pair)
         return pairs
 
@@ -132,6 +135,7 @@ class JointCheck(FastCheck):
         forward pass that raises leaves the pair standing, with a warning."""
         k = JOINT_FORWARD_PROBES
         tangents = {n: t[:k] for n, t in tangents.items()}
+        self.forward_checked = frozenset()
 
         def take() -> dict:
             jvp = self.batched_jvp(tangents, [o])[o]
@@ -141,7 +145,9 @@ class JointCheck(FastCheck):
             return {} if worst is None else {o: worst}
 
         try:
-            return self.each_forward_way([pair], take).get(o)
+            worst = self.each_forward_way([pair], take).get(o)
+            self.forward_checked = frozenset() if worst is not None else frozenset({(pair.input, o)})
+            return worst
         except Exception as exc:  # forward mode raised: the reverse-mode verdict stands
             if raised_in_gradcli(exc):
                 raise
