@@ -84,8 +84,7 @@ class FastCheck(FullCheck):
             }
             for o in outputs
         }
-        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, along, reverse_projection),
-                          self.forward_checked)
+        self.mark_forward(pairs, *self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
 
     def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:
         """One pair's probes in reverse mode against finite differences."""

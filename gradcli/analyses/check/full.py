@@ -88,19 +88,18 @@ class FullCheck:
                 block = analytic[(o, n)]
                 ju = u @ block.reshape(size, u.shape[1]).T if isinstance(block, np.ndarray) else 0.0
                 reverse[o][n] = np.sum(v * ju, axis=1)  # None: disconnected; a wrong shape is its pair's
-        self.mark_forward(pairs, self.checked_forward(pairs, tangents, cotangents, numeric, reverse),
-                          self.forward_checked)
+        self.mark_forward(pairs, *self.checked_forward(pairs, tangents, cotangents, numeric, reverse))
 
     @staticmethod
-    def mark_forward(pairs, failures, checked=frozenset()) -> None:
+    def mark_forward(pairs, failures, agreed=frozenset()) -> None:
         """Pairs whose forward mode is wrong fail, and say so
         (``compare.mark_forward_failure``); a reverse-mode mismatch whose forward
-        mode was taken (``checked``) and agrees says that (``compare.mark_forward_agreement``)."""
+        mode was taken and agrees (``agreed``) says that (``compare.mark_forward_agreement``)."""
         for pair in pairs:
             worst = failures.get((pair.input, pair.output))
             if worst is not None:
                 compare.mark_forward_failure(pair, *worst)
-            elif (pair.input, pair.output) in checked:
+            elif (pair.input, pair.output) in agreed:
                 compare.mark_forward_agreement(pair, f"along {FORWARD_PROBES} random tangents of its own")
 
     def forward_failures(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
@@ -177,27 +176,24 @@ class FullCheck:
             p = int(np.argmax(np.where(bad, np.nan_to_num(np.abs(forward - numeric_projection), nan=np.inf), -1.0)))
         return p, float(forward[p]), float(numeric_projection[p])
 
-    def checked_forward(self, pairs, tangents, cotangents, numeric, reverse) -> dict:
-        """``forward_failures``, taken every way of ``forward_ways``; a forward
-        pass that raises leaves the reverse-mode verdicts standing, with a
-        warning on every pair that says why."""
-        checked = {(p.input, p.output) for p in pairs if p.verdict in FORWARD_CHECKED}
-        self.forward_checked = frozenset()
+    def checked_forward(self, pairs, tangents, cotangents, numeric, reverse) -> tuple[dict, frozenset]:
+        """``forward_failures``, taken every way of ``forward_ways``, and the
+        pairs whose forward mode was taken and agreed; a forward pass that
+        raises leaves the reverse-mode verdicts standing, with a warning on
+        every pair that says why (no failure, no agreement)."""
+        taken = {(p.input, p.output) for p in pairs if p.verdict in FORWARD_CHECKED}
         try:
             failures = self.each_forward_way(
                 pairs, lambda: self.forward_failures(pairs, tangents, cotangents, numeric, reverse))
-            self.forward_checked = checked - set(failures)
-            return {key: worst for key, worst in failures.items() if not self.forward_unavailable(pairs, *key)}
+            wrong = {key: worst for key, worst in failures.items() if not self.forward_unavailable(pairs, *key)}
+            return wrong, frozenset(taken - set(failures))
         except Exception as exc:  # forward mode raised: the reverse-mode verdicts stand
             if raised_in_gradcli(exc):
                 raise
             problem = diagnose.raised(exc, self.model, True, forward=True)
             for pair in pairs:
                 pair.warnings.append(f"forward mode could not be checked: {problem}")
-            return {}
-
-    #: The pairs whose forward mode the last ``checked_forward`` took and found right.
-    forward_checked: frozenset = frozenset()
+            return {}, frozenset()
 
     #: Whether ``batched_jvp`` takes the JVPs inside one traced function (``jvps_traced``).
     traced_jvps = False

@@ -65,13 +65,14 @@ class JointCheck(FastCheck):
             pair = self.compare_projection(label, o, u, v, jtv, flat(numeric.values[o]), flat(numeric.errors[o]))
             analytic = np.sum(u * jtv, axis=1)
             forward = self.options.autodiff == "both"
-            worst, taken = None, False
+            worst, agreed, taken = None, False, False
             if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
                 if forward and not self.layer_verdict.done():
                     # The layer pass still runs beside: the forward-mode product
                     # is taken while it ends, not after (a failing layer keeps
                     # the row as it is, and forward mode is then checked).
-                    worst, taken = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic), True
+                    worst, agreed = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
+                    taken = True
                 if self.layer_verdict.result():
                     pair.warnings.append(
                         "not examined for kinks along the probes: a failing layer in the layer table "
@@ -81,10 +82,10 @@ class JointCheck(FastCheck):
                     self.settle_on_kinks(pair, tangents, v, o, analytic)
             if pair.verdict in FORWARD_CHECKED and forward:
                 if not taken:
-                    worst = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
+                    worst, agreed = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
                 if worst is not None:
                     compare.mark_forward_failure(pair, *worst)
-                elif (pair.input, o) in self.forward_checked:
+                elif agreed:
                     probes = ", ".join(str(p) for p in range(JOINT_FORWARD_PROBES))
                     compare.mark_forward_agreement(pair, f"along joint probe {probes}")
             pairs.append(pair)
@@ -131,11 +132,12 @@ class JointCheck(FastCheck):
 
     def checked_joint_forward(self, pair, tangents, cotangents, o, numeric, reverse):
         """Forward mode along the first ``JOINT_FORWARD_PROBES`` joint tangents
-        (``forward_probe``'s rule), taken every way of ``forward_ways``; a
-        forward pass that raises leaves the pair standing, with a warning."""
+        (``forward_probe``'s rule), taken every way of ``forward_ways``: the
+        worst failing probe (or None) and whether forward mode was taken and
+        agreed; a forward pass that raises leaves the pair standing, with a
+        warning (no failure, no agreement)."""
         k = JOINT_FORWARD_PROBES
         tangents = {n: t[:k] for n, t in tangents.items()}
-        self.forward_checked = frozenset()
 
         def take() -> dict:
             jvp = self.batched_jvp(tangents, [o])[o]
@@ -146,15 +148,14 @@ class JointCheck(FastCheck):
 
         try:
             worst = self.each_forward_way([pair], take).get(o)
-            self.forward_checked = frozenset() if worst is not None else frozenset({(pair.input, o)})
-            return worst
+            return worst, worst is None
         except Exception as exc:  # forward mode raised: the reverse-mode verdict stands
             if raised_in_gradcli(exc):
                 raise
             pair.warnings.append(
                 f"forward mode could not be checked: {diagnose.raised(exc, self.model, True, forward=True)}"
             )
-            return None
+            return None, False
 
 def joint_input(count: int) -> str:
     """The input named by a joint pair (``JointCheck``)."""
