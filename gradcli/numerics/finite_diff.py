@@ -78,12 +78,19 @@ __all__ = [
 
 #: Inputs are differenced together in one group, smallest first, while the
 #: group stays within this many elements; larger inputs get a group of their
-#: own. Rule: a group costs one trace of the model (about 0.3 s), and each of
+#: own. Rule: a group costs one trace of the model (0.3-0.6 s) and, where XLA
+#: pays (``in_place.XLA_PAYS_SECONDS``), one compilation (0.6-2.6 s); each of
 #: its evaluations reads its inputs from a split of the group's vector, a copy
-#: of the whole group (about 1.6 ns per element per direction, so a group of S
-#: elements pays about 1.6 ns * S**2 over its pass): sharing pays while that
-#: stays under a trace, S below about 13,000; 8,192 leaves a margin.
-SHARED_GROUP_MAX = 8192
+#: (about 1.6 ns per element per direction plain), so a group of S elements
+#: pays about 1.6 ns * S**2 over its pass. Many small groups also each stay
+#: under XLA's threshold and run plain, 4-7x slower per evaluation on a
+#: keras-hub transformer. Measured (full check, 2 cores, bench/README.md) at
+#: 8,192 / 16,384 / 32,768 / 65,536 elements: MLPs of 10k weights 1.47 / 1.19
+#: / 1.07 / 1.18 s and 43k 3.86 / 3.36 / 3.48 / 5.30 s; 2-layer keras-hub
+#: GPT-2 14.8 / 13.9 / 11.6 / 11.6 s, BERT 19.7 / 16.4 / 13.9 / 16.0 s, Llama
+#: 26.4 / 23.4 / 20.0 / 22.1 s. 32,768 is the fastest or within noise of it
+#: on all five; past it the copies of one large group cost more than traces.
+SHARED_GROUP_MAX = 32768
 
 
 @dataclass
