@@ -238,6 +238,50 @@ def test_small_inputs_share_a_group_up_to_the_limit_and_large_ones_are_alone():
     assert FiniteDifferences(lambda v: v, point, [], wrt=list(sizes), joint=True).group("big") == tuple(sizes)
 
 
+class RecordingEvaluator:
+    """A ``PairEvaluator`` (the public protocol) that records the directions
+    still to come with each chunk and evaluates f = sum of every input's sum
+    of squares, whose central differences are exact: 2 x_i."""
+
+    def __init__(self, point):
+        self.point, self.remaining = point, []
+
+    def evaluate_pairs(self, group, kind, part, steps, remaining=0):
+        self.remaining.append((group, len(part), remaining))
+        flat = np.concatenate([self.point[n].reshape(-1) for n in group])
+        total = sum(float(np.sum(v * v)) for v in self.point.values())
+        at = flat[part]
+        up = total - at * at + (at + steps) ** 2
+        down = total - at * at + (at - steps) ** 2
+        return {"y": up}, {"y": down}
+
+
+def test_the_xla_rule_counts_every_planned_direction_of_a_group():
+    """The full check plans its pass (``plan_axes``): a chunk's directions still
+    to come are the rest of its input's and every element of the group's
+    inputs not taken yet, so a group of many small inputs can be predicted to
+    pay for XLA as a whole. Truth: the sizes (30 + 20 + 10 elements, chunks of 8)."""
+    sizes = {"a": 30, "b": 20, "c": 10}
+    point = {n: np.linspace(0.5, 1.5, k) for n, k in sizes.items()}
+    evaluator = RecordingEvaluator(point)
+    fd = FiniteDifferences(lambda v: v, point, ["y"], wrt=list(sizes), chunk=8, evaluator=evaluator)
+    assert fd.group("a") == ("a", "b", "c")
+    fd.plan_axes(list(sizes))
+    expected = []
+    for n in sizes:
+        d = fd.along_axes(n, settled=lambda values, roundoff: np.ones(len(values["y"]), bool))
+        np.testing.assert_allclose(d.values["y"], 2 * point[n], rtol=1e-9)
+        later = sum(sizes[m] for m in list(sizes)[list(sizes).index(n) + 1:])
+        expected += [max(0, sizes[n] - start - 8) + later for start in range(0, sizes[n], 8)]
+    assert [r for _, _, r in evaluator.remaining] == expected
+    assert expected[0] == 22 + 30  # a's first chunk: 22 of a's own, all of b and c
+    # Without a plan, only the input at hand's directions count (as for a lone call).
+    evaluator.remaining.clear()
+    FiniteDifferences(lambda v: v, point, ["y"], wrt=list(sizes), chunk=8, evaluator=evaluator).along_axes(
+        "b", settled=lambda values, roundoff: np.ones(len(values["y"]), bool))
+    assert [r for _, _, r in evaluator.remaining] == [12, 4, 0]
+
+
 # -- FiniteDifferences: the second pass runs only where it is asked for -----------
 
 

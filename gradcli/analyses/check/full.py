@@ -51,6 +51,7 @@ class FullCheck:
     def run(self) -> list[PairResult]:
         analytic = self.reverse_jacobians(self.model.wrt, self.outputs)
         self.columns = {}  # input -> its numeric Jacobian columns (``pairs_for``)
+        self.fd.plan_axes(self.model.wrt)
         pairs = [
             pair
             for name in self.model.wrt
