@@ -54,6 +54,19 @@ def pytest_cmdline_main(config):
         option.dist = "loadgroup"
 
 
+def as_a_terminal_job() -> None:
+    """``preexec_fn`` of a command a test sends Ctrl-C (SIGINT) to: SIGINT and
+    SIGQUIT at their defaults, as in a terminal's foreground job. A shell that
+    starts ``pytest`` as a background job without job control (``pytest &``
+    in a script, some CI runners) starts it with both ignored, and every
+    process it starts inherits that across exec: the command would never
+    see the Ctrl-C (the 4 interrupt tests failed that way)."""
+    import signal
+
+    for number in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(number, signal.SIG_DFL)
+
+
 def grouped_modules() -> set[str]:
     """The test modules (paths as in node ids) that declare themselves one
     xdist group (``pytestmark = pytest.mark.xdist_group(__name__)``)."""

@@ -23,7 +23,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from tests.conftest import ROOT, fixture, sample
+from tests.conftest import ROOT, as_a_terminal_job, fixture, sample
 
 SQUARE = sample("square.py")
 BUGGY = sample("buggy_custom_gradient.py")
@@ -262,7 +262,7 @@ def test_ctrl_c_ends_everything_with_exit_130(args, processes, tmp_path):
     process = subprocess.Popen(
         [sys.executable, "-m", "gradcli", *(a.format(slow=slow, **copies) for a in args)],
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
+        start_new_session=True, preexec_fn=as_a_terminal_job,
     )
     group = process.pid
     seen = set()

@@ -33,7 +33,7 @@ import pytest
 
 from gradcli.render import files, writing
 from gradcli.render.junit import Case, document, xml_text
-from tests.conftest import ROOT, fixture, sample
+from tests.conftest import ROOT, as_a_terminal_job, fixture, sample
 
 #: One worker runs this module: its module-scoped fixture is costly (tests/conftest.py).
 pytestmark = pytest.mark.xdist_group(__name__)
@@ -93,7 +93,8 @@ class Launch:
             [sys.executable, "-m", "gradcli", *self.args], cwd=self.folder, env=self.env,
             stdout=subprocess.PIPE if self.stdout is None else self.stdout,
             stderr=subprocess.PIPE if self.stderr is None else self.stderr,
-            preexec_fn=self.preexec, start_new_session=True,
+            preexec_fn=self.preexec or (as_a_terminal_job if self.send == signal.SIGINT else None),
+            start_new_session=True,
         )
 
     def poke(self) -> None:
