@@ -344,7 +344,7 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
                                    options.radius or 1.0, gradient)
     if objective.eager:
         result.notes.append(
-            "the model could not be traced by tf.function/vectorized_map: derivatives ran eagerly"
+            "the model could not be traced by tf.function: derivatives ran eagerly"
         )
     result.seconds = time.perf_counter() - started
     return result
