@@ -9,6 +9,9 @@ detail)``; nothing happens unless a caller is listening::
 
 ``total`` is None when the end is not known in advance (Lanczos stops when it
 converges). A stage starts with ``done == 0`` and ends with ``done == total``.
+Work counted in no steps (loading a model, tracing it, the diagnosis) is a
+``stage``: reported as it starts and as it ends, so a display can say how
+long it has run in between.
 The listener is held in a context variable, so the numerical code needs no
 extra parameter and threads or tasks that did not ask for progress get none.
 The command line's listener is ``gradcli.render.progress`` (a bar on a terminal).
@@ -36,3 +39,14 @@ def listening(listener):
         yield listener
     finally:
         _listener.reset(token)
+
+
+@contextmanager
+def stage(name: str, detail: str = ""):
+    """Work counted in no steps, as one stage: ``report(name, 0, None, detail)``
+    as it starts and ``report(name, 1, 1, detail)`` as it ends, raised or not."""
+    report(name, 0, None, detail)
+    try:
+        yield
+    finally:
+        report(name, 1, 1, detail)

@@ -217,6 +217,97 @@ def test_log_progress_lines_and_the_up_front_estimate():
     assert quick.getvalue() == ""  # quick work: no line
 
 
+def test_a_stage_that_reports_nothing_for_a_while_still_gets_its_lines():
+    """Between reports the clock thread ticks: work counted in no steps (a
+    model loading) gets a line at LOG_AFTER and then one every LOG_EVERY, and
+    a counted stage stuck in one long chunk says where it is, with no time
+    left it could not know."""
+    from gradcli.render.progress import LOG_AFTER, LOG_EVERY, LogStages
+
+    stream, clock = io.StringIO(), Clock()
+    stages = LogStages(stream, clock)
+    stages("loading", 0, None, "m.py")
+    stages("finite differences", 0, 4, "W, input 1 of 1 (every element)")
+    for now in (1.0, LOG_AFTER - 0.5, LOG_AFTER + 0.5, LOG_AFTER + 2.0, LOG_AFTER + LOG_EVERY + 1.0):
+        clock.now = now
+        stages.tick()
+    clock.now = 25.0
+    stages("loading", 1, 1, "m.py")
+    stages.tick()
+    first, second = LOG_AFTER + 0.5, LOG_AFTER + LOG_EVERY + 1.0
+    assert stream.getvalue().splitlines() == [
+        f"progress: loading: {first:.1f} s (m.py)",
+        f"progress: finite differences: 0 of 4, {first:.1f} s (W, input 1 of 1 (every element))",
+        f"progress: loading: {second:.1f} s (m.py)",
+        f"progress: finite differences: 0 of 4, {second:.1f} s (W, input 1 of 1 (every element))",
+        "progress: loading: done, 25.0 s (m.py)",
+    ]
+
+
+def test_a_stage_that_reports_nothing_gets_its_row_on_a_terminal():
+    from rich.progress import Progress
+
+    from gradcli.render.progress import SHOW_AFTER, Stages
+
+    clock = Clock()
+    bar = Progress()
+    stages = Stages(bar, clock)
+    stages("tracing", 0, None, "m.py")
+    clock.now = SHOW_AFTER / 2
+    stages.tick()
+    assert bar.tasks == []  # quick work gets no row
+    clock.now = SHOW_AFTER * 1.5
+    stages.tick()
+    (task,) = bar.tasks
+    assert (task.fields["what"], task.total, task.description) == ("tracing", None, "m.py")
+    stages("tracing", 1, 1, "m.py")
+    assert bar.tasks == []
+
+
+def test_the_clock_thread_logs_a_silent_stage_and_stops_with_the_display(monkeypatch):
+    import threading
+    import time
+
+    import gradcli.render.progress as render_progress
+    from gradcli import progress
+
+    monkeypatch.setattr(render_progress, "LOG_AFTER", 0.2)
+    monkeypatch.setattr(render_progress, "LOG_EVERY", 10.0)
+    stream = io.StringIO()
+    with render_progress.progress_callback(total=1, stream=stream):
+        ticking = [t for t in threading.enumerate() if t.name == "gradcli-progress-clock"]
+        with progress.stage("loading", "m.py"):
+            time.sleep(0.2 + 2.5 * render_progress.TICK)  # reports nothing meanwhile
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and lines[0].startswith("progress: loading: ") and lines[0].endswith(" s (m.py)"), lines
+    assert lines[1].startswith("progress: loading: done, "), lines
+    assert len(ticking) == 1 and not ticking[0].is_alive()
+
+
+def test_a_check_reports_its_whole_model_stages_each_once_and_each_ends():
+    """A failing model (buggy_custom_gradient.py) runs every stage; a network
+    with a layer pass (by_layer_functional.py) checks each layer with the
+    same code, and its units report none of the whole model's stages: the
+    pass is the "layers" stage."""
+    import gradcli
+    from gradcli import progress
+
+    whole = ("loading", "tracing", "reverse mode", "forward mode", "custom gradients over a spread", "diagnosis")
+    for model, options, expected in (
+        (sample("buggy_custom_gradient.py"), {}, whole),
+        (fixture("by_layer_functional.py"), {"by_layer": True}, ("loading", "tracing", "layers", "diagnosis")),
+    ):
+        reports = []
+        with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total))):
+            gradcli.check(model, **options)
+        starts = [stage for stage, done, total in reports if done == 0 and stage in whole + ("layers",)]
+        ends = [stage for stage, done, total in reports if total is not None and done >= total and stage in starts]
+        assert [s for s in starts if s in expected] == [s for s in expected if s in starts], reports
+        assert set(expected) <= set(starts), starts
+        assert all(starts.count(s) == 1 for s in expected if s != "layers"), starts
+        assert sorted(set(starts)) == sorted(set(ends)), reports
+
+
 def test_radius_means_the_same_in_check_and_hessian():
     check = gradcli("check", "--help").stdout
     hessian = gradcli("hessian", "--help").stdout

@@ -12,6 +12,11 @@ iterations; region sampling; layers), each with elapsed and remaining time.
   ``LOG_AFTER`` seconds and then at most one every ``LOG_EVERY`` seconds, so a
   log shows that a long run is alive without filling up.
 
+Both are driven by the reports and by a clock thread (``ticking``) that looks
+at the running stages every ``TICK`` seconds: a stage that reports nothing for
+a while (one long chunk, work counted in no steps such as loading a model,
+``gradcli.progress.stage``) is still shown, and still gets a line in a log.
+
 On a terminal a stage is shown once it has run ``SHOW_AFTER`` seconds, so
 quick work never flickers. Its time left starts from the estimate below and is
 smoothed (``TimeLeft``), so it does not jump with each chunk's pace. Nothing is shown with ``--json`` or ``-q``.
@@ -26,6 +31,7 @@ Colour follows NO_COLOR / FORCE_COLOR (rich).
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
@@ -40,6 +46,8 @@ LOG_EVERY = 10.0
 #: A full check's finite differences predicted to take this long or more are
 #: announced, with the cheaper option, before the wait.
 ESTIMATE_AFTER = 60.0
+#: How often the clock thread looks at the running stages (``ticking``).
+TICK = 1.0
 
 
 def _terminal(stream) -> bool:
@@ -62,7 +70,8 @@ def progress_callback(*, enabled: bool = True, total: int = 2, stream=None):
     if not _terminal(stream):
         from gradcli.progress import listening
 
-        with listening(LogStages(stream)):
+        stages = LogStages(stream)
+        with listening(stages), ticking(stages):
             yield None
         return
     from gradcli.progress import listening
@@ -79,8 +88,31 @@ def progress_callback(*, enabled: bool = True, total: int = 2, stream=None):
             bar.update(task, completed=done, total=total, description=f"done: {label}" if label else "",
                        ends=left(now - started, done, total, now))
 
-    with bar, listening(Stages(bar)):
+    stages = Stages(bar)
+    with bar, listening(stages), ticking(stages):
         yield progress
+
+
+@contextmanager
+def ticking(stages, every: float = TICK):
+    """``stages.tick()`` every ``every`` seconds on a daemon thread for the
+    duration: the running stages are looked at between their reports."""
+    stop = threading.Event()
+
+    def run():
+        while not stop.wait(every):
+            try:
+                stages.tick()
+            except Exception:  # noqa: BLE001 - progress is never worth an error
+                pass
+
+    thread = threading.Thread(target=run, name="gradcli-progress-clock", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def progress_bar(stream, clock=time.monotonic):
@@ -143,32 +175,49 @@ def left_column(clock=time.monotonic):
 
 class Stages:
     """``gradcli.progress`` listener: one row per running stage, added once the
-    stage has run ``SHOW_AFTER`` seconds and removed when it ends."""
+    stage has run ``SHOW_AFTER`` seconds (by a report or by ``tick``) and
+    removed when it ends."""
 
     def __init__(self, bar, clock=time.monotonic):
         self.bar, self.clock = bar, clock
         self.started: dict[str, float] = {}
         self.rows: dict[str, int] = {}
         self.left: dict[str, TimeLeft] = {}
+        self.last: dict[str, tuple] = {}  # stage -> its last (done, total, detail, ends)
+        self.lock = threading.Lock()  # reports and the clock thread (``ticking``)
         self.estimate = Estimate(lambda line: bar.console.print(line, highlight=False, markup=False))
 
     def __call__(self, stage: str, done: int, total: int | None, detail: str = "") -> None:
-        now = self.clock()
-        if done == 0 or stage not in self.started:
-            self.started[stage] = now
-            self.left[stage] = TimeLeft()
-        elapsed = now - self.started[stage]
-        self.estimate(stage, done, total, detail, elapsed)
-        ends = self.left[stage](elapsed, done, total, now)
+        with self.lock:
+            now = self.clock()
+            if done == 0 or stage not in self.started:
+                self.started[stage] = now
+                self.left[stage] = TimeLeft()
+            elapsed = now - self.started[stage]
+            self.estimate(stage, done, total, detail, elapsed)
+            ends = self.left[stage](elapsed, done, total, now)
+            if total is not None and done >= total:  # the stage ended
+                row = self.rows.pop(stage, None)
+                if row is not None:
+                    self.bar.remove_task(row)
+                for kept in (self.started, self.left, self.last):
+                    kept.pop(stage, None)
+                return
+            self.last[stage] = (done, total, detail, ends)
+            self._show(stage, now)
+
+    def tick(self) -> None:
+        """Show the stages that have run ``SHOW_AFTER`` seconds since their last report."""
+        with self.lock:
+            now = self.clock()
+            for stage in list(self.started):
+                self._show(stage, now)
+
+    def _show(self, stage: str, now: float) -> None:
+        done, total, detail, ends = self.last[stage]
         row = self.rows.get(stage)
-        if total is not None and done >= total:  # the stage ended
-            if row is not None:
-                self.bar.remove_task(self.rows.pop(stage))
-            self.started.pop(stage, None)
-            self.left.pop(stage, None)
-            return
         if row is None:
-            if elapsed < SHOW_AFTER:
+            if now - self.started[stage] < SHOW_AFTER:
                 return
             row = self.rows[stage] = self.bar.add_task(detail, total=total, what=stage)
         self.bar.update(row, completed=done, total=total, description=detail, ends=ends)
@@ -207,12 +256,15 @@ class Estimate:
 
 class LogStages:
     """``gradcli.progress`` listener off a terminal: plain lines on ``stream``
-    for stages that run LOG_AFTER seconds or more, at most one per LOG_EVERY."""
+    for stages that run LOG_AFTER seconds or more, at most one per LOG_EVERY,
+    by a report or by ``tick``."""
 
     def __init__(self, stream, clock=time.monotonic):
         self.stream, self.clock = stream, clock
         self.started: dict[str, float] = {}
         self.printed: dict[str, float] = {}
+        self.last: dict[str, tuple] = {}  # stage -> its last (done, total, detail)
+        self.lock = threading.Lock()  # reports and the clock thread (``ticking``)
         self.estimate = Estimate(self.line)
 
     def line(self, text: str) -> None:
@@ -223,30 +275,44 @@ class LogStages:
             pass
 
     def __call__(self, stage: str, done: int, total: int | None, detail: str = "") -> None:
-        now = self.clock()
-        if done == 0 or stage not in self.started:
-            self.started[stage] = now
-            self.printed.pop(stage, None)
+        with self.lock:
+            now = self.clock()
+            if done == 0 or stage not in self.started:
+                self.started[stage] = now
+                self.printed.pop(stage, None)
+            elapsed = now - self.started[stage]
+            self.estimate(stage, done, total, detail, elapsed)
+            if total is not None and done >= total:
+                if elapsed >= LOG_AFTER and self.printed.get(stage) is not None:  # announced: say it ended
+                    self.line(f"progress: {stage}: done, {elapsed:.1f} s{_of(detail)}")
+                for kept in (self.started, self.printed, self.last):
+                    kept.pop(stage, None)
+                return
+            self.last[stage] = (done, total, detail)
+            self._log(stage, now)
+
+    def tick(self) -> None:
+        """A line for each stage that is due one (``_log``), reports or not."""
+        with self.lock:
+            now = self.clock()
+            for stage in list(self.started):
+                self._log(stage, now)
+
+    def _log(self, stage: str, now: float) -> None:
+        """A line for ``stage`` once it has run LOG_AFTER seconds, then at most
+        one every LOG_EVERY: its count (none for work counted in no steps,
+        ``gradcli.progress.stage``), elapsed and, once counted, time left."""
         elapsed = now - self.started[stage]
-        self.estimate(stage, done, total, detail, elapsed)
-        finished = total is not None and done >= total
-        if elapsed < LOG_AFTER:
-            return
         last = self.printed.get(stage)
-        if finished:
-            if last is not None:  # it was announced: say that it ended
-                self.line(f"progress: {stage}: done, {elapsed:.1f} s{_of(detail)}")
-            self.started.pop(stage, None)
-            self.printed.pop(stage, None)
+        if elapsed < LOG_AFTER or (last is not None and now - last < LOG_EVERY):
             return
-        if last is not None and now - last < LOG_EVERY:
-            return
+        done, total, detail = self.last[stage]
         self.printed[stage] = now
-        count = f"{done} of {total}" if total else f"{done}"
+        count = f"{done} of {total}, " if total else (f"{done}, " if done else "")
         left = ""
         if total and done:
             left = f", about {_duration(elapsed * (total - done) / done)} left"
-        self.line(f"progress: {stage}: {count}, {elapsed:.1f} s{left}{_of(detail)}")
+        self.line(f"progress: {stage}: {count}{elapsed:.1f} s{left}{_of(detail)}")
 
 
 def _of(detail: str) -> str:

@@ -13,6 +13,7 @@ from concurrent.futures import Future
 
 import numpy as np
 
+from gradcli import progress
 from gradcli.analyses.check.products import ModelProducts
 from gradcli.analyses.check.raised import raised_in_gradcli
 from gradcli.analyses.check.rules import COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, WINDOW
@@ -25,6 +26,13 @@ from gradcli.verdicts import compare, diagnose, diagnosis
 #: How a forward-mode failure found only one other way says so (``FullCheck.forward_ways``).
 EAGER_FUNCTIONS = "with the model's tf.functions run eagerly"
 TRACED_JVP = "with the JVP taken inside a tf.function (as a compiled JVP or HVP takes it)"
+
+
+def model_stage(model, name: str):
+    """``progress.stage`` of the whole model's work (``name``, detail the
+    model's name); a unit of the layer pass (``Model.unit``) reports none:
+    the pass is its own stage, "layers"."""
+    return contextlib.nullcontext() if model.unit else progress.stage(name, model.name)
 
 
 def settled_future(value) -> Future:
@@ -49,7 +57,8 @@ class FullCheck:
         self.products = ModelProducts(model) if products is None else products
 
     def run(self) -> list[PairResult]:
-        analytic = self.reverse_jacobians(self.model.wrt, self.outputs)
+        with model_stage(self.model, "reverse mode"):
+            analytic = self.reverse_jacobians(self.model.wrt, self.outputs)
         self.columns = {}  # input -> its numeric Jacobian columns (``pairs_for``)
         self.fd.plan_axes(self.model.wrt)
         pairs = [
@@ -58,7 +67,8 @@ class FullCheck:
             for pair in self.pairs_for(name, self.outputs, analytic)
         ]
         if self.options.autodiff == "both":
-            self.check_forward_mode(pairs, analytic)
+            with model_stage(self.model, "forward mode"):
+                self.check_forward_mode(pairs, analytic)
         return pairs
 
     def check_forward_mode(self, pairs, analytic) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 
 from gradcli import config, progress
 from gradcli.analyses.check.fast import FastCheck
-from gradcli.analyses.check.full import FullCheck
+from gradcli.analyses.check.full import FullCheck, model_stage
 from gradcli.analyses.check.joint import JointCheck, joint_input
 from gradcli.analyses.check.mode import choose_mode, eager_call_seconds, require_full_memory, require_joint_memory
 from gradcli.analyses.check import warm
@@ -50,11 +50,12 @@ def check_spec(spec, options: CheckOptions, fixed=()) -> ModelResult:
     under the options in ``fixed`` (see ``gradcli.config``)."""
     started = time.perf_counter()
     try:
-        model = _load(spec, options)
-        own, applied = config.model_options(options, model.settings, fixed, model.name)
-        if (own.rng_seed, own.native_dtype) != (options.rng_seed, options.native_dtype):
-            model = _load(spec, own)  # these settings take effect while loading
-        model, proof = _users_own_rebuild(spec, model, own)
+        with progress.stage("loading", _display(spec)):
+            model = _load(spec, options)
+            own, applied = config.model_options(options, model.settings, fixed, model.name)
+            if (own.rng_seed, own.native_dtype) != (options.rng_seed, options.native_dtype):
+                model = _load(spec, own)  # these settings take effect while loading
+            model, proof = _users_own_rebuild(spec, model, own)
         result = _check_loaded(spec, model, own, proof)
         if own.samples or own.special:
             from gradcli.analyses.sweep import sweep
@@ -137,7 +138,8 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
             graph.trace()  # the graph rules (the spread rule) read the trace
         dtype, precision_note = entry.precision
     else:
-        dtype, precision_note = compute_precision(model, graph)
+        with model_stage(model, "tracing"):  # the precision rule traces the model first
+            dtype, precision_note = compute_precision(model, graph)
         if program is not None:  # the rule's answer for the graph the program was traced from
             entry.precision = (dtype, precision_note)
     products = ProgramProducts(model, entry) if program is not None else None
@@ -256,8 +258,10 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
         progress.report(JOINT_STAGE, 1, 1, joint_input(len(model.wrt)))
     try:
         result.pairs = check.run() if joint is None else joint.result()
-        _check_user_gradients(result, graph, tol)
-        diagnose.explain(model, result.pairs, fd, graph, tol, options)
+        with model_stage(model, "custom gradients over a spread"):
+            _check_user_gradients(result, graph, tol)
+        with model_stage(model, "diagnosis"):
+            diagnose.explain(model, result.pairs, fd, graph, tol, options)
     except GradcliError:
         raise
     except Exception as exc:  # a gradient function (or the model near the point) raised
