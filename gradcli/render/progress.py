@@ -173,47 +173,80 @@ def left_column(clock=time.monotonic):
     return LeftColumn()
 
 
-class Stages:
-    """``gradcli.progress`` listener: one row per running stage, added once the
-    stage has run ``SHOW_AFTER`` seconds (by a report or by ``tick``) and
-    removed when it ends."""
+class StageDisplay:
+    """What both displays keep of the running stages, fed by the reports
+    (``__call__``, the ``gradcli.progress`` listener) and by the clock thread
+    (``tick``, ``ticking``), under one lock: when each started, its last
+    report, and the end of each. A display says how a stage is shown
+    (``show``), what it keeps per stage (``restarted``, ``remaining``) and what
+    its end does (``ended``)."""
 
-    def __init__(self, bar, clock=time.monotonic):
-        self.bar, self.clock = bar, clock
+    def __init__(self, clock):
+        self.clock = clock
         self.started: dict[str, float] = {}
-        self.rows: dict[str, int] = {}
-        self.left: dict[str, TimeLeft] = {}
-        self.last: dict[str, tuple] = {}  # stage -> its last (done, total, detail, ends)
-        self.lock = threading.Lock()  # reports and the clock thread (``ticking``)
-        self.estimate = Estimate(lambda line: bar.console.print(line, highlight=False, markup=False))
+        self.last: dict[str, tuple] = {}  # stage -> its last (done, total, detail, remaining)
+        self.lock = threading.Lock()
 
     def __call__(self, stage: str, done: int, total: int | None, detail: str = "") -> None:
         with self.lock:
             now = self.clock()
             if done == 0 or stage not in self.started:
                 self.started[stage] = now
-                self.left[stage] = TimeLeft()
+                self.restarted(stage)
             elapsed = now - self.started[stage]
             self.estimate(stage, done, total, detail, elapsed)
-            ends = self.left[stage](elapsed, done, total, now)
-            if total is not None and done >= total:  # the stage ended
-                row = self.rows.pop(stage, None)
-                if row is not None:
-                    self.bar.remove_task(row)
-                for kept in (self.started, self.left, self.last):
-                    kept.pop(stage, None)
+            if total is not None and done >= total:
+                self.ended(stage, elapsed, detail)
+                self.started.pop(stage, None)
+                self.last.pop(stage, None)
                 return
-            self.last[stage] = (done, total, detail, ends)
-            self._show(stage, now)
+            self.last[stage] = (done, total, detail, self.remaining(stage, elapsed, done, total, now))
+            self.show(stage, now)
 
     def tick(self) -> None:
-        """Show the stages that have run ``SHOW_AFTER`` seconds since their last report."""
+        """``show`` every running stage, reports or not."""
         with self.lock:
             now = self.clock()
             for stage in list(self.started):
-                self._show(stage, now)
+                self.show(stage, now)
 
-    def _show(self, stage: str, now: float) -> None:
+    def restarted(self, stage: str) -> None:
+        pass
+
+    def remaining(self, stage: str, elapsed: float, done: int, total: int | None, now: float):
+        return None
+
+    def ended(self, stage: str, elapsed: float, detail: str) -> None:
+        pass
+
+    def show(self, stage: str, now: float) -> None:
+        raise NotImplementedError
+
+
+class Stages(StageDisplay):
+    """On a terminal: one row per running stage, added once the stage has run
+    ``SHOW_AFTER`` seconds (by a report or by ``tick``) and removed when it ends."""
+
+    def __init__(self, bar, clock=time.monotonic):
+        super().__init__(clock)
+        self.bar = bar
+        self.rows: dict[str, int] = {}
+        self.left: dict[str, TimeLeft] = {}
+        self.estimate = Estimate(lambda line: bar.console.print(line, highlight=False, markup=False))
+
+    def restarted(self, stage: str) -> None:
+        self.left[stage] = TimeLeft()
+
+    def remaining(self, stage, elapsed, done, total, now):
+        return self.left[stage](elapsed, done, total, now)
+
+    def ended(self, stage: str, elapsed: float, detail: str) -> None:
+        row = self.rows.pop(stage, None)
+        if row is not None:
+            self.bar.remove_task(row)
+        self.left.pop(stage, None)
+
+    def show(self, stage: str, now: float) -> None:
         done, total, detail, ends = self.last[stage]
         row = self.rows.get(stage)
         if row is None:
@@ -254,17 +287,14 @@ class Estimate:
         )
 
 
-class LogStages:
-    """``gradcli.progress`` listener off a terminal: plain lines on ``stream``
-    for stages that run LOG_AFTER seconds or more, at most one per LOG_EVERY,
-    by a report or by ``tick``."""
+class LogStages(StageDisplay):
+    """Off a terminal: plain lines on ``stream`` for stages that run LOG_AFTER
+    seconds or more, at most one per LOG_EVERY, by a report or by ``tick``."""
 
     def __init__(self, stream, clock=time.monotonic):
-        self.stream, self.clock = stream, clock
-        self.started: dict[str, float] = {}
+        super().__init__(clock)
+        self.stream = stream
         self.printed: dict[str, float] = {}
-        self.last: dict[str, tuple] = {}  # stage -> its last (done, total, detail)
-        self.lock = threading.Lock()  # reports and the clock thread (``ticking``)
         self.estimate = Estimate(self.line)
 
     def line(self, text: str) -> None:
@@ -274,39 +304,22 @@ class LogStages:
         except (OSError, ValueError):  # a closed or broken stderr: progress is not worth an error
             pass
 
-    def __call__(self, stage: str, done: int, total: int | None, detail: str = "") -> None:
-        with self.lock:
-            now = self.clock()
-            if done == 0 or stage not in self.started:
-                self.started[stage] = now
-                self.printed.pop(stage, None)
-            elapsed = now - self.started[stage]
-            self.estimate(stage, done, total, detail, elapsed)
-            if total is not None and done >= total:
-                if elapsed >= LOG_AFTER and self.printed.get(stage) is not None:  # announced: say it ended
-                    self.line(f"progress: {stage}: done, {elapsed:.1f} s{_of(detail)}")
-                for kept in (self.started, self.printed, self.last):
-                    kept.pop(stage, None)
-                return
-            self.last[stage] = (done, total, detail)
-            self._log(stage, now)
+    def restarted(self, stage: str) -> None:
+        self.printed.pop(stage, None)
 
-    def tick(self) -> None:
-        """A line for each stage that is due one (``_log``), reports or not."""
-        with self.lock:
-            now = self.clock()
-            for stage in list(self.started):
-                self._log(stage, now)
+    def ended(self, stage: str, elapsed: float, detail: str) -> None:
+        if self.printed.pop(stage, None) is not None:  # announced: say that it ended
+            self.line(f"progress: {stage}: done, {elapsed:.1f} s{_of(detail)}")
 
-    def _log(self, stage: str, now: float) -> None:
-        """A line for ``stage`` once it has run LOG_AFTER seconds, then at most
-        one every LOG_EVERY: its count (none for work counted in no steps,
+    def show(self, stage: str, now: float) -> None:
+        """A line once the stage has run LOG_AFTER seconds, then at most one
+        every LOG_EVERY: its count (none for work counted in no steps,
         ``gradcli.progress.stage``), elapsed and, once counted, time left."""
         elapsed = now - self.started[stage]
         last = self.printed.get(stage)
         if elapsed < LOG_AFTER or (last is not None and now - last < LOG_EVERY):
             return
-        done, total, detail = self.last[stage]
+        done, total, detail, _ = self.last[stage]
         self.printed[stage] = now
         count = f"{done} of {total}, " if total else (f"{done}, " if done else "")
         left = ""
