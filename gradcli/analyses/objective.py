@@ -24,6 +24,7 @@ from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
 
+
 def choose_cotangents(
     model: Model, given: dict[str, np.ndarray], rng: np.random.Generator | None = None
 ) -> tuple[dict[str, np.ndarray], str]:
@@ -166,8 +167,8 @@ class Objective:
         ran each row's ops batched but cost far more to trace than the rows
         cost to run, up to the dense Hessian's n (hessian.DENSE_LIMIT): in
         process after a first command, ``gradcli hessian`` of tanh_net.py
-        1.72 -> 1.10 s, keras_mlp.py (70 products) 5.38 -> 3.16 s, a 10-20-5
-        MLP (300) 4.47 -> 2.24 s, a 20-40-20 MLP (1,640) 6.61 -> 4.66 s."""
+        1.72 -> 1.06 s, keras_mlp.py (70 products) 5.38 -> 2.73 s, a 10-20-5
+        MLP (300) 4.47 -> 1.57 s, a 20-40-20 MLP (1,640) 6.61 -> 4.42 s."""
         vectors = np.asarray(vectors, self.dtype).reshape(-1, self.n)
         rule = HVP_RULES[mode]
         if not self.eager and len(vectors):
