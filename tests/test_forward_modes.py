@@ -131,3 +131,73 @@ def test_only_a_custom_gradient_the_user_wrote_takes_forward_mode_both_ways():
     assert holds_custom_gradient(own) and holds_custom_gradient(own, written_by_user=True)
     assert holds_custom_gradient(library)  # the library does hold one...
     assert not holds_custom_gradient(library, written_by_user=True)  # ...written by TFP, not the user
+
+
+def _two_outputs(kink=False):
+    """y1 = sin(a) b (+ relu(c), at its kink c = 0, with ``kink``), y2 = a^2 + c^3:
+    b reaches only y1; c reaches only y2 unless ``kink``."""
+    import tensorflow as tf
+
+    def model(a, b, c):
+        y1 = tf.sin(a) * b + (tf.nn.relu(c) if kink else 0.0)
+        return {"y1": y1, "y2": a * a + c * c * c}
+
+    values = {"a": np.array([0.3, -0.8]), "b": np.array([1.5, 0.4]),
+              "c": np.array([0.0, 0.0]) if kink else np.array([0.6, -1.1])}
+    return model, values
+
+
+def _recorded_jvps(monkeypatch):
+    """Every batch of forward-mode JVPs a check takes: (tangents, outputs, JVPs)."""
+    from gradcli.numerics import autodiff
+
+    calls, taken = [], autodiff.batched_jvp
+
+    def recording(function, point, tangents, outputs):
+        jvps = taken(function, point, tangents, outputs)
+        calls.append(({n: np.array(t) for n, t in tangents.items()}, list(outputs), jvps))
+        return jvps
+
+    monkeypatch.setattr(autodiff, "batched_jvp", recording)
+    return calls
+
+
+def test_outputs_whose_left_out_inputs_cannot_reach_them_share_one_batch_of_jvps(monkeypatch):
+    """y1's inputs are a, b and y2's a, c: c has no path to y1 and b none to y2,
+    so one forward pass per probe along (a, b, c) serves both outputs. Each
+    output's J u is its closed form along its own inputs (the tangent of an
+    input that cannot reach it adds nothing)."""
+    import gradcli
+
+    calls = _recorded_jvps(monkeypatch)
+    model, values = _two_outputs()
+    result = gradcli.check(model, values, mode="full")
+    assert result.ok, result
+    assert len(calls) == 1, [(sorted(t), o) for t, o, _ in calls]
+    tangents, outputs, jvps = calls[0]
+    assert sorted(tangents) == ["a", "b", "c"] and sorted(outputs) == ["y1", "y2"]
+    a, b, c = values["a"], values["b"], values["c"]
+    ta, tb, tc = tangents["a"], tangents["b"], tangents["c"]
+    np.testing.assert_allclose(jvps["y1"], np.cos(a) * b * ta + np.sin(a) * tb, rtol=1e-14)
+    np.testing.assert_allclose(jvps["y2"], 2 * a * ta + 3 * c * c * tc, rtol=1e-14)
+
+
+def test_an_output_a_left_out_input_reaches_takes_its_own_batch(monkeypatch):
+    """With relu(c) in y1 at its kink (c = 0), the pair (c, y1) is no trusted
+    verdict and is left out of y1's forward probe, yet c reaches y1: a joint
+    tangent along c would move y1's J u, so y1 takes its batch along (a, b)
+    alone, and y2 (which b cannot reach) the one along (a, b, c)."""
+    import gradcli
+
+    calls = _recorded_jvps(monkeypatch)
+    model, values = _two_outputs(kink=True)
+    result = gradcli.check(model, values, mode="full")
+    verdicts = {(p.input, p.output): p.verdict for p in result.models[0].pairs}
+    assert verdicts[("c", "y1")] not in ("pass", "mismatch", "zero"), verdicts
+    batches = sorted((tuple(sorted(t)), tuple(sorted(o))) for t, o, _ in calls)
+    assert batches == [(("a", "b"), ("y1",)), (("a", "b", "c"), ("y2",))], batches
+    for tangents, outputs, jvps in calls:
+        a, b = values["a"], values["b"]
+        if outputs == ["y1"]:
+            np.testing.assert_allclose(jvps["y1"], np.cos(a) * b * tangents["a"] + np.sin(a) * tangents["b"],
+                                       rtol=1e-14)

@@ -136,12 +136,13 @@ class FullCheck:
         already says why the numbers disagree.
         """
         verdicts = {(p.input, p.output): p.verdict for p in pairs}
+        inputs = {o: [n for n in self.model.wrt if verdicts.get((n, o)) in FORWARD_CHECKED] for o in self.outputs}
+        jvps = self.jvps_by_inputs(tangents, inputs)
         failed = {}
-        for o in self.outputs:
-            wrt = [n for n in self.model.wrt if verdicts.get((n, o)) in FORWARD_CHECKED]
+        for o, wrt in inputs.items():
             if not wrt:
                 continue
-            jvp = self.batched_jvp({n: tangents[n] for n in wrt}, [o])[o]
+            jvp = jvps[o]
             joint = self.forward_probe(
                 {n: tangents[n] for n in wrt}, cotangents[o], jvp,
                 [numeric[o][n] for n in wrt], sum(reverse[o][n] for n in wrt),
@@ -159,6 +160,36 @@ class FullCheck:
                 alone = {n: joint for n in wrt}
             failed.update({(n, o): worst for n, worst in alone.items() if worst is not None})
         return failed
+
+    def jvps_by_inputs(self, tangents, inputs: dict) -> dict:
+        """J u along the joint tangent of each output's inputs (``inputs``:
+        output -> input names) from as few batches of JVPs as the graph
+        allows: a forward pass gives every output's tangent at once. An output
+        is served by the batch along the union of all outputs' inputs when
+        every input it leaves out has no path to it in the model's trace
+        (``ModelGraph.reaches``): no tangent of those can arrive, so its J u is
+        the same numbers (a backbone's sequence output beside its pooled
+        output, whose pooler weights reach only the latter). Other outputs
+        share one batch per distinct set of inputs."""
+        union = list(dict.fromkeys(n for wrt in inputs.values() for n in wrt))
+        graph = self.graph if self.graph is not None and self.graph.traced else None
+        served: dict = {}
+        for o, wrt in inputs.items():
+            if not wrt:
+                continue
+            left_out = [n for n in union if n not in wrt]
+            whole = not left_out or (graph is not None and not any(self.may_reach(n, o) for n in left_out))
+            served.setdefault(tuple(union if whole else wrt), []).append(o)
+        jvps = {}
+        for wrt, outputs in served.items():
+            jvps.update(self.batched_jvp({n: tangents[n] for n in wrt}, outputs))
+        return jvps
+
+    def may_reach(self, name, o) -> bool:
+        """Whether the model's trace has a path from input ``name`` to output
+        ``o``, or cannot say (a name it does not hold)."""
+        graph = self.graph
+        return name not in graph.inputs or o not in graph.outputs or graph.reaches(name, o)
 
     def forward_probe(self, tangents, cotangents, jvp, numeric, reverse):
         """The worst failing probe (probe, forward, numeric) of one forward-mode
