@@ -747,3 +747,23 @@ def test_a_layer_computed_in_numpy_fails_its_row_with_the_numeric_derivative():
         (b, _), (b_in, j) = element["output_index"], element["input_index"]
         expected = (1 - np.tanh(x[b_in, j]) ** 2) if b == b_in else 0.0
         np.testing.assert_allclose(element["numeric"] - element["analytic"], expected, rtol=1e-7, atol=1e-9)
+
+
+def test_a_model_with_two_outputs_gets_a_joint_row_for_each_output():
+    """Fast with the layer pass, the joint check judges each output on its own
+    row, forward mode taken along the joint probe for each: every layer is
+    Keras' own, so both rows and every layer pass. (The second row once ended
+    the check with an internal error: the first row's forward-mode note
+    rebound the number of probes the rows are shaped by.)"""
+    import gradcli
+    from gradcli.analyses.check.joint import joint_input
+
+    result = gradcli.check(fixture("by_layer_two_heads.py"), mode="fast", by_layer=True)
+    (model,) = result.models
+    assert model.error is None, model.error
+    label = joint_input(7)  # x and the kernel and bias of trunk, head_a and head_b
+    rows = {p.output: p for p in model.pairs if p.input == label}
+    assert sorted(rows) == ["a", "b"], [(p.input, p.output) for p in model.pairs]
+    assert all(p.verdict == "pass" and not p.failed for p in rows.values()), rows
+    assert model.layers and not any(r.failed for r in model.layers)
+    assert result.ok

@@ -86,8 +86,8 @@ class JointCheck(FastCheck):
                 if worst is not None:
                     compare.mark_forward_failure(pair, *worst)
                 elif agreed:
-                    probes = ", ".join(str(p) for p in range(JOINT_FORWARD_PROBES))
-                    compare.mark_forward_agreement(pair, f"along joint probe {probes}")
+                    taken_along = ", ".join(str(p) for p in range(JOINT_FORWARD_PROBES))
+                    compare.mark_forward_agreement(pair, f"along joint probe {taken_along}")
             pairs.append(pair)
         return pairs
 
