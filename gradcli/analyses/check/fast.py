@@ -42,7 +42,11 @@ class FastCheck(FullCheck):
                 pair = self.project(name, o, tangents[name], cotangents[o], reverse[o], numeric[name])
                 if pair.verdict == INCONCLUSIVE:
                     pair = self.retry_larger_step(pair, name, o, tangents[name], cotangents[o], reverse[o])
-                if pair.failed and pair.reverse_failed:
+                # A projection still too noisy to judge is settled element by
+                # element too: each element's differences resolve what a
+                # projection over every element at once could not (an
+                # embedding table in a model that computes in float32 inside).
+                if pair.failed and (pair.reverse_failed or pair.verdict == INCONCLUSIVE):
                     failed_outputs.append(o)
                 pairs.append(pair)
             if failed_outputs:
@@ -123,7 +127,8 @@ class FastCheck(FullCheck):
         )
 
     def replace_with_full(self, pairs, name, outputs) -> list[PairResult]:
-        """Re-check failing pairs element by element, so the report names elements.
+        """Re-check failing (or inconclusive) pairs element by element, so the
+        report names elements.
 
         The re-check builds dense blocks (the analytic ones, and the numeric
         block of every output by ``name``), so it asks the memory rule first
@@ -131,6 +136,8 @@ class FastCheck(FullCheck):
         they would not fit, the fast result stands with a note saying why."""
         from gradcli.memory import dense_bytes, over_limit
 
+        judged = [p for p in pairs if p.input == name and p.output in outputs]
+        failed = "was inconclusive" if all(p.verdict == INCONCLUSIVE for p in judged) else "failed"
         rows = sum(int(np.size(self.model.outputs[o])) for o in self.outputs)
         elements = int(np.size(self.model.point[name]))
         over = over_limit(dense_bytes(rows * elements, np.dtype(self.model.dtype).itemsize),
@@ -139,12 +146,12 @@ class FastCheck(FullCheck):
             for p in pairs:
                 if p.input == name and p.output in outputs:
                     p.warnings.append(
-                        f"fast check failed; the element-wise re-check ({rows} x {elements} "
+                        f"fast check {failed}; the element-wise re-check ({rows} x {elements} "
                         f"blocks) would need {over}: the fast result is shown"
                     )
             return pairs
         sample, predicted = self.sample_within_budget(name, elements)
-        shown = "fast check failed; element-wise comparison shown"
+        shown = f"fast check {failed}; element-wise comparison shown"
         if sample is not None:
             checked, count = self.sampled_pairs(name, outputs, sample)
             if not any(p.failed for p in checked) and predicted <= UNEXPLAINED_BUDGETS * self.options.budget:
@@ -159,7 +166,7 @@ class FastCheck(FullCheck):
         else:
             full = {p.output: p for p in checked}
             shown = (
-                f"fast check failed; element-wise comparison of {count} of its {elements} elements, drawn "
+                f"fast check {failed}; element-wise comparison of {count} of its {elements} elements, drawn "
                 f"at random (all of them would take about {predicted:.2g} s, over the "
                 f"{self.options.budget:g} s budget): the counts are the sample's"
             )
