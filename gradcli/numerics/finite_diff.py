@@ -278,26 +278,26 @@ class FiniteDifferences:
         names = list(names)
         return bool(names) and set(self.group(names[0])) == set(names)
 
-    def along_joint(self, directions: dict) -> Derivatives | None:
+    def along_joint(self, directions: dict, step_scale: float = 1.0) -> Derivatives | None:
         """Derivatives along directions that move every input of ``directions``
         (each ``[k, *input_shape]``) at once: one set of evaluations for the
         whole model instead of one per input. None when the inputs are not one
         group (``group``: ``joint`` and one dtype); the caller goes input by input.
 
         Step rule: as ``along`` takes it for one input, from the largest |x|
-        over the inputs."""
-        planned = self.joint_steps(directions)
+        over the inputs (``step_scale`` as there)."""
+        planned = self.joint_steps(directions, step_scale)
         if planned is None:
             return None
         group, embedded, h = planned
         return self.richardson(group, "directions", embedded, h)
 
-    def joint_steps(self, directions: dict) -> tuple | None:
+    def joint_steps(self, directions: dict, step_scale: float = 1.0) -> tuple | None:
         """``_embedded`` for directions of every input of one group (``along_joint``'s
         rule), or None when the inputs are not one group."""
         if not self.joint_group(directions):
             return None
-        return self._embedded(directions)
+        return self._embedded(directions, step_scale)
 
     def joint_pairs(self, directions: dict, steps) -> tuple[dict, dict]:
         """f(x + s d_j) and f(x - s d_j) per output for the joint directions d_j

@@ -41,7 +41,9 @@ class FastCheck(FullCheck):
             for o in self.outputs:
                 pair = self.project(name, o, tangents[name], cotangents[o], reverse[o], numeric[name])
                 if pair.verdict == INCONCLUSIVE:
-                    pair = self.retry_larger_step(pair, name, o, tangents[name], cotangents[o], reverse[o])
+                    pair = self.retry_larger_step(pair, lambda scale: self.project(
+                        name, o, tangents[name], cotangents[o], reverse[o],
+                        self.fd.along(name, tangents[name], step_scale=scale)))
                 # A projection still too noisy to judge is settled element by
                 # element too: each element's differences resolve what a
                 # projection over every element at once could not (an
@@ -55,13 +57,15 @@ class FastCheck(FullCheck):
             self.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, self.outputs)
         return pairs
 
-    def retry_larger_step(self, pair, name, o, tangents, cotangents, reverse) -> PairResult:
+    @staticmethod
+    def retry_larger_step(pair, projected_at) -> PairResult:
         """The round-off retry (``ROUNDOFF_RETRY``): an inconclusive projection
-        differenced again at that many times the step. It passes there, or the
+        differenced again at that many times the step (``projected_at(scale)``:
+        the pair's projections compared again, their differences taken at
+        ``scale`` times the step rule's step). It passes there, or the
         inconclusive pair stands (a mismatch at a step the rule did not choose
         is not trusted)."""
-        again = self.project(name, o, tangents, cotangents, reverse,
-                             self.fd.along(name, tangents, step_scale=ROUNDOFF_RETRY))
+        again = projected_at(ROUNDOFF_RETRY)
         if again.verdict != PASS:
             return pair
         again.warnings.append(

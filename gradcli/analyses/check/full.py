@@ -55,6 +55,8 @@ class FullCheck:
         #: Where J^T c and J t come from (``products``): the model's own
         #: autodiff unless the caller serves them (the layer pass's trace).
         self.products = ModelProducts(model) if products is None else products
+        #: What the check says of the whole model beyond its pairs (the model's notes).
+        self.notes: list[str] = []
 
     def run(self) -> list[PairResult]:
         with model_stage(self.model, "reverse mode"):

@@ -258,6 +258,7 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
         progress.report(JOINT_STAGE, 1, 1, joint_input(len(model.wrt)))
     try:
         result.pairs = check.run() if joint is None else joint.result()
+        result.notes += check.notes
         with model_stage(model, "custom gradients over a spread"):
             _check_user_gradients(result, graph, tol)
         with model_stage(model, "diagnosis"):
