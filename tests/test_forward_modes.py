@@ -201,3 +201,26 @@ def test_an_output_a_left_out_input_reaches_takes_its_own_batch(monkeypatch):
         if outputs == ["y1"]:
             np.testing.assert_allclose(jvps["y1"], np.cos(a) * b * tangents["a"] + np.sin(a) * tangents["b"],
                                        rtol=1e-14)
+
+
+def test_outputs_share_no_batch_where_the_graph_cannot_say_whether_an_input_reaches_them(monkeypatch):
+    """The same two outputs when the trace's path analysis fails: no output
+    is served along inputs it may be reached by, so each takes the batch
+    along its own inputs, and each J u is still its closed form."""
+    import gradcli
+    from gradcli.verdicts.graph import TracedGraph
+
+    def fails(self, name, output):
+        raise RuntimeError("no answer")
+
+    monkeypatch.setattr(TracedGraph, "reaches", fails)
+    calls = _recorded_jvps(monkeypatch)
+    model, values = _two_outputs()
+    assert gradcli.check(model, values, mode="full").ok
+    batches = sorted((tuple(sorted(t)), tuple(o)) for t, o, _ in calls)
+    assert batches == [(("a", "b"), ("y1",)), (("a", "c"), ("y2",))], batches
+    a, b, c = values["a"], values["b"], values["c"]
+    for tangents, outputs, jvps in calls:
+        expected = (np.cos(a) * b * tangents["a"] + np.sin(a) * tangents["b"] if outputs == ["y1"]
+                    else 2 * a * tangents["a"] + 3 * c * c * tangents["c"])
+        np.testing.assert_allclose(jvps[outputs[0]], expected, rtol=1e-14)

@@ -141,7 +141,7 @@ class FastCheck(FullCheck):
         from gradcli.memory import dense_bytes, over_limit
 
         judged = [p for p in pairs if p.input == name and p.output in outputs]
-        failed = "was inconclusive" if all(p.verdict == INCONCLUSIVE for p in judged) else "failed"
+        outcome = "was inconclusive" if all(p.verdict == INCONCLUSIVE for p in judged) else "failed"
         rows = sum(int(np.size(self.model.outputs[o])) for o in self.outputs)
         elements = int(np.size(self.model.point[name]))
         over = over_limit(dense_bytes(rows * elements, np.dtype(self.model.dtype).itemsize),
@@ -150,12 +150,12 @@ class FastCheck(FullCheck):
             for p in pairs:
                 if p.input == name and p.output in outputs:
                     p.warnings.append(
-                        f"fast check {failed}; the element-wise re-check ({rows} x {elements} "
+                        f"fast check {outcome}; the element-wise re-check ({rows} x {elements} "
                         f"blocks) would need {over}: the fast result is shown"
                     )
             return pairs
         sample, predicted = self.sample_within_budget(name, elements)
-        shown = f"fast check {failed}; element-wise comparison shown"
+        shown = f"fast check {outcome}; element-wise comparison shown"
         if sample is not None:
             checked, count = self.sampled_pairs(name, outputs, sample)
             if not any(p.failed for p in checked) and predicted <= UNEXPLAINED_BUDGETS * self.options.budget:
@@ -170,7 +170,7 @@ class FastCheck(FullCheck):
         else:
             full = {p.output: p for p in checked}
             shown = (
-                f"fast check {failed}; element-wise comparison of {count} of its {elements} elements, drawn "
+                f"fast check {outcome}; element-wise comparison of {count} of its {elements} elements, drawn "
                 f"at random (all of them would take about {predicted:.2g} s, over the "
                 f"{self.options.budget:g} s budget): the counts are the sample's"
             )

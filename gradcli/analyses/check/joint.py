@@ -65,7 +65,7 @@ class JointCheck(FastCheck):
             pair = self.compare_projection(label, o, u, v, jtv, flat(numeric.values[o]), flat(numeric.errors[o]))
             if pair.verdict == INCONCLUSIVE:  # FastCheck's round-off retry, along the joint tangents
 
-                def projected_at(scale, v=v, jtv=jtv, o=o):
+                def projected_at(scale):  # called here, in this output's iteration
                     if scale not in larger:  # one set of evaluations serves every output
                         larger[scale] = self.fd.along_joint(tangents, step_scale=scale)
                     return self.compare_projection(label, o, u, v, jtv, flat(larger[scale].values[o]),
