@@ -767,3 +767,51 @@ def test_a_model_with_two_outputs_gets_a_joint_row_for_each_output():
     assert all(p.verdict == "pass" and not p.failed for p in rows.values()), rows
     assert model.layers and not any(r.failed for r in model.layers)
     assert result.ok
+
+
+def test_a_layer_input_left_inconclusive_is_checked_alone_and_the_others_keep_the_quick_verdicts():
+    """Keras' MultiHeadAttention with large values: the key bias's derivative
+    is exactly 0 (the softmax ignores a shift shared by every key of a query),
+    and the quick check's projections of it are round-off, inconclusive. The
+    layer once went whole to check_model (every input again) and stayed
+    inconclusive there: a correct layer failed. Now the other nine inputs keep
+    the quick check's passes, the key bias alone is checked again, and its
+    round-off retry confirms the 0 at 256 times the step."""
+    import gradcli
+
+    result = gradcli.check(fixture("by_layer_attention_key_bias.py"), mode="fast", by_layer=True)
+    (model,) = result.models
+    assert model.error is None, model.error
+    (attention,) = [r for r in model.layers if r.path.endswith("/attention")]
+    assert attention.mode == "fast" and attention.verdict == "pass" and not attention.failed
+    assert "9 of 10 inputs settled by the quick check's projections; checked again on their own, their " \
+           "projections inconclusive: key/bias" in attention.notes
+    pairs = {p.input: p for p in attention.pairs}
+    assert list(pairs) == ["query", "value", "query/kernel", "query/bias", "key/kernel", "key/bias",
+                           "value/kernel", "value/bias", "attention_output/kernel", "attention_output/bias"]
+    assert all(p.verdict == "pass" for p in pairs.values())
+    key_bias = pairs.pop("key/bias")
+    assert any("at 256 times the step they agree" in w for w in key_bias.warnings), key_bias.warnings
+    assert not any(p.warnings for p in pairs.values())  # the quick check's own passes
+    assert result.ok
+
+
+def test_the_whole_models_check_confirms_the_key_bias_zero_element_by_element():
+    """The same model checked in full (the default): each element of the key
+    bias's column is round-off at the default step (an error estimate of 2e-6
+    against derivatives of 2.5e-7, inconclusive: a correct model failed) and
+    still at 16 and 256 times the step; at 4096 times it they agree, a pass
+    with a warning that says so. Every other pair passes at the default step."""
+    import gradcli
+
+    result = gradcli.check(fixture("by_layer_attention_key_bias.py"))
+    (model,) = result.models
+    assert model.mode == "full" and model.error is None, model.error
+    pairs = {p.input: p for p in model.pairs}
+    key_bias = pairs.pop("key/bias")
+    assert key_bias.verdict == "pass"
+    assert any("round-off left the elements inconclusive" in w and "at 4096 times the step they agree" in w
+               for w in key_bias.warnings), key_bias.warnings
+    assert all(p.verdict == "pass" and not p.warnings for p in pairs.values()), [
+        (p.input, p.verdict, p.warnings) for p in pairs.values() if p.verdict != "pass" or p.warnings]
+    assert result.ok

@@ -399,6 +399,57 @@ def test_fast_check_retries_a_round_off_dominated_projection_at_a_larger_step():
                for w in pair["warnings"])
 
 
+def test_the_full_check_retries_round_off_dominated_elements_at_larger_steps():
+    """The same model checked in full: each element's differences are
+    round-off at the default step (inconclusive, which failed the correct
+    model) and at 16 times it; at 256 times they agree with the analytic
+    gradient, whose worst element is the closed form 1e-6 s (1 - s)."""
+    run, doc = check_json(fixture("fast_roundoff_tiny_gradient.py"))
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("w", "output")]
+    assert pair["mode"] == "full" and pair["verdict"] == "pass"
+    assert any("round-off left the elements inconclusive" in w and "at 256 times the step they agree" in w
+               for w in pair["warnings"]), pair["warnings"]
+    w = np.random.default_rng(0).standard_normal(5000)[pair["worst"]["input_index"][0]]
+    s = 1.0 / (1.0 + np.exp(-1e-6 * w))
+    assert pair["worst"]["analytic"] == pytest.approx(1e-6 * s * (1.0 - s), rel=1e-9)
+
+
+def test_a_derivative_zero_by_an_invariance_is_confirmed_at_a_larger_step():
+    """A shift the softmax ignores, in a function of large output: its
+    projections are round-off at the default step and at 16 times it, and pass
+    at 256 times it, where the truncation is still 0."""
+    run, doc = check_json(fixture("fast_roundoff_zero_shift.py"), "--mode", "fast")
+    assert run.exit_code == 0, run
+    pair = pairs(doc)[("b", "output")]
+    assert pair["verdict"] == "pass"
+    assert any("at 256 times the step they agree" in w for w in pair["warnings"]), pair["warnings"]
+
+
+@pytest.mark.parametrize("mode", ["fast", "full"])
+def test_a_wrong_derivative_below_the_default_steps_round_off_never_passes_at_a_larger_step(mode):
+    """The same function with b's gradient wrong by about 2e-8, under the
+    default step's round-off: inconclusive there, and the larger steps that
+    resolve it see the error, a mismatch the retry does not trust. The pair
+    fails; the analytic values it shows are the leak, 1e-12 of |dy|'s row
+    sums (numpy, from the softmax's closed-form derivative)."""
+    run, doc = check_json(fixture("fast_roundoff_zero_shift_wrong.py"), "--mode", mode)
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("b", "output")]
+    assert pair["failed"] and pair["verdict"] in ("inconclusive", "mismatch"), pair["verdict"]
+    x = np.random.default_rng(2).standard_normal((6, 16))
+    b = np.random.default_rng(3).standard_normal(6)
+    w = np.random.default_rng(1).standard_normal((6, 16))
+    z = x + b[:, None]
+    s = np.exp(z - z.max(axis=1, keepdims=True))
+    s /= s.sum(axis=1, keepdims=True)
+    dy = 3e4 * s * (w - np.sum(s * w, axis=1, keepdims=True))  # d/dz of 3e4 sum(softmax(z) W)
+    leak = 1e-12 * np.abs(dy).sum(axis=1)
+    worst = pair["worst"]
+    if mode == "full":
+        assert worst["analytic"] == pytest.approx(leak[worst["input_index"][0]], rel=1e-6)
+
+
 def test_a_forward_mode_failure_is_named_without_searching_gradients(monkeypatch):
     # A JVP calls no gradient function, so the message of one that raised does
     # not search the graph for a raising gradient (on an EfficientNet-B0 that

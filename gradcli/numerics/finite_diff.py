@@ -186,13 +186,16 @@ class FiniteDifferences:
         return sum(self.point[n].size for n in group[: group.index(name)])
 
     def along_axes(
-        self, name: str, indices: np.ndarray | None = None, settled: Callable | None = None
+        self, name: str, indices: np.ndarray | None = None, settled: Callable | None = None,
+        step_scale: float = 1.0,
     ) -> Derivatives:
         """Derivatives along unit vectors e_i of input ``name`` (all i by default).
 
         ``settled(values, roundoff)``, if given, receives pass 1's D(h) and its
         round-off bound (dicts of ``[k, *output_shape]``) and returns which of
-        the k directions need no second pass (see the module docstring)."""
+        the k directions need no second pass (see the module docstring).
+        ``step_scale`` times the step rule's step (the round-off retry,
+        ``ROUNDOFF_RETRY``)."""
         x = self.point[name]
         group = self.group(name)
         if indices is None:
@@ -201,7 +204,7 @@ class FiniteDifferences:
                 self._axes_ahead[group] = max(0, self._axes_ahead[group] - x.size)
         indices = np.asarray(indices, dtype=np.int64)
         return self.richardson(group, "axes", indices + self.offset(name),
-                               self.axis_steps(name, indices), settled)
+                               self.axis_steps(name, indices, step_scale), settled)
 
     def plan_axes(self, names: list[str]) -> None:
         """The caller will take ``along_axes`` of every element of ``names``
@@ -217,12 +220,12 @@ class FiniteDifferences:
             group = self.group(n)
             self._axes_ahead[group] = self._axes_ahead.get(group, 0) + int(self.point[n].size)
 
-    def axis_steps(self, name: str, indices: np.ndarray) -> np.ndarray:
+    def axis_steps(self, name: str, indices: np.ndarray, step_scale: float = 1.0) -> np.ndarray:
         """The steps along unit vectors e_i of input ``name`` (``step_size``'s
-        rule), each made so that x_i + h is exactly representable: the step
-        taken is the step divided by."""
+        rule, times ``step_scale``), each made so that x_i + h is exactly
+        representable: the step taken is the step divided by."""
         flat = self.point[name].reshape(-1)[indices]
-        return (flat + step_size(flat, self.rule_dtype(flat.dtype))) - flat
+        return (flat + step_scale * step_size(flat, self.rule_dtype(flat.dtype))) - flat
 
     def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0) -> Derivatives:
         """Derivatives along ``directions`` (shape ``[k, *input_shape]``);

@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from gradcli.analyses.check.full import FullCheck
-from gradcli.analyses.check.rules import MIN_SAMPLED, ROUNDOFF_RETRY, UNEXPLAINED_BUDGETS
+from gradcli.analyses.check.rules import MIN_SAMPLED, UNEXPLAINED_BUDGETS
 from gradcli.model.loading import Model
 from gradcli.numerics import autodiff
 from gradcli.results import INCONCLUSIVE, PASS, PairResult
@@ -56,23 +56,6 @@ class FastCheck(FullCheck):
         if self.options.autodiff == "both":
             self.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, self.outputs)
         return pairs
-
-    @staticmethod
-    def retry_larger_step(pair, projected_at) -> PairResult:
-        """The round-off retry (``ROUNDOFF_RETRY``): an inconclusive projection
-        differenced again at that many times the step (``projected_at(scale)``:
-        the pair's projections compared again, their differences taken at
-        ``scale`` times the step rule's step). It passes there, or the
-        inconclusive pair stands (a mismatch at a step the rule did not choose
-        is not trusted)."""
-        again = projected_at(ROUNDOFF_RETRY)
-        if again.verdict != PASS:
-            return pair
-        again.warnings.append(
-            f"at the default step round-off left the projections inconclusive ({pair.explanation}); at "
-            f"{ROUNDOFF_RETRY:g} times the step they agree"
-        )
-        return again
 
     def check_forward_probes(self, pairs, tangents, cotangents, numeric, reverse, outputs) -> None:
         """Forward mode along the fast check's own probes: the numeric J u of each

@@ -16,10 +16,10 @@ import numpy as np
 from gradcli import progress
 from gradcli.analyses.check.products import ModelProducts
 from gradcli.analyses.check.raised import raised_in_gradcli
-from gradcli.analyses.check.rules import COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, WINDOW
+from gradcli.analyses.check.rules import COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, ROUNDOFF_RETRY, WINDOW
 from gradcli.model.core import first_cotangents, first_line
 from gradcli.numerics import autodiff
-from gradcli.results import MISMATCH, BlockWindow, PairResult
+from gradcli.results import INCONCLUSIVE, MISMATCH, PASS, BlockWindow, PairResult
 from gradcli.verdicts import compare, diagnose, diagnosis
 
 
@@ -418,8 +418,29 @@ class FullCheck:
         return {n: None if analytic[(o, n)] is None else np.asarray(analytic[(o, n)]).reshape(size, -1)
                 for n in names if not isinstance(analytic[(o, n)], autodiff.WrongShape)}
 
+    @staticmethod
+    def retry_larger_step(pair, compared_at, what: str = "projections") -> PairResult:
+        """The round-off retry (``ROUNDOFF_RETRY``): an inconclusive pair
+        differenced again at each of those many times the step in turn
+        (``compared_at(scale)``: the pair compared again, its differences ``what``
+        it compares, projections or elements, taken at ``scale`` times the step
+        rule's step). It passes at one, or the inconclusive pair stands (a
+        mismatch at a step the rule did not choose is not trusted)."""
+        for scale in ROUNDOFF_RETRY:
+            again = compared_at(scale)
+            if again.verdict == PASS:
+                again.warnings.append(
+                    f"at the default step round-off left the {what} inconclusive ({pair.explanation}); at "
+                    f"{scale:g} times the step they agree"
+                )
+                return again
+            if again.verdict != INCONCLUSIVE:
+                return pair
+        return pair
+
     def pairs_for(self, name, outputs, analytic) -> list[PairResult]:
         numeric = self.fd.along_axes(name, settled=self.settled(name, outputs, analytic))
+        larger = {}  # the round-off retry's derivatives, by step scale: one set serves every output
         if hasattr(self, "columns"):
             self.columns[name] = numeric
         x_shape = self.model.point[name].shape
@@ -447,6 +468,17 @@ class FullCheck:
                     locate=lambda col, n=name, o=o: diagnose.nonfinite_step(self.fd, self.graph, n, o, col),
                 )
             pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
+            if pair.verdict == INCONCLUSIVE and block is not None and nonfinite is None:
+
+                def compared_at(scale):  # called here, in this output's iteration
+                    if scale not in larger:
+                        larger[scale] = self.fd.along_axes(name, step_scale=scale)
+                    again = larger[scale]
+                    return compare.compare_block(
+                        name, o, block, again.values[o].reshape(len(again.steps), -1).T,
+                        again.errors[o].reshape(len(again.steps), -1).T, y_shape, x_shape, self.tol)
+
+                pair = self.retry_larger_step(pair, compared_at, "elements")
             if nonfinite is not None:
                 pair = diagnosis.apply(pair, diagnosis.Diagnosis(MISMATCH, True, nonfinite))
             elif block is not None:

@@ -52,14 +52,25 @@ FORWARD_PROBES = 3
 #: model is the ops between layers, and one random direction sees a wrong JVP
 #: rule with probability 1 (down to the tolerance, as its power says).
 JOINT_FORWARD_PROBES = 1
-#: Fast mode's round-off retry (``FastCheck.retry_larger_step``): an
-#: inconclusive projection (error estimate over a tenth of the derivatives) is
-#: differenced again at this many times the step. Where round-off dominates
-#: (an output far larger than its change along the probe: a weight whose
-#: gradient is tiny, the expand kernel of an EfficientNet's squeeze-excite
-#: block, derivatives of 1e-8 against |f| = 0.5), the retry cuts it 16-fold and
-#: the Richardson estimate still bounds the truncation it adds.
-ROUNDOFF_RETRY = 16.0
+#: The round-off retry (``FullCheck.retry_larger_step``): an inconclusive pair
+#: (every element within tolerance, but an error estimate over a tenth of the
+#: derivatives: round-off swamps them) is differenced again at these many
+#: times the step, in turn, until it passes; in fast mode its projections, in
+#: full mode its elements. Where round-off dominates (an output far larger than
+#: its change along the probe: a weight whose gradient is tiny, the expand
+#: kernel of an EfficientNet's squeeze-excite block, derivatives of 1e-8
+#: against |f| = 0.5), each rung cuts it 16-fold and the Richardson estimate
+#: still bounds the truncation it adds. The later rungs are for a derivative
+#: that is exactly 0 by an invariance (an attention key's bias, which the
+#: softmax ignores) in a function of large outputs, where f does not change
+#: along the step at all: tests/models/by_layer_attention_key_bias.py's key
+#: bias passes at 256 times the step by projections and at 4096 times element
+#: by element (each element's noise is not averaged over others). Only a pass
+#: is taken from a rung, and a pass needs differences at two steps that agree
+#: (the Richardson estimate small against the derivative), so a wrong
+#: derivative never passes here; a mismatch at a step the rule did not choose
+#: is not trusted.
+ROUNDOFF_RETRY = (16.0, 256.0, 4096.0)
 #: A failing fast pair whose element-wise re-check would not fit the budget is
 #: re-checked on a random sample of its elements, at least this many
 #: (``FastCheck.sample_within_budget``).

@@ -98,7 +98,13 @@ user's own layer object, called eagerly: a shared trace that computed another
 function (state the configuration does not show) is caught there. The quick
 check settles a unit only when every pair passes (or is a confirmed ``zero``,
 reported without the graph site that cuts it) and the proof finds no other
-function. Everything else goes to ``check_model`` on the unit's own eager
+function. A unit whose pairs all pass (or are confirmed zeros) but some
+``inconclusive`` (finite differences too noisy to judge: an attention key's
+bias, whose derivative is exactly 0, in a unit of large outputs) keeps those
+verdicts, and ``check_model`` checks only the inconclusive inputs, on the
+unit's own eager call (the round-off retry, then element by element), proved
+over every input (alone, an input whose gradient is round-off gives the proof
+no scale). Everything else goes to ``check_model`` on the unit's own eager
 call, which traces it for itself: a failing pair (named elements, the culprit
 and Taylor test), a proof that differs, a layer whose function cannot be
 traced in a loop (a ``tf.custom_gradient`` taking a Python flag), and a

@@ -14,6 +14,8 @@ its forward mode is taken eagerly and inside a trace there
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from gradcli.analyses.layers.batched import BatchedDifferences
@@ -22,15 +24,33 @@ from gradcli.analyses.layers.traces import Traced, constant_tensor
 from gradcli.analyses.layers.units import PROJECTED
 from gradcli.errors import debugging
 from gradcli.options import CheckOptions
-from gradcli.results import PASS, ZERO
+from gradcli.results import INCONCLUSIVE, PASS, ZERO
 from gradcli.verdicts import compare, same_function
 
 
-def quick_check(local, traced: "Traced", options: CheckOptions):
+@dataclass
+class Quick:
+    """What the quick check settled: its pairs, the proof and notes, and the
+    inputs it left ``unsettled`` (their pairs inconclusive, every other pair
+    passing or a confirmed zero): ``check_model`` checks those inputs alone
+    (``analyses.layers.run``), not the whole unit again."""
+
+    pairs: list
+    proof: object
+    notes: list
+    unsettled: list = field(default_factory=list)
+
+
+def quick_check(local, traced: "Traced", options: CheckOptions) -> Quick | None:
     """The unit's random projections in one call of its signature's trace
-    (the package docstring): (pairs, proof, notes) when every pair passes (or is a
-    confirmed zero) and the proof finds no other function; None sends the unit
-    to ``check_model``."""
+    (the package docstring): a ``Quick`` when every pair passes (or is a
+    confirmed zero) or is inconclusive, and the proof finds no other function;
+    None sends the unit to ``check_model``. An inconclusive pair (finite
+    differences too noisy to confirm it, an attention key's bias whose
+    derivative is 0 in a unit of large outputs) is no failure found: its
+    input is left to ``check_model``, whose element-wise re-check settles
+    what projections cannot, while the other inputs keep the quick check's
+    verdicts."""
     # Imported here: ``analyses.check``'s package runs the layer pass, which
     # imports this module (the check modules named do not).
     from gradcli.analyses.check.fast import FastCheck
@@ -57,7 +77,7 @@ def quick_check(local, traced: "Traced", options: CheckOptions):
             raise
         return None
     compare.apply_fail_on(pairs, options.fail_on)
-    if any(p.failed or p.verdict not in (PASS, ZERO) for p in pairs):
+    if any(p.verdict not in (PASS, ZERO, INCONCLUSIVE) or (p.failed and p.verdict != INCONCLUSIVE) for p in pairs):
         return None
     proof = same_function.prove(local, options.rng_seed, taken=first_vjp)
     if proof is not None and proof.differs:
@@ -67,7 +87,7 @@ def quick_check(local, traced: "Traced", options: CheckOptions):
         notes.append(f"not proven to be the user's function: {proof.detail}")
     if options.autodiff == "reverse":
         notes.append("forward mode (JVPs) not checked: autodiff is 'reverse'")
-    return pairs, proof, notes
+    return Quick(pairs, proof, notes, [p.input for p in pairs if p.verdict == INCONCLUSIVE])
 
 
 class Unsettled(Exception):
@@ -79,7 +99,9 @@ class TracedProducts:
     JVPs along the joint tangents are served from that call; any other set of
     tangents (inputs probed one by one after a joint failure) is
     ``check_model``'s to take (``Unsettled``). VJPs the call did not take come
-    from ``fallback`` (``check.products.ModelProducts``)."""
+    from ``fallback`` (``check.products.ModelProducts``), and so do the JVPs
+    when the call's joint tangents are not the ones forward mode is checked
+    along (``joint`` None: an input left unsettled takes no part)."""
 
     def __init__(self, fallback):
         self.fallback = fallback
@@ -92,6 +114,8 @@ class TracedProducts:
         return self.fallback.jacobians(wrt, outputs)
 
     def batched_jvp(self, tangents, outputs):
+        if self.joint is None:
+            return self.fallback.batched_jvp(tangents, outputs)
         names, jvps = self.joint
         if tuple(tangents) != names:
             raise Unsettled()
@@ -125,8 +149,12 @@ def run_traced(check, products: TracedProducts, traced: Traced) -> tuple[list, t
     reverse = {o: [dict(zip(wrt, g)) for g in grads]}
     first_vjp = ({o: cotangents[o][0]}, reverse[o][0])
     pairs = [check.project(n, o, tangents[n], cotangents[o], reverse[o], numeric[n]) for n in wrt]
-    if any(p.failed for p in pairs) or check.options.autodiff != "both":
+    settled = [p for p in pairs if p.verdict != INCONCLUSIVE]
+    if any(p.failed for p in settled) or not settled or check.options.autodiff != "both":
         return pairs, first_vjp
-    products.joint = (tuple(wrt), jvps)
+    # Forward mode along the settled inputs' joint tangent: the call's own JVPs
+    # where that is every input, else JVPs of the trace taken for them (an
+    # unsettled input's noisy differences take no part, ``forward_failures``).
+    products.joint = (tuple(wrt), jvps) if len(settled) == len(pairs) else None
     check.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, [o])
     return pairs, first_vjp

@@ -23,6 +23,7 @@ from gradcli.options import CheckOptions
 from gradcli.progress import report
 from gradcli.results import Power
 from gradcli.results.by_layer import LAYER_ERROR, LayerResult
+from gradcli.verdicts import same_function
 from gradcli.verdicts.ties import judge_layer, layer_error, layer_row
 
 
@@ -82,12 +83,24 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, ch
         result.elements = sum(int(np.size(local.point[n])) for n in local.wrt if n not in call.names)
         own = dataclasses.replace(own, mode=unit_mode(result.weights + result.elements, len(local.outputs)))
         quick = quick_check(local, traced, own) if own.mode == "fast" and traced is not None else None
-        if quick is not None:
-            result.mode, result.pairs, result.call_proof, result.notes = "fast", quick[0], quick[1], quick[2]
+        if quick is not None and not quick.unsettled:
+            result.mode, result.pairs, result.call_proof, result.notes = "fast", quick.pairs, quick.proof, quick.notes
         else:
             if traced is not None:  # the full machinery: the unit's own call, traced by check_model
                 local = layer_model(parent, call, options.rng_seed)
-            checked = check_model(local, own)
+            proof = None
+            if quick is not None:  # only the inputs the quick check left unsettled, the proof over all:
+                # alone, an input whose gradient is 0 (round-off) gives the proof no scale to compare at
+                proof = same_function.prove(local, own.rng_seed)
+                local.wrt = [n for n in local.wrt if n in quick.unsettled]
+            checked = check_model(local, own, proof=proof)
+            if quick is not None:
+                again = {p.input: p for p in checked.pairs}  # in the unit's order of inputs
+                checked.pairs = [again.get(p.input, p) if p.input in quick.unsettled else p for p in quick.pairs]
+                checked.notes.append(
+                    f"{len(quick.pairs) - len(quick.unsettled)} of {len(quick.pairs)} inputs settled by the quick "
+                    "check's projections; checked again on their own, their projections inconclusive: "
+                    f"{', '.join(quick.unsettled)}")
             tie_note = None
             if only_kinks(checked):  # the tie rule (the package docstring)
                 checked, tie_note = at_broken_ties(parent, call, own, checked, check_model, traced)

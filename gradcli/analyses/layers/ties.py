@@ -61,7 +61,7 @@ def at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked, chec
     quick = None
     if traced is not None and options.mode == "fast":
         quick = quick_check(layer_model(parent, nearby, options.rng_seed, traced), traced, options)
-    again = None if quick is not None else check_model(layer_model(parent, nearby, options.rng_seed), options)
+    again = None if quick is not None and not quick.unsettled else check_model(layer_model(parent, nearby, options.rng_seed), options)
     return judge_at_ties(checked, again, MOVED)
 
 
