@@ -415,6 +415,21 @@ def test_the_full_check_retries_round_off_dominated_elements_at_larger_steps():
     assert pair["worst"]["analytic"] == pytest.approx(1e-6 * s * (1.0 - s), rel=1e-9)
 
 
+def test_a_larger_step_past_the_functions_domain_gives_no_pass():
+    """3e6 + 1e-9 sum(sqrt(x)) at x of 1e-3: round-off swamps the derivative
+    (about 1.6e-8) at the default step and at 16 times it, and 256 times the
+    step reaches below 0, where sqrt is NaN. The retry finds no evidence
+    there, and the pair stays inconclusive: a failure, never a pass."""
+    import gradcli
+    import tensorflow as tf
+
+    result = gradcli.check(lambda x: 3e6 + 1e-9 * tf.reduce_sum(tf.sqrt(x)), inputs={"x": np.array([1e-3, 2e-3, 5e-4])})
+    (model,) = result.models
+    (pair,) = model.pairs
+    assert pair.mode == "full" and pair.verdict == "inconclusive" and pair.failed
+    assert not pair.warnings and not result.ok
+
+
 def test_a_derivative_zero_by_an_invariance_is_confirmed_at_a_larger_step():
     """A shift the softmax ignores, in a function of large output: its
     projections are round-off at the default step and at 16 times it, and pass

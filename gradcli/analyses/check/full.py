@@ -470,13 +470,15 @@ class FullCheck:
             pair = compare.compare_block(name, o, block, columns, errors, y_shape, x_shape, self.tol)
             if pair.verdict == INCONCLUSIVE and block is not None and nonfinite is None:
 
-                def compared_at(scale):  # called here, in this output's iteration
+                def compared_at(scale, pair=pair):  # called here, in this output's iteration
                     if scale not in larger:
                         larger[scale] = self.fd.along_axes(name, step_scale=scale)
                     again = larger[scale]
-                    return compare.compare_block(
-                        name, o, block, again.values[o].reshape(len(again.steps), -1).T,
-                        again.errors[o].reshape(len(again.steps), -1).T, y_shape, x_shape, self.tol)
+                    values = again.values[o].reshape(len(again.steps), -1).T
+                    errors = again.errors[o].reshape(len(again.steps), -1).T
+                    if not (np.all(np.isfinite(values)) and np.all(np.isfinite(errors))):
+                        return pair  # a larger step left the function's domain: no evidence there
+                    return compare.compare_block(name, o, block, values, errors, y_shape, x_shape, self.tol)
 
                 pair = self.retry_larger_step(pair, compared_at, "elements")
             if nonfinite is not None:

@@ -77,7 +77,7 @@ def quick_check(local, traced: "Traced", options: CheckOptions) -> Quick | None:
             raise
         return None
     compare.apply_fail_on(pairs, options.fail_on)
-    if any(p.verdict not in (PASS, ZERO, INCONCLUSIVE) or (p.failed and p.verdict != INCONCLUSIVE) for p in pairs):
+    if not all(p.verdict == INCONCLUSIVE or (p.verdict in (PASS, ZERO) and not p.failed) for p in pairs):
         return None
     proof = same_function.prove(local, options.rng_seed, taken=first_vjp)
     if proof is not None and proof.differs:
