@@ -517,6 +517,49 @@ def test_kinks_that_cancel_through_the_chain_rule_are_judged_at_a_nearby_point()
     assert rows["net/up"]["verdict"] == rows["net/down"]["verdict"] == "kink"
 
 
+@pytest.mark.parametrize("name", ["by_layer_functional.py", "by_layer_dead_unit.py"])
+def test_the_joint_check_streams_its_probes_with_the_same_draws_and_verdicts(monkeypatch, name):
+    """A model too large to hold every probe's joint directions (BERT-base:
+    0.87 GB a probe in float64) is checked a probe at a time (``JointDraws``,
+    ``JOINT_CHUNK_BYTES``). Forced here on small models (a wrong Swish inside:
+    a mismatch; a dead relu unit: a kink along the probes): one probe per
+    chunk draws the directions numpy draws at once from the seed, and gives
+    the verdicts, projections and power of the check that holds them all."""
+    from gradcli.analyses.check import check_model, joint
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    options = CheckOptions(mode="fast", by_layer=True)
+    model = load_model(fixture(name))
+    held = check_model(model, options)
+    drawn = []
+    monkeypatch.setattr(joint, "JOINT_CHUNK_BYTES", 1)
+    monkeypatch.setattr(joint.JointDraws, "tangents", lambda self, probes, taken=joint.JointDraws.tangents:
+                        drawn.append(list(probes)) or taken(self, probes))
+    streamed = check_model(load_model(fixture(name)), options)
+    assert drawn[:3] == [[0], [1], [2]]  # the first pass: one probe's directions at a time
+
+    # The directions: as numpy draws them at once (cotangents first, then each input's).
+    draws = joint.JointDraws(model, list(model.outputs), 3, options.rng_seed)
+    rng = np.random.default_rng(options.rng_seed)
+    for o in model.outputs:
+        assert np.array_equal(draws.cotangents[o], rng.standard_normal((3,) + np.shape(model.outputs[o])))
+    expected = {n: rng.standard_normal((3,) + np.shape(model.point[n])).astype(model.point[n].dtype)
+                for n in model.wrt}
+    for chunk in ([2], [0, 1], [1]):
+        taken = draws.tangents(chunk)
+        for n in model.wrt:
+            assert np.array_equal(taken[n], expected[n][chunk])
+
+    for a, b in zip(held.pairs, streamed.pairs, strict=True):
+        assert a.input.endswith("inputs jointly")
+        assert (a.verdict, a.failed, a.explanation) == (b.verdict, b.failed, b.explanation)
+        # Sums taken input by input rather than over one joined copy: equal up to round-off.
+        assert b.power.absolute == pytest.approx(a.power.absolute, rel=1e-12)
+        assert (b.worst.analytic, b.worst.numeric) == pytest.approx((a.worst.analytic, a.worst.numeric), rel=1e-12)
+    assert [(r.path, r.verdict) for r in held.layers] == [(r.path, r.verdict) for r in streamed.layers]
+
+
 def _joint_threads(monkeypatch):
     """Record the thread each whole-model joint check runs on."""
     import threading

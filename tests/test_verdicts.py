@@ -303,7 +303,7 @@ def test_power_statement_holds_by_monte_carlo():
     for _ in range(trials):
         u, v = rng.standard_normal((probes, n)), rng.standard_normal((probes, m))
         ju, jtv = u @ J.T, v @ J
-        scale, roundoff = compare.projection_scale(u, v, ju, jtv, np.float64)
+        scale, roundoff = compare.projection_scale(*map(compare.squared_norms, (u, v, ju, jtv)), np.float64)
         if statement is None:
             allowed = compare.projection_allowed(
                 0.0, scale, tol, roundoff, np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),

@@ -111,7 +111,8 @@ def _fast(objective, fd, outputs, tol, probes, rng) -> list[PairResult]:
             hu_numeric = numeric.values[out].reshape(probes, -1)
             flat_u = u.reshape(probes, -1)
             scale, roundoff = compare.projection_scale(
-                flat_u, v, hu_numeric, forward[:, part], objective.dtype
+                compare.squared_norms(flat_u), compare.squared_norms(v), compare.squared_norms(hu_numeric),
+                compare.squared_norms(forward[:, part]), objective.dtype,
             )
             rev_p, fwd_p = np.sum(v * reverse[:, part], axis=1), np.sum(v * forward[:, part], axis=1)
             num_p = np.sum(v * hu_numeric, axis=1)

@@ -157,6 +157,18 @@ class Derivatives:
     #: Keys "left", "right", "error" -> per output.
     one_sided: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
 
+    @classmethod
+    def joined(cls, parts: list["Derivatives"]) -> "Derivatives":
+        """The derivatives along the directions of every part, in order (each
+        direction's differences are its own: a batch taken in parts is the
+        batch taken at once). Directions only: no one-sided slopes."""
+        if len(parts) == 1:
+            return parts[0]
+        cat = lambda field: {o: np.concatenate([getattr(p, field)[o] for p in parts]) for o in parts[0].values}  # noqa: E731
+        settled = None if any(p.settled is None for p in parts) else np.concatenate([p.settled for p in parts])
+        return cls(values=cat("values"), errors=cat("errors"), steps=np.concatenate([p.steps for p in parts]),
+                   evaluations=sum(p.evaluations for p in parts), settled=settled)
+
 
 @dataclass
 class Central:

@@ -160,18 +160,26 @@ def compare_block(
     return _verdict(pair, a, numeric, fd_error, disconnected, tol)
 
 
-def projection_scale(u, v, ju, jtv, dtype) -> tuple[np.ndarray, np.ndarray]:
+def projection_scale(u_squares, v_squares, ju_squares, jtv_squares, dtype) -> tuple[np.ndarray, np.ndarray]:
     """The rtol scale F = ||J||_F and the analytic round-off of each probe
-    (module docstring). ``u``, ``ju``: [probes, input size]; ``v``, ``jtv``
-    likewise for outputs and inputs. Both estimates of ||J||_F^2 (mean |J u|^2,
-    mean |J^T v|^2) are unbiased; the larger is taken."""
-    estimates = [np.mean(np.sum(np.square(w), axis=1)) for w in (ju, jtv)]
+    (module docstring), from each probe's squared norms (``squared_norms``):
+    |u|^2, |v|^2, |J u|^2 and |J^T v|^2. Both estimates of ||J||_F^2 (mean
+    |J u|^2, mean |J^T v|^2) are unbiased; the larger is taken. Norms, not
+    the vectors: a check that streams its probes over a model of 100M
+    elements (``JointCheck``) keeps a probe's sums, never its directions."""
+    estimates = [np.mean(w) for w in (ju_squares, jtv_squares)]
     finite = [e for e in estimates if np.isfinite(e)]  # a NaN side is caught by ``comparable``
     frob = np.sqrt(max(finite)) if finite else 0.0
-    scale = np.full(len(u), frob)
+    scale = np.full(len(u_squares), frob)
     eps = np.finfo(dtype).eps
-    roundoff = ANALYTIC_ULPS * eps * np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1) * frob
+    roundoff = ANALYTIC_ULPS * eps * np.sqrt(u_squares) * np.sqrt(v_squares) * frob
     return scale, roundoff
+
+
+def squared_norms(w) -> np.ndarray:
+    """|w_p|^2 of each probe p of ``w`` (``[probes, ...]``)."""
+    w = np.asarray(w)
+    return np.sum(np.square(w.reshape(len(w), -1)), axis=1)
 
 
 def projection_allowed(fd_error, scale, tol: Tolerance, roundoff=0.0, norms=1.0):

@@ -88,29 +88,29 @@ class FastCheck(FullCheck):
         if wrong is not None:  # compare's shape rule: never broadcast it into the probe
             return compare.wrong_shape(name, o, "fast", wrong.expected, wrong.got)
         disconnected = any(g is None for g in grads)
-        return self.compare_projection(
-            name, o, u, v, None if disconnected else flat(grads), flat(numeric.values[o]), flat(numeric.errors[o]),
-        )
+        side = InputSums.of(u, None if disconnected else flat(grads))
+        return self.compare_projection(name, o, side, v, flat(numeric.values[o]), flat(numeric.errors[o]))
 
-    def compare_projection(self, label, o, u, v, jtv, ju_numeric, errors) -> PairResult:
-        """Reverse mode's <u, J^T v> (``jtv`` ``[probes, inputs]``, None when
-        disconnected) against finite differences' v^T J u (``ju_numeric`` and its
-        ``errors``, ``[probes, outputs]``), by ``compare_projections``' rule."""
+    def compare_projection(self, label, o, side: "InputSums", v, ju_numeric, errors) -> PairResult:
+        """Reverse mode's <u, J^T v> (``side``, the input side's sums) against
+        finite differences' v^T J u (``ju_numeric`` and its ``errors``,
+        ``[probes, outputs]``), by ``compare_projections``' rule."""
+        v_squares = compare.squared_norms(v)
         scale, roundoff = compare.projection_scale(
-            u, v, ju_numeric, np.zeros_like(u) if jtv is None else jtv, u.dtype
+            side.u_squares, v_squares, compare.squared_norms(ju_numeric), side.jtv_squares, side.dtype
         )
         return compare.compare_projections(
             label, o,
-            None if jtv is None else np.sum(u * jtv, axis=1),
+            side.analytic,
             None,
             np.sum(v * ju_numeric, axis=1),
             np.sum(np.abs(v) * errors, axis=1),
             scale,
             self.tol,
             roundoff,
-            np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+            np.sqrt(side.u_squares) * np.sqrt(v_squares),
             # The RMS element of the [outputs x inputs] block: ||J||_F / sqrt(m n).
-            element_size=float(scale[0]) / np.sqrt(u.shape[1] * v.shape[1]),
+            element_size=float(scale[0]) / np.sqrt(side.size * v.shape[1]),
         )
 
     def replace_with_full(self, pairs, name, outputs) -> list[PairResult]:
@@ -219,6 +219,40 @@ class FastCheck(FullCheck):
                     flat = int(sample[int(element.input_index[0])])
                     element.input_index = [int(i) for i in np.unravel_index(flat, shape)]
         return pairs, len(sample)
+
+@dataclasses.dataclass
+class InputSums:
+    """The input side of a pair's probes as the projection rule reads it
+    (``FastCheck.compare_projection``), per probe: a_p = <u, J^T v> (None:
+    disconnected), |u|^2 and |J^T v|^2; and the input's size and dtype.
+    Sums, not vectors: the joint input's are the sums over its inputs
+    (``JointCheck``), taken a chunk of probes at a time."""
+
+    analytic: np.ndarray | None
+    u_squares: np.ndarray
+    jtv_squares: np.ndarray
+    size: int
+    dtype: np.dtype
+
+    @classmethod
+    def joined(cls, parts: list["InputSums"]) -> "InputSums":
+        """The sums of every part's probes, in order."""
+        if len(parts) == 1:
+            return parts[0]
+        analytic = None if any(p.analytic is None for p in parts) else np.concatenate([p.analytic for p in parts])
+        return cls(analytic, np.concatenate([p.u_squares for p in parts]),
+                   np.concatenate([p.jtv_squares for p in parts]), parts[0].size, parts[0].dtype)
+
+    @classmethod
+    def of(cls, u, jtv) -> "InputSums":
+        """The sums of ``u`` and ``jtv`` (``[probes, size]``; ``jtv`` None: disconnected, |J^T v| = 0)."""
+        return cls(
+            None if jtv is None else np.sum(u * jtv, axis=1),
+            compare.squared_norms(u),
+            np.zeros(len(u)) if jtv is None else compare.squared_norms(jtv),
+            int(u.shape[1]), u.dtype,
+        )
+
 
 def sampled_model(model: Model, name: str, sample) -> Model:
     """``model`` as a function of the elements ``sample`` (flat indices) of

@@ -205,8 +205,12 @@ class FullCheck:
         errors = sum(flat(e) for _, e in numeric)
         v = flat(cotangents)
         forward, numeric_projection = np.sum(v * flat(jvp), axis=1), np.sum(v * ju_numeric, axis=1)
-        u = np.concatenate([flat(t) for t in tangents.values()], axis=1)
-        scale, roundoff = compare.projection_scale(u, v, ju_numeric, flat(jvp), u.dtype)
+        # |u|^2 over every input, input by input: never a copy of them all joined.
+        u_squares = sum(compare.squared_norms(t) for t in tangents.values())
+        v_squares = compare.squared_norms(v)
+        dtype = np.result_type(*tangents.values())
+        scale, roundoff = compare.projection_scale(
+            u_squares, v_squares, compare.squared_norms(ju_numeric), compare.squared_norms(jvp), dtype)
         bad = compare.forward_wrong(
             forward,
             numeric_projection,
@@ -215,7 +219,7 @@ class FullCheck:
             scale,
             self.tol,
             roundoff,
-            np.linalg.norm(u, axis=1) * np.linalg.norm(v, axis=1),
+            np.sqrt(u_squares) * np.sqrt(v_squares),
         )
         if not bad.any():
             return None

@@ -9,12 +9,13 @@ import dataclasses
 
 import numpy as np
 
-from gradcli.analyses.check.fast import FastCheck
+from gradcli.analyses.check.fast import FastCheck, InputSums
 from gradcli.analyses.check.raised import raised_in_gradcli
-from gradcli.analyses.check.rules import FORWARD_CHECKED, JOINT_FORWARD_PROBES
+from gradcli.analyses.check.rules import FORWARD_CHECKED, JOINT_CHUNK_BYTES, JOINT_FORWARD_PROBES
 from gradcli.analyses.layers.moves import MOVED, moved_off
 from gradcli.model.loading import host_array, run_model
 from gradcli.numerics import autodiff
+from gradcli.numerics.difference_rule import Derivatives
 from gradcli.results import INCONCLUSIVE, PairResult
 from gradcli.verdicts import compare, diagnose
 from gradcli.verdicts.joint import judge_joint_kinks
@@ -37,42 +38,39 @@ class JointCheck(FastCheck):
     nearby = False  # this check runs at the nearby point (``verdicts.joint.judge_nearby``)
 
     def run(self) -> list[PairResult]:
-        model, probes = self.model, self.options.probes
-        rng = np.random.default_rng(self.options.rng_seed)  # the draws of FastCheck.run
-        cotangents = {o: rng.standard_normal((probes,) + model.outputs[o].shape) for o in self.outputs}
-        reverse = {o: self.vjps([{o: v[p]} for p in range(probes)]) for o, v in cotangents.items()}
-        tangents = {
-            n: rng.standard_normal((probes,) + model.point[n].shape).astype(model.point[n].dtype, copy=False)
-            for n in model.wrt
-        }
-        numeric = self.fd.along_joint(tangents)
+        model = self.model
+        draws = self.draws = JointDraws(model, self.outputs, self.options.probes, self.options.rng_seed)
         label = joint_input(len(model.wrt))
+        parts, sums, wrong = [], {o: [] for o in self.outputs}, {}
+        for chunk in draws.chunks:  # one chunk of probes' directions held at a time
+            tangents = draws.tangents(chunk)
+            parts.append(self.fd.along_joint(tangents))
+            for o in self.outputs:
+                reverse = self.vjps([{o: draws.cotangents[o][p]} for p in chunk])
+                sums[o].append(self.joint_sums(tangents, reverse, chunk, wrong.setdefault(o, [])))
+            del tangents  # this chunk's directions, before the next is drawn
+        numeric = Derivatives.joined(parts)
+        probes = len(draws.probe_list)
         flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
-        u = np.concatenate([flat(tangents[n]) for n in model.wrt], axis=1)
-        shapes = {n: np.shape(model.point[n]) for n in model.wrt}
         pairs, larger = [], {}  # larger: the round-off retry's derivatives, by step scale
         for o in self.outputs:
-            grads = {n: [autodiff.checked_gradient(r[n], shapes[n]) for r in reverse[o]] for n in model.wrt}
-            wrong = next(((n, g) for n in model.wrt for g in grads[n] if isinstance(g, autodiff.WrongShape)), None)
-            if wrong is not None:  # compare's shape rule, naming the input
-                pairs.append(compare.wrong_shape(wrong[0], o, "fast", wrong[1].expected, wrong[1].got))
+            if wrong[o]:  # compare's shape rule, naming the input (the first in input, then probe, order)
+                _, n, got = min(wrong[o], key=lambda w: w[0])
+                pairs.append(compare.wrong_shape(n, o, "fast", got.expected, got.got))
                 continue
-            jtv = np.concatenate([  # a disconnected input contributes 0 to the joint projection
-                np.zeros_like(flat(tangents[n])) if any(g is None for g in grads[n]) else flat(grads[n])
-                for n in model.wrt
-            ], axis=1)
-            v = flat(cotangents[o])
-            pair = self.compare_projection(label, o, u, v, jtv, flat(numeric.values[o]), flat(numeric.errors[o]))
+            side = InputSums.joined(sums[o])
+            v = flat(draws.cotangents[o])
+            pair = self.compare_projection(label, o, side, v, flat(numeric.values[o]), flat(numeric.errors[o]))
             if pair.verdict == INCONCLUSIVE:  # FastCheck's round-off retry, along the joint tangents
 
                 def projected_at(scale):  # called here, in this output's iteration
                     if scale not in larger:  # one set of evaluations serves every output
-                        larger[scale] = self.fd.along_joint(tangents, step_scale=scale)
-                    return self.compare_projection(label, o, u, v, jtv, flat(larger[scale].values[o]),
+                        larger[scale] = self.along_joint(scale)
+                    return self.compare_projection(label, o, side, v, flat(larger[scale].values[o]),
                                                    flat(larger[scale].errors[o]))
 
                 pair = self.retry_larger_step(pair, projected_at)
-            analytic = np.sum(u * jtv, axis=1)
+            analytic = side.analytic
             forward = self.options.autodiff == "both"
             worst, agreed, taken = None, False, False
             if pair.failed and pair.reverse_failed and self.fd.nonsmooth:
@@ -80,7 +78,7 @@ class JointCheck(FastCheck):
                     # The layer pass still runs beside: the forward-mode product
                     # is taken while it ends, not after (a failing layer keeps
                     # the row as it is, and forward mode is then checked).
-                    worst, agreed = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
+                    worst, agreed = self.checked_joint_forward(pair, draws.cotangents[o], o, numeric, analytic)
                     taken = True
                 if self.layer_verdict.result():
                     pair.warnings.append(
@@ -88,10 +86,10 @@ class JointCheck(FastCheck):
                         "explains a failing joint row"
                     )
                 else:
-                    self.settle_on_kinks(pair, tangents, v, o, analytic)
+                    self.settle_on_kinks(pair, v, o, analytic)
             if pair.verdict in FORWARD_CHECKED and forward:
                 if not taken:
-                    worst, agreed = self.checked_joint_forward(pair, tangents, cotangents[o], o, numeric, analytic)
+                    worst, agreed = self.checked_joint_forward(pair, draws.cotangents[o], o, numeric, analytic)
                 if worst is not None:
                     compare.mark_forward_failure(pair, *worst)
                 elif agreed:
@@ -102,6 +100,35 @@ class JointCheck(FastCheck):
         if unsettled and not self.nearby and not self.layer_verdict.result():
             pairs = self.input_by_input(pairs, unsettled)
         return pairs
+
+    def joint_sums(self, tangents, reverse, chunk, wrong: list) -> InputSums:
+        """The joint input's sums (``InputSums``) over one chunk of probes:
+        each input's <u_n, J_n^T v>, |u_n|^2 and |J_n^T v|^2 added up, input
+        by input (never the inputs' directions joined into one copy). A
+        disconnected input adds 0 to <u, J^T v> and |J^T v|^2; an input whose
+        gradient has another shape is appended to ``wrong`` as
+        ((input index, probe), name, ``WrongShape``)."""
+        model, k = self.model, len(chunk)
+        analytic, u_squares, jtv_squares = np.zeros(k), np.zeros(k), np.zeros(k)
+        for i, n in enumerate(model.wrt):
+            u = np.asarray(tangents[n]).reshape(k, -1)
+            u_squares += compare.squared_norms(u)
+            grads = [autodiff.checked_gradient(r[n], np.shape(model.point[n])) for r in reverse]
+            wrong += [((i, p), n, g) for p, g in zip(chunk, grads) if isinstance(g, autodiff.WrongShape)]
+            if any(g is None or isinstance(g, autodiff.WrongShape) for g in grads):
+                continue
+            g = np.stack([np.asarray(g).reshape(-1) for g in grads])
+            analytic += np.sum(u * g, axis=1)
+            jtv_squares += compare.squared_norms(g)
+        dtype = np.result_type(*(np.asarray(model.point[n]).dtype for n in model.wrt))
+        return InputSums(analytic, u_squares, jtv_squares, sum(int(np.size(model.point[n])) for n in model.wrt),
+                         dtype)
+
+    def along_joint(self, step_scale: float = 1.0):
+        """``fd.along_joint`` along every probe's joint tangent, a chunk of
+        probes at a time (``JointDraws``), at ``step_scale`` times the step."""
+        draws = self.draws
+        return Derivatives.joined([self.fd.along_joint(draws.tangents(c), step_scale=step_scale) for c in draws.chunks])
 
     def input_by_input(self, pairs, unsettled) -> list[PairResult]:
         """Joint rows still inconclusive after the round-off retry, where no
@@ -118,7 +145,7 @@ class JointCheck(FastCheck):
         checked = [p for p in FastCheck.run(self) if p.output in outputs]
         return [p for p in pairs if p.output not in outputs] + checked
 
-    def settle_on_kinks(self, pair, tangents, v, o, analytic) -> None:
+    def settle_on_kinks(self, pair, v, o, analytic) -> None:
         """A failing joint probe through non-smooth ops (``fd.nonsmooth``): the
         one-sided slopes along it by the ladder rule
         (``diagnose.directional_slopes``), projected by its cotangent and read
@@ -128,9 +155,10 @@ class JointCheck(FastCheck):
         probes = sorted({int(e.input_index[0]) for e in pair.failing})
         if not probes:
             return
-        _, _, h = self.fd.joint_steps(tangents)
+        tangents = self.draws.tangents(probes)
+        _, _, h = self.fd.joint_steps(tangents)  # each direction's step is its own: as along every probe
         left, right, left_err, right_err = diagnose.directional_slopes(
-            self.fd, {n: t[probes] for n, t in tangents.items()}, h[probes], self.model.outputs[o], o,
+            self.fd, tangents, h, self.model.outputs[o], o,
         )
         w = v[probes]  # [probes, out]: the cotangents project the slopes
         L, R = np.sum(w * left.T, axis=1), np.sum(w * right.T, axis=1)
@@ -157,14 +185,14 @@ class JointCheck(FastCheck):
         self.fd.evaluations += fd.evaluations
         return pair
 
-    def checked_joint_forward(self, pair, tangents, cotangents, o, numeric, reverse):
+    def checked_joint_forward(self, pair, cotangents, o, numeric, reverse):
         """Forward mode along the first ``JOINT_FORWARD_PROBES`` joint tangents
         (``forward_probe``'s rule), taken every way of ``forward_ways``: the
         worst failing probe (or None) and whether forward mode was taken and
         agreed; a forward pass that raises leaves the pair standing, with a
         warning (no failure, no agreement)."""
         k = JOINT_FORWARD_PROBES
-        tangents = {n: t[:k] for n, t in tangents.items()}
+        tangents = self.draws.tangents(range(k))
 
         def take() -> dict:
             jvp = self.batched_jvp(tangents, [o])[o]
@@ -183,6 +211,57 @@ class JointCheck(FastCheck):
                 f"forward mode could not be checked: {diagnose.raised(exc, self.model, True, forward=True)}"
             )
             return None, False
+
+class JointDraws:
+    """The joint check's random draws, as ``FastCheck.run`` draws them from one
+    generator: each output's cotangents ``[probes, *shape]`` (held: an
+    output's size), then each input's tangents ``[probes, *shape]``, given a
+    chunk of probes at a time (``tangents``). Every probe's directions of a
+    model of 109M weights are 2.6 GB in float64 for 3 probes, and a copy each
+    for the points and the gradients; a chunk holds as many probes as
+    ``JOINT_CHUNK_BYTES`` (all of them, for any model but a large one), and a
+    later chunk is drawn again from the generator's state recorded before
+    each (input, probe): normals drawn in parts are the normals drawn at
+    once, so the directions are the same however they are chunked."""
+
+    def __init__(self, model, outputs, probes: int, seed):
+        rng = np.random.default_rng(seed)  # the draws of FastCheck.run
+        self.cotangents = {o: rng.standard_normal((probes,) + np.shape(model.outputs[o])) for o in outputs}
+        self.probe_list = list(range(probes))
+        self.inputs = {n: (np.shape(model.point[n]), np.asarray(model.point[n]).dtype) for n in model.wrt}
+        per_probe = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in self.inputs.values())
+        per_chunk = joint_chunk_probes(per_probe, probes)
+        self.chunks = [range(s, min(s + per_chunk, probes)) for s in range(0, probes, per_chunk)]
+        self._rng, self._held, self._states = rng, None, {}
+        if len(self.chunks) == 1:
+            self._held = {n: rng.standard_normal((probes,) + shape).astype(dtype, copy=False)
+                          for n, (shape, dtype) in self.inputs.items()}
+            return
+        for n, (shape, _) in self.inputs.items():  # one pass to record where each probe's normals start
+            for p in self.probe_list:
+                self._states[n, p] = rng.bit_generator.state
+                rng.standard_normal(shape)
+
+    def tangents(self, probes) -> dict:
+        """Each input's tangents of ``probes`` (indices), ``[len(probes), *shape]``."""
+        probes = list(probes)
+        if self._held is not None:
+            return {n: t[probes] for n, t in self._held.items()}
+        taken = {}
+        for n, (shape, dtype) in self.inputs.items():
+            rows = np.empty((len(probes),) + shape, dtype)
+            for row, p in enumerate(probes):
+                self._rng.bit_generator.state = self._states[n, p]
+                rows[row] = self._rng.standard_normal(shape)
+            taken[n] = rows
+        return taken
+
+
+def joint_chunk_probes(bytes_per_probe: int, probes: int) -> int:
+    """Probes whose joint directions ``JointDraws`` holds at once: as many as
+    ``JOINT_CHUNK_BYTES`` holds, at least one."""
+    return max(1, min(probes, JOINT_CHUNK_BYTES // max(bytes_per_probe, 1)))
+
 
 def joint_input(count: int) -> str:
     """The input named by a joint pair (``JointCheck``)."""

@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from gradcli.analyses.check.rules import CLEARLY_OVER, TRACE_SPEEDUP
+from gradcli.analyses.check.rules import CLEARLY_OVER, JOINT_BLOCKS_FIXED, JOINT_BLOCKS_PER_PROBE, TRACE_SPEEDUP
 from gradcli.model.loading import Model
 from gradcli.numerics.finite_diff import FiniteDifferences
 from gradcli.options import CheckOptions
@@ -52,15 +52,18 @@ def require_full_memory(model: Model, outputs, size: int, order: int, max_memory
 
 
 def require_joint_memory(model: Model, size: int, options: CheckOptions) -> None:
-    """``JointCheck`` holds its probes' directions over every element, the
-    batch of them its second level differences, and one point per evaluation
-    in the traced loop: 2 probes' worth plus 2 points, each counted
-    ``memory.COPIES`` times (``dense_bytes``)."""
+    """``JointCheck`` holds one chunk of its probes' joint directions at a
+    time (``joint.JointDraws``), so its working set is ``JOINT_BLOCKS_PER_PROBE``
+    copies of the model's elements per probe of a chunk, plus
+    ``JOINT_BLOCKS_FIXED`` (``rules``: what each block is, and the measurement
+    that calibrates them)."""
+    from gradcli.analyses.check.joint import joint_chunk_probes
     from gradcli.memory import dense_bytes, require_memory
 
     itemsize = max(np.asarray(model.point[n]).dtype.itemsize for n in model.wrt)
+    chunk = joint_chunk_probes(size * itemsize, options.probes)
     require_memory(
-        dense_bytes((2 * options.probes + 2) * size, itemsize),
+        dense_bytes((JOINT_BLOCKS_PER_PROBE * chunk + JOINT_BLOCKS_FIXED) * size, itemsize, copies=1),
         f"the whole-model check along joint directions ({options.probes} probes x {size} elements)",
         "Use fewer {@probes}, or check the whole model input by input ({@by_layer=false})",
         options.max_memory,

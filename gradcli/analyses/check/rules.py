@@ -52,6 +52,23 @@ FORWARD_PROBES = 3
 #: model is the ops between layers, and one random direction sees a wrong JVP
 #: rule with probability 1 (down to the tolerance, as its power says).
 JOINT_FORWARD_PROBES = 1
+#: Bytes of joint directions (every input's, per probe) the joint check holds
+#: at once (``joint.JointDraws``): each probe of a 109M-weight BERT-base is
+#: 0.87 GB in float64, and every probe at once, with the points and gradients
+#: taken along them, held 22.7 GB. Under this many bytes a chunk is every
+#: probe (one batch of differences for them all, as for any small model).
+JOINT_CHUNK_BYTES = 256 * 2**20
+#: The joint check's memory guard (``mode.require_joint_memory``), in copies
+#: of the model's elements (blocks): per probe of a chunk, its tangents, their
+#: embedding in the group's flat vector, and its gradient; and, whatever the
+#: chunk, the points evaluated one at a time (each input's moved copy, its
+#: tensor, and the model's own cast of it) and the held tensors of the point.
+#: Calibrated on keras-hub's BertBackbone at BERT-base's shapes (109.5M
+#: weights in float64, one probe a chunk): the check's peak was 5.95 GB over
+#: the loaded model's, against 7 blocks x 0.876 GB = 6.1 GB predicted. (Before
+#: the probes were streamed, holding all three took 22.7 GB and grew.)
+JOINT_BLOCKS_PER_PROBE = 3
+JOINT_BLOCKS_FIXED = 4
 #: The round-off retry (``FullCheck.retry_larger_step``): an inconclusive pair
 #: (every element within tolerance, but an error estimate over a tenth of the
 #: derivatives: round-off swamps them) is differenced again at these many

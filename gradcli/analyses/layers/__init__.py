@@ -140,9 +140,9 @@ probability, ``compare.detectable_error``) is reported per layer.
 Memory (``require_layer_memory``): before any activation is held, a first forward
 pass records only shapes; the predicted peak is the captured activations
 (inputs and outputs of every unit, float64) plus the largest unit's working
-set (its gradient blocks and the evaluated outputs in full mode, ``FAST_COPIES``
-copies of its inputs and outputs per probe in fast mode, each counted
-``gradcli.memory.COPIES`` times).
+set (its gradient blocks and the evaluated outputs in full mode, each counted
+``gradcli.memory.COPIES`` times; ``FAST_COPIES`` copies of its inputs and
+outputs per probe in fast mode, a count of copies measured as such).
 Beyond the limit the pass stops with a usage error naming the cheaper routes.
 
 Progress and the estimate: ``gradcli.progress.report("layers", done, total,
