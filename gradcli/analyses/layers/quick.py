@@ -99,9 +99,8 @@ class TracedProducts:
     JVPs along the joint tangents are served from that call; any other set of
     tangents (inputs probed one by one after a joint failure) is
     ``check_model``'s to take (``Unsettled``). VJPs the call did not take come
-    from ``fallback`` (``check.products.ModelProducts``), and so do the JVPs
-    when the call's joint tangents are not the ones forward mode is checked
-    along (``joint`` None: an input left unsettled takes no part)."""
+    from ``fallback`` (``check.products.ModelProducts``), and so do JVPs asked
+    for before ``run_traced`` sets ``joint``."""
 
     def __init__(self, fallback):
         self.fallback = fallback
@@ -153,8 +152,18 @@ def run_traced(check, products: TracedProducts, traced: Traced) -> tuple[list, t
     if any(p.failed for p in settled) or not settled or check.options.autodiff != "both":
         return pairs, first_vjp
     # Forward mode along the settled inputs' joint tangent: the call's own JVPs
-    # where that is every input, else JVPs of the trace taken for them (an
-    # unsettled input's noisy differences take no part, ``forward_failures``).
-    products.joint = (tuple(wrt), jvps) if len(settled) == len(pairs) else None
+    # where that is every input, else JVPs of the same trace along that tangent
+    # (the unsettled inputs' tangents zero, no point planned), where the eager
+    # JVPs took 4.7 s of a 7.1M-weight BERT layer's 19 (an unsettled input's
+    # noisy differences take no part, ``forward_failures``).
+    names = [p.input for p in settled]
+    if len(settled) < len(pairs):
+        along = [constant_tensor(tangents[n] if n in names else np.zeros_like(tangents[n])) for n in wrt]
+        dtype = np.asarray(plan[2]).dtype
+        nothing = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, dtype))
+        _, jvps, _ = traced.probe(
+            [constant_tensor(model.point[n]) for n in wrt], frozen, cots, along, nothing, cotangents[o],
+        )
+    products.joint = (tuple(names), jvps)
     check.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, [o])
     return pairs, first_vjp
