@@ -159,6 +159,22 @@ def test_bad_layer_options_are_usage_errors():
     assert run.exit_code == 2 and "--by-layer" in error_line(run) and "choose one" in error_line(run)
 
 
+def test_the_shape_pass_times_each_units_own_call_for_the_estimate():
+    """The estimate up front counts a unit's quick-check evaluations at its own
+    eager call's seconds (``plan._estimate``): the shape pass times each
+    outermost unit call. Those calls run one after another inside one
+    forward pass, so their seconds are positive and sum to no more than the
+    pass's own."""
+    from gradcli.analyses.layers.capture import shape_pass
+    from gradcli.analyses.layers.units import keras_root
+    from gradcli.model.loading import load_model
+
+    model = load_model(fixture("by_layer_functional.py"))
+    calls, forward_seconds = shape_pass(model, keras_root(model))
+    assert len(calls) >= 3 and all(c.seconds > 0 for c in calls), [(c.path, c.seconds) for c in calls]
+    assert sum(c.seconds for c in calls) <= forward_seconds
+
+
 def test_memory_guard_refuses_the_pass_with_the_cheaper_route():
     path = fixture("by_layer_functional.py")
     run = gradcli("check", path, "--mode", "fast", "--by-layer", "--max-memory", "2000")

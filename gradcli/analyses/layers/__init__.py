@@ -151,9 +151,13 @@ label)`` after each unit; before the first, the pass is estimated
 of the fast units, ``SECONDS_PER_UNIT`` per fast unit, ``SECONDS_PER_FULL_UNIT``
 per full unit, plus ``FORWARD_MULTIPLE`` forward passes of the model (the
 evaluations and products of the local checks sum to a few forward passes),
-timed in the shape pass; the result's note gives the estimate, the number of
-traced local functions and the time taken. The constants come from
-``bench/layer_speed.py``.
+timed in the shape pass; a unit whose own cost is larger counts that instead:
+its quick check's evaluations at its own eager call's seconds in the shape
+pass (a transformer layer at BERT-base's width), or its elements (an
+embedding table), and a signature's traces at ``TRACE_CALLS`` of its calls.
+The result's note gives the estimate, the number of traced local functions
+and the time taken. The constants come from ``bench/layer_speed.py`` and
+keras-hub's BERT-base.
 
 The package: ``units`` (what a unit is, its mode), ``capture`` (recording the
 calls), ``plan`` (whether the pass runs, the shape pass, the memory guard and

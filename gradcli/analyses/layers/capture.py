@@ -47,8 +47,10 @@ def _record(units: dict[int, str], sink: list, keep: bool):
         if id(self) not in units or getattr(_recording, "inside", False) or threading.get_ident() != owner:
             return original(self, *args, **kwargs)
         _recording.inside = True
+        started = time.perf_counter()
         try:
             outputs = original(self, *args, **kwargs)
+            seconds = time.perf_counter() - started  # the call's own eager time (the plan's estimate)
             trainable = [v.value for v in self.trainable_variables]
             frozen = [v.value for v in self.non_trainable_variables]
         finally:
@@ -59,7 +61,7 @@ def _record(units: dict[int, str], sink: list, keep: bool):
                                   trainable, frozen, outputs))
         else:
             sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], _shapes(args),
-                                  _shapes(kwargs), _shapes(trainable), [], _shapes(outputs)))
+                                  _shapes(kwargs), _shapes(trainable), [], _shapes(outputs), seconds=seconds))
         return outputs
 
     keras.layers.Layer.__call__ = recording
@@ -178,13 +180,15 @@ class ModuleTree:
             plain = getattr(original, "python_function", original)
 
             def recording(module, *args, **kwargs):
+                started = time.perf_counter()
                 outputs = plain(module, *args, **kwargs)
+                seconds = time.perf_counter() - started
                 if id(module) in self.units and type(module) is cls:
                     counts[id(module)] = counts.get(id(module), 0) + 1
                     names = self.names[id(module)]
                     values = [point[n] for n in names]
                     call = LayerCall(module, module, self.units[id(module)], counts[id(module)], args, kwargs,
-                                     values, [], outputs, names=list(names), tree=self)
+                                     values, [], outputs, names=list(names), tree=self, seconds=seconds)
                     if not keep:
                         call.args, call.kwargs = _shapes(args), _shapes(kwargs)
                         call.trainable = [ShapeOnly(np.shape(v)) for v in values]

@@ -39,6 +39,26 @@ SECONDS_PER_SIGNATURE = 0.5
 SECONDS_PER_UNIT = 0.05
 SECONDS_PER_FULL_UNIT = 0.25
 FORWARD_MULTIPLE = 40.0
+#: ... and, for a unit whose own arithmetic is large, its evaluations: the
+#: quick check evaluates the unit at 2 steps x 2 levels per probe of each of
+#: its floating inputs and weights, and takes a VJP and a JVP per probe (about
+#: QUICK_PRODUCT_CALLS calls' worth), each costing about the unit's own eager
+#: call in the shape pass; and a signature's traces cost about TRACE_CALLS of
+#: those calls (TensorFlow runs the unit's Python once per trace, and the
+#: probe's trace holds the unit several times over). Measured on keras-hub's
+#: BertBackbone at BERT-base's shapes: a transformer layer (17 floating
+#: inputs, 7.1M weights) took 7.7-8.5 s a call after the first, whose traces
+#: took 10 s more; FORWARD_MULTIPLE alone estimated the pass of 19 units at
+#: 39 s, and it took 201 s.
+QUICK_PRODUCT_CALLS = 4
+TRACE_CALLS = 100
+#: ... or, for a unit of many elements and little arithmetic (an embedding
+#: table: a gather), its elements: each probe draws, moves, differentiates and
+#: compares every element in numpy and in the traced call. Measured on
+#: BERT-base's token embedding (23.4M weights, 3 probes, the joint check
+#: running beside): 19.4 s, 0.28 microseconds an element a probe, where its
+#: eager call of 2.2 ms counted 0.05 s.
+SECONDS_PER_ELEMENT = 0.25e-6
 
 
 def wants_layers(model, options: CheckOptions, mode: str) -> bool:
@@ -99,27 +119,34 @@ def plan_layers(model, options: CheckOptions) -> LayerPlan:
         known = ", ".join(dict.fromkeys(c.path for c in shapes))
         raise UsageError(f"match no layer (layers: {known[:400]})", param="layers", bad_value=True)
     require_layer_memory(shapes, calls, options)
-    estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1))
+    estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1), options.probes)
     return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started)
 
 
-def _estimate(calls: list[LayerCall], forward_seconds: float) -> float:
-    """Seconds predicted for the pass (the package docstring), from the shape pass."""
+def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> float:
+    """Seconds predicted for the pass (the package docstring), from the shape
+    pass: the constants' terms, and each fast unit's evaluations at its own
+    eager call's seconds (``QUICK_PRODUCT_CALLS``, ``TRACE_CALLS``) or its
+    elements (``SECONDS_PER_ELEMENT``), where those are more than the
+    constants say (a unit whose arithmetic, or whose table, is large)."""
     import tensorflow as tf
 
-    signatures, full = set(), 0
+    signatures, full, arithmetic = {}, 0, 0.0
     for call in calls:
-        size = sum(s.size for s in tf.nest.flatten((call.args, call.kwargs, call.trainable))
-                   if isinstance(s, ShapeOnly))
-        if unit_mode(size) == "full":
+        shapes = [s for s in tf.nest.flatten((call.args, call.kwargs, call.trainable)) if isinstance(s, ShapeOnly)]
+        if unit_mode(sum(s.size for s in shapes)) == "full":
             full += 1
-        else:
-            try:
-                signatures.add(signature(call))
-            except Exception:  # noqa: BLE001 - an estimate: count it as its own
-                signatures.add(id(call))
-    return (len(signatures) * SECONDS_PER_SIGNATURE + (len(calls) - full) * SECONDS_PER_UNIT
-            + full * SECONDS_PER_FULL_UNIT + FORWARD_MULTIPLE * forward_seconds)
+            continue
+        try:
+            key = signature(call)
+        except Exception:  # noqa: BLE001 - an estimate: count it as its own
+            key = id(call)
+        signatures[key] = max(SECONDS_PER_SIGNATURE, TRACE_CALLS * call.seconds, signatures.get(key, 0.0))
+        evaluations = 2 * 2 * probes * len(shapes) + QUICK_PRODUCT_CALLS * probes
+        elements = probes * sum(s.size for s in shapes)
+        arithmetic += max(SECONDS_PER_UNIT, evaluations * call.seconds, SECONDS_PER_ELEMENT * elements)
+    return (sum(signatures.values()) + arithmetic + full * SECONDS_PER_FULL_UNIT
+            + FORWARD_MULTIPLE * forward_seconds)
 
 
 def _selected(call: LayerCall, patterns) -> bool:

@@ -39,6 +39,7 @@ class LayerCall:
     names: list = field(default_factory=list)  # weight names, in trainable_variables order
     tree: object = None  # the ``ModuleTree`` of a tf.Module unit
     policies: bool = False  # computed in float64 by switching dtype policies (``keras_float64``)
+    seconds: float = 0.0  # the call's eager seconds in the shape pass (``plan``'s estimate)
 
 
 def layer_units(root) -> dict[int, str]:
