@@ -111,6 +111,7 @@ def one(path: str) -> dict:
     row.update(
         mode=checked.mode, ok=result.ok, evaluations=checked.evaluations,
         verdicts=sorted({p.verdict for p in checked.pairs}), peak_mb=peak_mb(),
+        failing_layers=[r.path for r in checked.layers if r.failed],
         weights_and_inputs=_elements(module),
     )
     row["training_steps"] = row["gradcli_seconds"] / (row["training_step_ms"] / 1e3)
@@ -161,7 +162,8 @@ def main() -> None:
         print(f"{row['model']:24} {row['weights_and_inputs']:6d} elements  gradcli {row['gradcli_seconds']:6.2f} s "
               f"({row['mode']}, {'pass' if row['ok'] else 'FAIL'}, {row['evaluations']} evaluations) = "
               f"{row['training_steps']:.0f} training steps of {row['training_step_ms']:.2f} ms; "
-              f"peak {row['peak_mb']:.0f} MB (before the check {row['peak_mb_before_check']:.0f}){peer}")
+              f"peak {row['peak_mb']:.0f} MB (before the check {row['peak_mb_before_check']:.0f}){peer}"
+              + (f"; failing layers: {', '.join(row['failing_layers'])}" if row.get("failing_layers") else ""))
     print("wrote", write_results("real_libraries_speed", {"machine": info, "rows": rows}))
 
 
