@@ -50,7 +50,7 @@ class JointCheck(FastCheck):
                 sums[o].append(self.joint_sums(tangents, reverse, chunk, wrong.setdefault(o, [])))
             del tangents  # this chunk's directions, before the next is drawn
         numeric = Derivatives.joined(parts)
-        probes = len(draws.probe_list)
+        probes = draws.probes
         flat = lambda a: np.asarray(a).reshape(probes, -1)  # noqa: E731
         pairs, larger = [], {}  # larger: the round-off retry's derivatives, by step scale
         for o in self.outputs:
@@ -227,7 +227,7 @@ class JointDraws:
     def __init__(self, model, outputs, probes: int, seed):
         rng = np.random.default_rng(seed)  # the draws of FastCheck.run
         self.cotangents = {o: rng.standard_normal((probes,) + np.shape(model.outputs[o])) for o in outputs}
-        self.probe_list = list(range(probes))
+        self.probes = probes
         self.inputs = {n: (np.shape(model.point[n]), np.asarray(model.point[n]).dtype) for n in model.wrt}
         per_probe = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in self.inputs.values())
         per_chunk = joint_chunk_probes(per_probe, probes)
@@ -238,7 +238,7 @@ class JointDraws:
                           for n, (shape, dtype) in self.inputs.items()}
             return
         for n, (shape, _) in self.inputs.items():  # one pass to record where each probe's normals start
-            for p in self.probe_list:
+            for p in range(probes):
                 self._states[n, p] = rng.bit_generator.state
                 rng.standard_normal(shape)
 
