@@ -130,6 +130,22 @@ def test_processes_of_a_task_stopped_by_the_timeout_end_with_it(tmp_path):
     assert len(read_pids(pids)) == 3 and gone(read_pids(pids))
 
 
+def test_the_timeout_counts_the_tasks_run_not_the_import_of_its_code():
+    """A worker's start-up (importing TensorFlow: seconds, more on a busy machine)
+    is not the model's time: a task whose module takes 2 s to import and then runs
+    for 0.2 s finishes under a 1 s timeout; one that runs 3 s is stopped."""
+    from gradcli.workers.batch import WorkerLost, supervise
+
+    slow = "tests.models._iso_slow_import:quick"
+    outcomes = supervise([(slow, (0.2,)), (slow, (3.0,))], 1, timeout=1.0)
+    try:
+        quick, hung = [outcome for _, outcome in outcomes]
+    finally:
+        outcomes.close()
+    assert quick == 0.2
+    assert isinstance(hung, WorkerLost) and "did not finish within 1 s" in hung.message
+
+
 @needs_proc
 def test_a_worker_left_running_at_exit_takes_its_processes_and_folder_with_it(tmp_path):
     # A caller that never closes the generator: multiprocessing ends the

@@ -44,7 +44,7 @@ from gradcli.cli.options import (
 @plot_option("Heat maps of the analytic and numeric Jacobian blocks of failing pairs and their difference, failing elements marked (needs matplotlib).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first model that fails or cannot be checked; the rest are reported as skipped.")
 @click.option("--shard", type=Shard(), default=None, metavar="K/N", help="Check only shard K of N of the models (sorted by path, dealt round robin): one CI matrix job each.")
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="Stop a model file still running after SECONDS (its worker is ended, start-up included): that model is an error row (exit 3), the others are still checked.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS", help="Stop a model file still running after SECONDS of its own (counted once its worker has imported TensorFlow; the worker is ended): that model is an error row (exit 3), the others are still checked.")
 @click.option("--exclude", multiple=True, metavar="GLOB", help="Leave out the files a folder MODEL holds that match GLOB (git's glob rules, relative to the working folder; repeatable); hidden folders, virtual environments and what .gitignore ignores are always left out.")
 @click.option("--include", multiple=True, metavar="GLOB", help="Check only the files a folder MODEL holds that match GLOB (git's glob rules, relative to the working folder; repeatable).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, help="Check models in N worker processes. Each starts TensorFlow: it pays off only for slow models on idle cores.")

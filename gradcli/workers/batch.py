@@ -60,6 +60,12 @@ IN_PROCESS_VARIABLE = "GRADCLI_IN_PROCESS"
 STOP_SECONDS = 2.0
 #: How often a worker checks that its supervisor is still alive.
 WATCH_SECONDS = 1.0
+#: How long a worker may take to start a task (import its code: TensorFlow's
+#: import is 4-6 s on a quiet 2-core machine, several times that on a busy one)
+#: before ``--timeout`` stops it anyway: ``--timeout`` counts the model's own
+#: time, from when its code is imported, so an import that hangs needs a limit
+#: of its own.
+START_SECONDS = 300.0
 
 
 #: The index of a message that is a progress report, not an answer.
@@ -67,6 +73,9 @@ PROGRESS = -1
 #: The index of the message a worker sends once it is set up, before it reads
 #: a task: a worker that dies before it is a failure to start, not the model's.
 READY = -2
+#: The index of the message a worker sends once a task's code is imported, before
+#: it runs: ``--timeout`` counts from there.
+STARTED = -3
 
 
 def isolation_default() -> bool:
@@ -202,8 +211,10 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
     Yields ``(index, result)`` in the order of ``tasks``; ``result`` is the
     function's return value, or a ``WorkerLost`` when the worker died first, or
     ran longer than ``timeout`` seconds and was stopped (a new worker takes the
-    next task). Closing the generator ends the workers. The timeout counts from
-    when the task was sent, worker start-up (importing TensorFlow) included.
+    next task). Closing the generator ends the workers. The timeout counts the
+    model's own time, from when the worker has imported the task's code
+    (TensorFlow, for a model: its ``STARTED`` message); a worker that has not
+    within ``START_SECONDS`` more is stopped too.
     With one worker, its ``gradcli.progress`` reports are relayed to this
     process's listener (the progress bar of long single-model work); several
     workers' stages would overwrite each other, so theirs are dropped.
@@ -225,28 +236,35 @@ def supervise(tasks: list[tuple[str, tuple]], jobs: int, timeout: float | None =
                 worker = _ready_worker(idle, context)
                 index = pending.pop()
                 worker.connection.send((index, *tasks[index]))
+                worker.task_started = None
                 running[worker] = (index, time.perf_counter())
             now = time.perf_counter()
             left = None if timeout is None else max(
-                0.0, min(started + timeout for _, started in running.values()) - now
+                0.0, min(worker.deadline(started, timeout) for worker, (_, started) in running.items()) - now
             )
             ready = wait([w.connection for w in running] + [w.process.sentinel for w in running], left)
             if timeout is not None:
                 for worker in list(running):
                     index, started = running[worker]
-                    if worker.connection not in ready and time.perf_counter() - started >= timeout:
+                    if worker.connection not in ready and time.perf_counter() >= worker.deadline(started, timeout):
                         running.pop(worker)
                         worker.stop()
-                        done[index] = WorkerLost(
-                            f"the model did not finish within {timeout:g} s and was stopped ({{@timeout}})",
-                            time.perf_counter() - started,
+                        message = (
+                            f"the model did not finish within {timeout:g} s and was stopped ({{@timeout}})"
+                            if worker.task_started is not None else
+                            f"internal error: a worker process did not start within "
+                            f"{START_SECONDS + timeout:g} s, before the model ran"
                         )
+                        done[index] = WorkerLost(message, time.perf_counter() - started)
             for worker in list(running):
                 if worker.connection not in ready and worker.process.sentinel not in ready:
                     continue
                 reply = worker.receive()
                 if reply is not None and reply[0] == READY:
                     worker.ready = True
+                    continue
+                if reply is not None and reply[0] == STARTED:
+                    worker.task_started = time.perf_counter()
                     continue
                 if reply is not None and reply[0] == PROGRESS:
                     if jobs == 1:
@@ -296,11 +314,19 @@ class _Worker:
 
         self.temporary = tempfile.mkdtemp(prefix="gradcli-worker-")
         self.ready = False  # set by its READY message
+        self.task_started = None  # when its task's code was imported (STARTED)
         self.connection, child_end = context.Pipe()
         self.process = context.Process(target=_serve, args=(child_end, self.temporary), daemon=True)
         with _sigint_ignored():  # the child inherits SIG_IGN until it installs its own
             self.process.start()
         child_end.close()
+
+    def deadline(self, sent: float, timeout: float) -> float:
+        """When a task sent at ``sent`` has had ``timeout`` seconds of its own:
+        importing its code (TensorFlow) is not the model's time."""
+        if self.task_started is None:
+            return sent + START_SECONDS + timeout
+        return self.task_started + timeout
 
     def receive(self):
         """The worker's next message, ``(index, answer)`` or ``(PROGRESS, event)``,
@@ -402,6 +428,7 @@ def _serve(connection, temporary: str | None = None) -> None:
             if broken:
                 raise RuntimeError(broken)
             function = resolve(target)  # imports TensorFlow, before the state is saved
+            connection.send((STARTED, None))  # the clock of --timeout starts here
             if saved is None:
                 saved = isolation.snapshot()
             with progress.listening(lambda *event: connection.send((PROGRESS, event))):
