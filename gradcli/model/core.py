@@ -16,6 +16,7 @@ user's code, never gradcli's, TensorFlow's or Python's).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import traceback
@@ -239,14 +240,21 @@ def where_raised(exc: BaseException, path: str) -> str:
 
 
 def is_user_file(filename: str) -> bool:
-    import sysconfig
-
     filename = os.path.abspath(filename)
     if not os.path.isfile(filename):  # <string>, frozen modules, TensorFlow's generated code
         return False
+    return not any(filename.startswith(folder) for folder in _system_folders())
+
+
+@functools.lru_cache(maxsize=1)
+def _system_folders() -> tuple[str, ...]:
+    """The folders whose files are not the user's: Python's own, the installed
+    packages', and gradcli's (each with a trailing separator)."""
+    import sysconfig
+
     system = {sysconfig.get_path(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     system.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # gradcli itself
-    return not any(filename.startswith(os.path.join(folder, "")) for folder in system if folder)
+    return tuple(os.path.join(folder, "") for folder in system if folder)
 
 
 def code_site(obj) -> str | None:

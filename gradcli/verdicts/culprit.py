@@ -93,8 +93,8 @@ class ModelGraph(TracedGraph):
     def user_gradient_ops(self, name, output) -> list:
         return spread.user_gradient_ops(self, name, output)
 
-    def spread_culprit(self, name, output, tol) -> tuple | None:
-        return spread.spread_culprit(self, name, output, tol, self.spread_memo)
+    def spread_culprit(self, name, output, tol, ops=None) -> tuple | None:
+        return spread.spread_culprit(self, name, output, tol, self.spread_memo, ops)
 
     def raising_gradient(self, exc: BaseException) -> GraphSite | None:
         return gradient_faults.raising_gradient(self, exc)

@@ -91,7 +91,7 @@ def user_gradient_ops(graph, name, output) -> list:
     ]
 
 
-def spread_culprit(graph, name, output, tol, memo: dict) -> tuple | None:
+def spread_culprit(graph, name, output, tol, memo: dict, ops=None) -> tuple | None:
     """The first user-written gradient on the path that is wrong at the
     inputs it receives or at a spread of inputs around them
     (``SPREAD_POINTS``, docs/verdict-rules.md): ``(Culprit, point)`` or None.
@@ -106,11 +106,16 @@ def spread_culprit(graph, name, output, tol, memo: dict) -> tuple | None:
     moved by a relative 1e-3 (``_nearby``): a kink met exactly at a spread
     point (a custom relu at a zero) disagrees at that point alone.
 
-    ``memo`` ((op, inputs) -> finding) is the graph's: pairs share ops."""
-    ops = user_gradient_ops(graph, name, output)
+    ``memo`` ((op, inputs) -> finding) is the graph's: pairs share ops. It
+    is never kept beyond the graph, not even by a warm check: a finding away
+    from the point is proven by nothing at the point (where a warm check's
+    program is proven), so a function checked again is checked over its
+    spread again. ``ops``: ``user_gradient_ops`` of the pair, where the
+    caller has them."""
+    ops = user_gradient_ops(graph, name, output) if ops is None else ops
     if not ops:
         return None
-    feeds, feed_values, seen = graph.seen_values(ops)
+    values = None  # what the ops saw at the point (``seen_values``), taken at the first op not in ``memo``
     start = graph.inputs[name].op
     for count, op in enumerate(ops, start=1):
         # Only the op's inputs that ``name`` reaches: its gradient with
@@ -118,23 +123,29 @@ def spread_culprit(graph, name, output, tol, memo: dict) -> tuple | None:
         # its kernel gradient must not fail the data input's pair).
         only = {x.ref() for x in graph.local_inputs(op) if graph.depends_on(x.op, {start})}
         key = (op.name, tuple(sorted(x.name for x in graph.local_inputs(op) if x.ref() in only)))
-        if key in memo:
-            if memo[key] is not None:
-                return memo[key]
-            continue
-        memo[key] = None
-        for label, at in SPREAD_POINTS:
-            found = None
-            for where in (at, _nearby(at)):
-                try:
-                    found = check_op(graph, op, feeds, feed_values, seen, tol,
-                                     np.random.default_rng(0), at=where, only=only)
-                except Exception:  # an op that cannot be fed or differenced alone
-                    found = None
-                if found is None or found is UNRESOLVED or isinstance(found, WrongShape):
-                    found = None
-                    break
-            if found is not None:
-                memo[key] = culprit_record(graph, op, found, count, f"own gradient at {label}"), label
-                return memo[key]
+        if key not in memo:
+            values = values or graph.seen_values(ops)
+            # stored once complete: an interrupted search leaves no finding behind
+            memo[key] = _spread_finding(graph, op, *values, tol, only, count)
+        if memo[key] is not None:
+            return memo[key]
+    return None
+
+
+def _spread_finding(graph, op, feeds, feed_values, seen, tol, only, count) -> tuple | None:
+    """``(Culprit, point label)`` of the first spread point where ``op``'s
+    gradient is wrong, at that point and nearby (``spread_culprit``), or None."""
+    for label, at in SPREAD_POINTS:
+        found = None
+        for where in (at, _nearby(at)):
+            try:
+                found = check_op(graph, op, feeds, feed_values, seen, tol,
+                                 np.random.default_rng(0), at=where, only=only)
+            except Exception:  # an op that cannot be fed or differenced alone
+                found = None
+            if found is None or found is UNRESOLVED or isinstance(found, WrongShape):
+                found = None
+                break
+        if found is not None:
+            return culprit_record(graph, op, found, count, f"own gradient at {label}"), label
     return None

@@ -306,7 +306,7 @@ def _check_user_gradients(result, graph, tol) -> None:
             continue
         ops = graph.user_gradient_ops(pair.input, pair.output)
         checked |= {graph.describe_op(op) for op in ops}
-        found = graph.spread_culprit(pair.input, pair.output, tol) if ops else None
+        found = graph.spread_culprit(pair.input, pair.output, tol, ops) if ops else None
         if found is not None:
             compare.mark_spread_failure(pair, *found)
     if checked:
