@@ -149,7 +149,15 @@ class ModelEvaluator:
     def evaluate_points(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
         """The outputs at each row of ``points`` (``[k, size of name]``, the
         input's dtype), other inputs at the point: batched, or eagerly when
-        the model cannot be traced (``call``)."""
+        the model cannot be traced (``call``). A handful (``EAGER_MAX_POINTS``,
+        a Taylor test's or a one-sided ladder's) one call each, as
+        ``evaluate_pairs`` takes them (``each_point``): a vectorised trace of
+        the model cost 0.1-0.2 s a check where its own trace answers in
+        milliseconds."""
+        fd = self.differences
+        if len(points) <= EAGER_MAX_POINTS:
+            shape = fd.point[name].shape
+            return self.each_point([{name: tf.constant(row.reshape(shape))} for row in points], points.dtype)
         evaluate = self.group_function((name,))
         outputs = self.differences.outputs
         build = lambda vectorized: lambda rows: map_points(evaluate, rows, outputs, vectorized)  # noqa: E731
@@ -188,30 +196,35 @@ class ModelEvaluator:
         return self.eager_sides(moved, len(steps), dtype)
 
     def eager_sides(self, moved, count: int, dtype) -> tuple[dict, dict]:
-        """f at the +s and -s sides of ``count`` points, one call each, through
-        ``traced`` when there is one, else the model's Python eagerly:
-        ``moved(j, sign)`` gives point j's moved inputs, every other input is
-        passed as it is. Per side, output -> ``[count, *output_shape]`` in
-        ``dtype``."""
+        """f at the +s and -s sides of ``count`` points (``each_point``):
+        ``moved(j, sign)`` gives point j's moved inputs. Per side, output ->
+        ``[count, *output_shape]`` in ``dtype``."""
+        both = self.each_point([moved(j, sign) for j in range(count) for sign in SIGNS], dtype)
+        both = {o: v.reshape((count, len(SIGNS)) + v.shape[1:]) for o, v in both.items()}
+        return tuple({o: v[:, i] for o, v in both.items()} for i in range(len(SIGNS)))
+
+    def each_point(self, points: list[dict], dtype) -> dict:
+        """f at each of ``points`` (each the inputs it moves; every other input
+        is passed as it is), one call each, through ``traced`` when there is
+        one, else the model's Python eagerly; all in one call of a trace that
+        takes many points (``traced.many``) while their copies are small.
+        Output -> ``[len(points), *output_shape]`` in ``dtype``."""
         fd = self.differences
         if "eager inputs" not in self.traces:
             self.traces["eager inputs"] = {n: tf.constant(v) for n, v in fd.point.items()}
         fixed = self.traces["eager inputs"]
         many = getattr(fd.traced, "many", None)  # a trace that takes the points at once
-        if many is not None and 2 * count * sum(v.size for v in fd.point.values()) <= MANY_MAX_ELEMENTS:
-            points = [{**fixed, **moved(j, sign)} for j in range(count) for sign in SIGNS]
+        if many is not None and len(points) * sum(v.size for v in fd.point.values()) <= MANY_MAX_ELEMENTS:
+            points = [{**fixed, **p} for p in points]
             result = many({n: tf.stack([p[n] for p in points]) for n in fd.point})
-            both = {o: np.asarray(tf.cast(result[o], dtype)).reshape((count, len(SIGNS)) + tuple(result[o].shape[1:]))
-                    for o in fd.outputs}
-            return tuple({o: both[o][:, i] for o in fd.outputs} for i in range(len(SIGNS)))
+            return {o: np.asarray(tf.cast(result[o], dtype)) for o in fd.outputs}
         evaluate = fd.traced or fd.function
-        sides: tuple[dict, dict] = ({o: [] for o in fd.outputs}, {o: [] for o in fd.outputs})
-        for j in range(count):
-            for sign, values in zip(SIGNS, sides):
-                result = evaluate(fresh({**fixed, **moved(j, sign)}))
-                for o in fd.outputs:
-                    values[o].append(np.asarray(tf.cast(result[o], dtype)))
-        return tuple({o: np.stack(v) for o, v in side.items()} for side in sides)
+        values = {o: [] for o in fd.outputs}
+        for moved in points:
+            result = evaluate(fresh({**fixed, **moved}))
+            for o in fd.outputs:
+                values[o].append(np.asarray(tf.cast(result[o], dtype)))
+        return {o: np.stack(v) for o, v in values.items()}
 
     def _in_place(self, group, part, steps, remaining: int = 0):
         """f(x + s e_i), f(x - s e_i) for the group-flat indices ``part``, without
