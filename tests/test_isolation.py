@@ -146,6 +146,25 @@ def test_the_timeout_counts_the_tasks_run_not_the_import_of_its_code():
     assert isinstance(hung, WorkerLost) and "did not finish within 1 s" in hung.message
 
 
+def test_a_worker_that_never_starts_its_task_is_stopped_with_its_own_message(monkeypatch):
+    """A task whose code does not finish importing (here 2 s, against a start-up
+    limit of 0.5 s plus the 1 s timeout) is stopped all the same: not blamed
+    on the model, which never ran, and the next task still runs."""
+    from gradcli.workers import batch
+    from gradcli.workers.batch import WorkerLost, supervise
+
+    monkeypatch.setattr(batch, "START_SECONDS", 0.5)
+    outcomes = supervise([("tests.models._iso_slow_import:quick", (0.1,)), (f"{TASKS}:wait", (0.1,))],
+                         1, timeout=1.0)
+    try:
+        stuck, waited = [outcome for _, outcome in outcomes]
+    finally:
+        outcomes.close()
+    assert isinstance(stuck, WorkerLost)
+    assert stuck.message == "internal error: a worker process did not start within 1.5 s, before the model ran"
+    assert waited == 0.1
+
+
 @needs_proc
 def test_a_worker_left_running_at_exit_takes_its_processes_and_folder_with_it(tmp_path):
     # A caller that never closes the generator: multiprocessing ends the

@@ -329,8 +329,9 @@ class _Worker:
         return self.task_started + timeout
 
     def receive(self):
-        """The worker's next message, ``(index, answer)`` or ``(PROGRESS, event)``,
-        or None if it died without one."""
+        """The worker's next message, ``(index, answer, retire)``, ``(PROGRESS,
+        event)``, ``(READY, None)`` or ``(STARTED, None)``, or None if it died
+        without one."""
         try:
             if self.connection.poll():
                 return self.connection.recv()
