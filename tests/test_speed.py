@@ -4,6 +4,8 @@ auto picks its mode. No timing is asserted here (timings live in bench/)."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -379,6 +381,51 @@ def test_auto_runs_full_within_the_budget_and_says_what_it_predicted(wide_model)
     assert result.predicted_full_seconds > 0
     assert any("auto ran the full check: predicted" in n for n in result.notes)
     assert all(p.verdict == PASS and p.compared == 1600 for p in result.pairs)
+
+
+def test_auto_predicts_from_the_fastest_timed_chunk(wide_model, monkeypatch):
+    """One timed chunk slowed by 0.5 s (as by another process on the core)
+    does not set the rate: W's 1,600 elements are 4 chunks of at most 512, the
+    first untimed, the next two timed. Slowed, one chunk alone predicts at
+    least 0.5 s / 512 * 1,600 = 1.56 s; the other runs in milliseconds."""
+    from gradcli.numerics import finite_diff
+
+    calls = []
+    chunk = FiniteDifferences._chunk
+
+    def slowed(self, *args, **kwargs):
+        calls.append(len(args[2]))
+        if len(calls) == 2:  # the first timed chunk
+            time.sleep(0.5)
+        return chunk(self, *args, **kwargs)
+
+    monkeypatch.setattr(FiniteDifferences, "_chunk", slowed)
+    result = check_model(wide_model, CheckOptions(mode="auto", budget=1e6))
+    assert calls[:3] == [512, 512, 512]
+    assert 0 < result.predicted_full_seconds < 0.5
+    calls.clear()
+    monkeypatch.setattr(finite_diff, "TIMED_CHUNKS", 1)  # the old rule: the slowed chunk alone
+    assert check_model(wide_model, CheckOptions(mode="auto", budget=1e6)).predicted_full_seconds > 1.5
+
+
+def test_auto_times_a_model_whose_eager_call_is_slow_but_whose_evaluations_are_fast(monkeypatch):
+    """auto_slow_eager.py sleeps 50 ms in every eager call (once per trace).
+    Its 2,000 elements at 2 evaluations of 50 ms / TRACE_SPEEDUP each are 0.1 s,
+    under 10 budgets of 0.1 s: auto times its differences (a prediction, either
+    way it goes). At the old speedup of 50 the same "bound" was 4 s, and auto
+    ran fast without timing, on a model whose evaluations take microseconds."""
+    from gradcli.analyses.check import mode
+
+    model = load_model(fixture("auto_slow_eager.py"))
+    assert model.forward_seconds >= 0.05
+    result = check_model(model, CheckOptions(mode="auto", budget=0.1))
+    (note,) = [n for n in result.notes if n.startswith("auto ran")]
+    assert "timed batch" in note and "each at least 2 evaluations" not in note, note
+    assert 0 < result.predicted_full_seconds < 2000 * 2 * 0.05 / 50
+    assert all(p.verdict == PASS for p in result.pairs)
+    monkeypatch.setattr(mode, "TRACE_SPEEDUP", 50.0)
+    bounded = check_model(model, CheckOptions(mode="auto", budget=0.1))
+    assert any("each at least 2 evaluations" in n for n in bounded.notes), bounded.notes
 
 
 def test_auto_on_a_small_model_runs_full_without_timing():

@@ -75,9 +75,10 @@ def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: floa
     """auto's choice: (mode, predicted seconds of a full check (a lower bound
     when the bound decided) or None, why).
 
-    Rule: one timed batch of differences per input group predicts the full
-    check. Timing costs a trace of the model in a loop and a batch of
-    evaluations per group, which is minutes for a network of millions of
+    Rule: timed batches of differences per input group, the fastest of them,
+    predict the full check (``FiniteDifferences.predict_axes_seconds``).
+    Timing costs a trace of the model in a loop and batches of evaluations
+    per group, which is minutes for a network of millions of
     weights; so first a lower bound: a full check evaluates the model at least
     twice per element, each evaluation no faster than ``forward_seconds`` (one
     eager call of the model) divided by ``TRACE_SPEEDUP``. A lower bound over
@@ -96,10 +97,10 @@ def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: floa
     predicted = fd.predict_axes_seconds(list(wrt))
     if predicted <= budget:
         return "full", predicted, (
-            f"auto ran the full check: predicted {predicted:.2g} s (one timed batch of "
-            f"differences per input group), within the {budget:g} s budget"
+            f"auto ran the full check: predicted {predicted:.2g} s (timed batches of "
+            f"differences, the fastest per input group), within the {budget:g} s budget"
         )
     return "fast", predicted, (
         f"auto ran the fast check: a full check would take about {predicted:.2g} s "
-        f"(predicted from one timed batch per input group), over the {budget:g} s budget"
+        f"(predicted from timed batches, the fastest per input group), over the {budget:g} s budget"
     )
