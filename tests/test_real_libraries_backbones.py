@@ -15,13 +15,15 @@ carry float32 round-off: its rule is stated where it is used.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import os
 
 import numpy as np
 import pytest
 
 import gradcli as api
-from tests.conftest import fixture
+from tests.conftest import fixture, line_of
 
 #: One worker runs this module: its module-scoped fixture builds three backbones (tests/conftest.py).
 pytestmark = pytest.mark.xdist_group(__name__)
@@ -205,18 +207,45 @@ def test_a_fast_projection_too_noisy_to_judge_is_settled_element_by_element(monk
     assert result.ok, [(p.input, p.verdict) for p in model.pairs if p.failed]
 
 
-def test_a_joint_row_too_noisy_to_judge_is_settled_input_by_input():
-    """Llama's RMS norms compute in float32 whatever the dtype (keras-hub
-    casts), so a projection along every weight at once carries the float32
-    round-off of all of them: the whole-model joint row that the fast check
-    with the layer pass runs stays inconclusive even at 16, 256 and 4096 times the step,
-    which failed the correct model. The whole model is then checked input by
-    input, as the fast check does without the layer pass: every pair the
-    architecture connects passes, the one it leaves disconnected is called so,
-    and a note says why the joint row gave way."""
+def test_a_keras_hub_models_float32_casts_keep_float64_and_it_passes():
+    """keras-hub's Qwen3 casts to float32 inside (``ops.cast(x, "float32")``:
+    its RMS norms, query and key norms, and its SiLU), Keras' mixed-precision
+    idiom for at least float32. Its default check was inconclusive at its
+    token embedding, judged at float32 rules. In the float64 check those casts
+    keep float64: nothing computes in float32, every pair passes at float64
+    rules, and the note names each cast by the library's own lines."""
+    keras_hub = pytest.importorskip("keras_hub")
+    root = os.path.join(os.path.dirname(keras_hub.__file__), "src", "models", "qwen3")
+    result = api.check(fixture("hub_qwen3_tiny.py"))
+    (model,) = result.models
+    assert result.ok, [(p.input, p.verdict) for p in model.pairs if p.failed]
+    assert model.dtype == "float64" and not any("computes in float32" in n for n in model.notes), model.notes
+    assert all(p.verdict == "pass" for p in model.pairs)
+    (note,) = [n for n in model.notes if n.startswith("kept float64 where the model casts to float32")]
+    for file, text in (("qwen3_layernorm.py", 'x = ops.cast(x, "float32")'),
+                       ("qwen3_decoder.py", 'gate_output = ops.cast(gate_output, "float32")')):
+        assert f"{file}:{line_of(os.path.join(root, file), text)}" in note, note
+
+
+def test_a_joint_row_too_noisy_to_judge_is_settled_input_by_input(monkeypatch):
+    """A model that computes in float32 inside a float64 check: Llama's RMS
+    norms as they ran before the check kept their float32 casts float64
+    (``keras_float64.float32_casts_kept``, switched off here; a library op
+    without a float64 kernel does the same). A projection along every weight
+    at once carries the float32 round-off of all of them: the whole-model
+    joint row that the fast check with the layer pass runs stays
+    inconclusive even at 16, 256 and 4096 times the step, which failed the
+    correct model. The whole model is then checked input by input, as the
+    fast check does without the layer pass: every pair the architecture
+    connects passes, the one it leaves disconnected is called so, and a note
+    says why the joint row gave way."""
     pytest.importorskip("keras_hub")
+    from gradcli.model import keras_float64
+
+    monkeypatch.setattr(keras_float64, "float32_casts_kept", lambda sites: contextlib.nullcontext(sites))
     result = api.check(fixture("hub_llama_tiny.py"), mode="fast", by_layer=True)
     (model,) = result.models
+    assert any("computes in float32" in n for n in model.notes), model.notes
     assert any("joint check stayed inconclusive after the round-off retry" in n for n in model.notes), model.notes
     assert not any(p.input.endswith("inputs jointly") for p in model.pairs)
     disconnected = BACKBONES["hub_llama_tiny.py"][1]

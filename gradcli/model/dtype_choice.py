@@ -74,6 +74,14 @@ def settle_dtype(model: Model, float64: bool, rng_seed: int = 0, explain_failure
                         f"promoted {name_list(changed)} from "
                         f"{native[changed[0]].dtype} to float64 for checking"
                     )
+                kept = getattr(model.function, "float32_casts", None)
+                if kept:
+                    model.notes.append(
+                        f"kept float64 where the model casts to float32 ({name_list(sorted(kept))}): "
+                        "a cast up to at least float32 around an unstable op (Keras' mixed-precision idiom, "
+                        "`ops.cast(x, \"float32\")`) would round the check's float64 values; the cast's "
+                        "derivative is the identity either way"
+                    )
                 return check_finite_outputs(model)
             model.notes.append(
                 f"the gradient does not run in float64 ({failure}); checking in "

@@ -243,8 +243,14 @@ def keras_model(
         # falls back to it when float64 does not run).
         native = getattr(dtype, "name", "float64") != "float64"
         active, by_policies = (layer, False) if native else (runner, switched)
-        out, _ = stateless(active, by_policies, trainable, fixed, data_args(values), **mode)
+        out, _ = stateless(active, by_policies, trainable, fixed, data_args(values), kept=kept_casts, **mode)
         return normalize_outputs(out)
+
+    #: Where the model's code cast a float64 value to float32 in a float64
+    #: call, kept float64 (``keras_float64.float32_casts_kept``): the note
+    #: ``dtype_choice`` adds names them.
+    kept_casts: dict = {}
+    function.float32_casts = kept_casts
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
     point.update(data)

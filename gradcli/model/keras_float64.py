@@ -15,10 +15,23 @@ and maps its variables to the given float64 values without the cast to the
 variables' own dtype that ``stateless_call`` applies. The proof that the
 float64 function is the user's (``verdicts.same_function``) compares it with
 the model called as it is, in float32, either way.
+
+A float64 call keeps float64 where the model's code casts a float64 value to
+float32 (``float32_casts_kept``): Keras' mixed-precision idiom
+``ops.cast(x, "float32")`` (keras-hub's RMS norms, Qwen3's query and key
+norms) asks for *at least* float32 around an unstable op, a no-op in a
+float32 model; in the float64 check it would round the check's values to
+float32, and every difference through it would carry float32 round-off
+(keras-hub's Qwen3, Mixtral and RoFormer left ``inconclusive`` at float32's
+steps and tolerances). A cast's derivative is the identity in either dtype,
+so the gradient checked is the same; the report names the casts kept.
 """
 
 from __future__ import annotations
 
+import contextvars
+import os
+import sys
 from contextlib import contextmanager
 
 #: Dtype names a float64 rebuild replaces: every floating compute or variable
@@ -162,13 +175,78 @@ def float64_policies(layer):
             sub.dtype_policy = policy
 
 
-def stateless(layer, by_policies: bool, trainable: list, frozen: list, *args, **kwargs):
+def stateless(layer, by_policies: bool, trainable: list, frozen: list, *args, kept: dict | None = None, **kwargs):
     """``layer.stateless_call(trainable, frozen, *args, **kwargs)``, or
     ``stateless_float64_call`` for a layer run in float64 by its switched
-    dtype policies (``by_policies``): (outputs, frozen values after)."""
-    if by_policies:
-        return stateless_float64_call(layer, trainable, frozen, *args, **kwargs)
-    return layer.stateless_call(trainable, frozen, *args, **kwargs)
+    dtype policies (``by_policies``): (outputs, frozen values after). Casts
+    of float64 values to float32 keep float64 (``float32_casts_kept``; their
+    sites counted in ``kept`` when given)."""
+    with float32_casts_kept({} if kept is None else kept):
+        if by_policies:
+            return stateless_float64_call(layer, trainable, frozen, *args, **kwargs)
+        return layer.stateless_call(trainable, frozen, *args, **kwargs)
+
+
+#: The sites of float32 casts kept float64 in this thread's float64 call
+#: (``float32_casts_kept``), or None outside one: a context variable, so a
+#: check running beside another on a thread of its own (the joint check
+#: beside the layer pass) never sees the other's setting.
+_KEPT: contextvars.ContextVar = contextvars.ContextVar("gradcli_float32_casts_kept", default=None)
+
+
+@contextmanager
+def float32_casts_kept(sites: dict):
+    """For the duration, Keras' cast (TensorFlow backend) of a float64 value to
+    float32 returns the value itself (module docstring), and counts the code
+    that asked for it in ``sites`` ("file.py:line" -> calls). Other casts, and
+    casts outside a float64 call, are Keras' own."""
+    _install_cast()
+    token = _KEPT.set(sites)
+    try:
+        yield sites
+    finally:
+        _KEPT.reset(token)
+
+
+def _install_cast() -> None:
+    """Put ``_cast`` in place of the TensorFlow backend's ``cast`` once per
+    process; it is Keras' own wherever ``_KEPT`` is unset."""
+    from keras.src.backend.tensorflow import core
+
+    if getattr(core.cast, "_gradcli_original", None) is None:
+        original = core.cast
+
+        def cast(x, dtype):
+            sites = _KEPT.get()
+            if sites is not None and getattr(x, "dtype", None) == "float64" and _standard(dtype) == "float32":
+                site = _caller()
+                sites[site] = sites.get(site, 0) + 1
+                return x
+            return original(x, dtype)
+
+        cast._gradcli_original = original
+        core.cast = cast
+
+
+def _standard(dtype) -> str:
+    from keras.src.backend import standardize_dtype
+
+    try:
+        return standardize_dtype(dtype)
+    except Exception:  # noqa: BLE001 - not a dtype Keras names: Keras' cast says so
+        return ""
+
+
+def _caller() -> str:
+    """"file.py:line" of the first frame outside Keras' ops and backend: the
+    code that asked for the cast."""
+    keras_parts = (os.sep.join(("keras", "src", "ops")), os.sep.join(("keras", "src", "backend")))
+    frame = sys._getframe(2)
+    while frame is not None and any(part in frame.f_code.co_filename for part in keras_parts):
+        frame = frame.f_back
+    if frame is None:
+        return "keras"
+    return f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno}"
 
 
 def stateless_float64_call(layer, trainable: list, frozen: list, *args, **kwargs):
