@@ -197,7 +197,7 @@ _KEPT: contextvars.ContextVar = contextvars.ContextVar("gradcli_float32_casts_ke
 @contextmanager
 def float32_casts_kept(sites: dict):
     """For the duration, Keras' cast (TensorFlow backend) of a float64 value to
-    float32 returns the value itself (module docstring), and counts the code
+    float32 casts it to float64 instead (module docstring), and counts the code
     that asked for it in ``sites`` ("file.py:line" -> calls). Other casts, and
     casts outside a float64 call, are Keras' own."""
     _install_cast()
@@ -209,8 +209,8 @@ def float32_casts_kept(sites: dict):
 
 
 def _install_cast() -> None:
-    """Put ``_cast`` in place of the TensorFlow backend's ``cast`` once per
-    process; it is Keras' own wherever ``_KEPT`` is unset."""
+    """Put a cast that reads ``_KEPT`` in place of the TensorFlow backend's
+    ``cast``, once per process; it is Keras' own wherever ``_KEPT`` is unset."""
     from keras.src.backend.tensorflow import core
 
     if getattr(core.cast, "_gradcli_original", None) is None:
@@ -221,7 +221,7 @@ def _install_cast() -> None:
             if sites is not None and getattr(x, "dtype", None) == "float64" and _standard(dtype) == "float32":
                 site = _caller()
                 sites[site] = sites.get(site, 0) + 1
-                return x
+                dtype = "float64"  # a tensor as the cast returns one (a variable read, a numpy array converted)
             return original(x, dtype)
 
         cast._gradcli_original = original
