@@ -245,3 +245,27 @@ def test_a_wrong_custom_gradient_of_lbeta_fails_at_every_element():
     for element in pair.failing:
         i = element.input_index[0]
         assert element.numeric == pytest.approx(truth[i], rel=1e-7)
+
+
+def test_a_bijector_whose_log_dets_need_a_matrix_event_is_taken_at_its_own_event_rank():
+    """CholeskyOuterProduct's log-dets exist from event rank 2, CorrelationCholesky's
+    inverse one too (TFP raises at 1, and every command stopped with exit 3):
+    each log-det is taken at the bijector's own least event rank where it is
+    above 1, and the note says which. The forward log-det is the closed form
+    n log 2 + sum_i (n - i + 1) log L_ii per 2 x 2 factor L; CorrelationCholesky's
+    gradients pass in both directions."""
+    from gradcli.model.loading import load_model
+
+    model = load_model(fixture("tfp_bijector_cholesky_outer.py"))
+    L = flows.POINTS["cholesky_outer"]
+    n = L.shape[-1]
+    truth = n * np.log(2) + sum((n - i) * np.log(L[:, i, i]) for i in range(n))
+    np.testing.assert_allclose(np.asarray(model.outputs["forward_log_det_jacobian"]), truth, rtol=1e-12)
+    assert any("(log-dets with event_ndims=2)" in n for n in model.notes), model.notes
+
+    result = gradcli.check(fixture("tfp_bijector_correlation_cholesky.py"))
+    (checked,) = result.models
+    assert result.ok, [(p.input, p.output, p.verdict) for p in checked.pairs]
+    assert any("(log-dets with event_ndims=1 forward, 2 inverse)" in n for n in checked.notes), checked.notes
+    verdicts = {(p.input, p.output): p.verdict for p in checked.pairs}
+    assert verdicts[("y", "inverse_log_det_jacobian")] == verdicts[("x", "forward_log_det_jacobian")] == "pass", verdicts

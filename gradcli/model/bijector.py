@@ -9,8 +9,10 @@ input is itself named ``y``; setting y's value moves it), with four outputs
 (``OUTPUTS``): ``forward`` = forward(x), ``inverse`` = inverse(y) and the two
 log-dets, ``forward_log_det_jacobian(x)`` and ``inverse_log_det_jacobian(y)``,
 taken with ``event_ndims=1`` (one value per example of R^n, as
-``gradcli logdet`` reads them; a method without that parameter is called with
-the value alone). So ``gradcli check`` checks both directions' gradients, and
+``gradcli logdet`` reads them), or the bijector's own least event rank where it
+is higher (``event_ndims``: a matrix bijector such as CholeskyOuterProduct has
+no log-det per vector, and TensorFlow Probability raises at 1); a method
+without that parameter is called with the value alone. So ``gradcli check`` checks both directions' gradients, and
 those of the log-dets a flow's loss is made of: forward by x, inverse by y
 (the pairs across, x to ``inverse`` and y to ``forward``, are disconnected).
 ``gradcli logdet`` reads ``Model.bijector`` (the two input names) and checks
@@ -34,7 +36,8 @@ from gradcli.tf_import import import_tensorflow
 
 #: What makes an object a bijector, and the model's outputs, in this order.
 OUTPUTS = ("forward", "inverse", "forward_log_det_jacobian", "inverse_log_det_jacobian")
-#: The event rank the log-dets are taken at: one value per example of R^n.
+#: The event rank the log-dets are taken at: one value per example of R^n
+#: (unless the bijector's least event rank is higher, ``event_ndims``).
 EVENT_NDIMS = 1
 
 
@@ -46,6 +49,15 @@ def is_bijector(obj) -> bool:
 def second_input(name: str) -> str:
     """The name of y, the inverse's input, beside the file's input ``name``."""
     return "x" if name == "y" else "y"
+
+
+def event_ndims(target, least: str) -> int:
+    """The event rank a log-det is taken at: ``EVENT_NDIMS``, or the bijector's
+    own least one (its ``forward_min_event_ndims`` or ``inverse_min_event_ndims``,
+    named by ``least``) where that is higher. A bijector whose least rank is a
+    structure (a multipart one) keeps ``EVENT_NDIMS``."""
+    rank = getattr(target, least, None)
+    return max(EVENT_NDIMS, int(rank)) if isinstance(rank, (int, np.integer)) else EVENT_NDIMS
 
 
 def _takes_event_ndims(method) -> bool:
@@ -68,9 +80,10 @@ def bijector_model(
         )
     x_name = floating[0]
     y_name = second_input(x_name)
+    ranks = {"forward_log_det_jacobian": event_ndims(target, "forward_min_event_ndims"),
+             "inverse_log_det_jacobian": event_ndims(target, "inverse_min_event_ndims")}
     logdet_kwargs = {
-        m: {"event_ndims": EVENT_NDIMS} if _takes_event_ndims(getattr(target, m)) else {}
-        for m in ("forward_log_det_jacobian", "inverse_log_det_jacobian")
+        m: {"event_ndims": rank} if _takes_event_ndims(getattr(target, m)) else {} for m, rank in ranks.items()
     }
 
     def call(values: dict) -> dict:
@@ -102,7 +115,9 @@ def bijector_model(
     model.bijector = (x_name, y_name)
     model.notes.append(
         f"{display} is a bijector: checked as a function of {x_name} and {y_name} = forward({x_name}) "
-        f"with outputs {', '.join(OUTPUTS)} (log-dets with event_ndims={EVENT_NDIMS})"
+        f"with outputs {', '.join(OUTPUTS)} (log-dets with event_ndims="
+        + (f"{ranks['forward_log_det_jacobian']}" if len(set(ranks.values())) == 1 else
+           f"{ranks['forward_log_det_jacobian']} forward, {ranks['inverse_log_det_jacobian']} inverse") + ")"
     )
     return model
 

@@ -22,6 +22,11 @@ As models themselves (``model = the bijector``, ``bijector_file``; gradcli
 checks forward and inverse, ``gradcli.model.bijector``):
 
 * ``sigmoid``, ``realnvp``: TFP's, right.
+* ``cholesky_outer``: CholeskyOuterProduct, L -> L L^T on 2 x 2 lower
+  triangular matrices: its log-dets exist from event rank 2 (TFP raises at 1);
+  forward log-det n log 2 + sum_i (n - i + 1) log L_ii.
+* ``correlation_cholesky``: CorrelationCholesky, R^3 -> 3 x 3 Cholesky factors
+  of correlation matrices: its inverse log-det exists from event rank 2.
 * ``wrong_inverse``: y = 2x + 1 elementwise whose ``_inverse`` is (y + 1) / 2
   (the sign of the shift wrong): inverse(forward(x)) = x + 1, its Jacobian
   and both log-dets (3 log 2 and -3 log 2 per example of R^3) right.
@@ -113,6 +118,8 @@ def bijector_file(name: str):
     b = bijector(name) if b is None else b()
 
     def inputs(rng):
+        if name in POINTS:
+            return {"x": POINTS[name]}
         return {"x": rng.standard_normal(SHAPES.get(name, (4, 3)))}
 
     return b, inputs
@@ -127,11 +134,16 @@ def bijector(name: str):
         "realnvp": lambda: tfb.RealNVP(num_masked=2, shift_and_log_scale_fn=_nvp_shift_and_log_scale),
         "maf": lambda: tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=_maf_shift_and_log_scale),
         "wrong_log_det": WrongLogDet,
+        "cholesky_outer": tfb.CholeskyOuterProduct,
+        "correlation_cholesky": tfb.CorrelationCholesky,
     }[name]()
 
 
 #: Examples x event size of each flow's input.
-SHAPES = {"realnvp": (4, 4), "maf": (4, 3)}
+SHAPES = {"realnvp": (4, 4), "maf": (4, 3), "correlation_cholesky": (2, 3)}
+#: Inputs that must lie in the bijector's domain: two lower triangular 2 x 2
+#: matrices with positive diagonals.
+POINTS = {"cholesky_outer": np.array([[[1.5, 0.0], [0.3, 0.8]], [[0.9, 0.0], [-0.4, 1.2]]])}
 
 
 def flow_file(name: str):
