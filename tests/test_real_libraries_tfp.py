@@ -269,3 +269,26 @@ def test_a_bijector_whose_log_dets_need_a_matrix_event_is_taken_at_its_own_event
     assert any("(log-dets with event_ndims=1 forward, 2 inverse)" in n for n in checked.notes), checked.notes
     verdicts = {(p.input, p.output): p.verdict for p in checked.pairs}
     assert verdicts[("y", "inverse_log_det_jacobian")] == verdicts[("x", "forward_log_det_jacobian")] == "pass", verdicts
+
+
+def test_a_bijector_that_takes_no_float64_is_checked_in_its_own_float32():
+    """TFP keeps ScaleMatvecLU in float32 (it refuses a float64 x, and every
+    command stopped with exit 3): x is taken in float32, the check tries
+    float64 and says why it runs in float32, and passes at float32 rules. Its
+    outputs at the point are the closed forms y = L U x and log |det| =
+    sum_i log |U_ii| (L the unit lower triangle of LU, U its upper one)."""
+    from gradcli.model.loading import load_model
+
+    path = fixture("tfp_bijector_scale_matvec_lu.py")
+    model = load_model(path)
+    lu = flows.LOWER_UPPER
+    scale = (np.tril(lu, -1) + np.eye(3)) @ np.triu(lu)
+    x = np.asarray(model.point["x"], np.float64)
+    assert model.point["x"].dtype == np.float32
+    np.testing.assert_allclose(model.outputs["forward"], x @ scale.T, rtol=1e-5)
+    np.testing.assert_allclose(model.outputs["forward_log_det_jacobian"], np.sum(np.log(np.abs(np.diag(lu)))), rtol=1e-5)
+    result = gradcli.check(path)
+    (checked,) = result.models
+    assert result.ok, [(p.input, p.output, p.verdict) for p in checked.pairs]
+    assert checked.dtype == "float32"
+    assert any(n.startswith("the model does not run in float64") for n in checked.notes), checked.notes

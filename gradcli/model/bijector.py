@@ -106,7 +106,8 @@ def bijector_model(
         return normalize_outputs(result, site)
 
     point = dict(raw_inputs)
-    point[y_name] = _forward_at(target, point[x_name], path)
+    point[x_name], point[y_name] = _forward_at(target, np.asarray(point[x_name]), path,
+                                               lambda x, y: call({x_name: x, y_name: y}))
     model = Model(
         name=display, path=path, function=call, point=point, wrt=[], native_dtypes={},
         structure=flat_structure([x_name, y_name]),
@@ -122,14 +123,45 @@ def bijector_model(
     return model
 
 
-def _forward_at(target, x, path: str) -> np.ndarray:
-    """forward(x) at the file's point: y's value."""
+def _forward_at(target, x: np.ndarray, path: str, whole) -> tuple[np.ndarray, np.ndarray]:
+    """(x, forward(x)) at the file's point: y's value. A bijector that takes no
+    float64 (TensorFlow Probability's float32 parameters: ``RayleighCDF(scale=1.0)``,
+    ``FillScaleTriL``'s diagonal shift) is given x in float32, its own dtype,
+    when ``whole(x, y)`` (the model's four outputs) raises in float64 but not
+    in float32: the check then tries float64 and says why it runs in float32
+    (``dtype_choice.settle_dtype``), as for any model that does not run in
+    float64. Its forward raising in float32 too is the first error."""
     tf = import_tensorflow()
     try:
-        return np.asarray(target.forward(tf.constant(x)))
+        y = np.asarray(target.forward(tf.constant(x)))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
+        y, failure = None, exc
+    if x.dtype == np.float64 and (y is None or not _runs(whole, x, y)):
+        try:
+            low = x.astype(np.float32)
+            low_y = np.asarray(target.forward(tf.constant(low)))
+            if _runs(whole, low, low_y):
+                return low, low_y
+        except KeyboardInterrupt:
+            raise
+        except BaseException:  # noqa: BLE001 - not in float32 either: the float64 error stands
+            pass
+    if y is None:
         raise ModelError(
-            f"{where_raised(exc, path)}: the bijector's forward raised {type(exc).__name__}: {first_line(exc)}"
+            f"{where_raised(failure, path)}: the bijector's forward raised {type(failure).__name__}: {first_line(failure)}"
         ) from None
+    return x, y
+
+
+def _runs(whole, x, y) -> bool:
+    """Whether the model's four outputs compute at (x, y)."""
+    tf = import_tensorflow()
+    try:
+        whole(tf.constant(x), tf.constant(y))
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # noqa: BLE001 - the check's own forward pass reports it
+        return False
+    return True

@@ -25,6 +25,10 @@ checks forward and inverse, ``gradcli.model.bijector``):
 * ``cholesky_outer``: CholeskyOuterProduct, L -> L L^T on 2 x 2 lower
   triangular matrices: its log-dets exist from event rank 2 (TFP raises at 1);
   forward log-det n log 2 + sum_i (n - i + 1) log L_ii.
+* ``scale_matvec_lu``: ScaleMatvecLU(LU, permutation [0, 1, 2]), y = L U x
+  (L the unit lower triangle of LU, U its upper triangle), log-det sum_i
+  log |U_ii|: TFP keeps it in float32 (it takes no float64 x), so it is
+  checked in float32.
 * ``correlation_cholesky``: CorrelationCholesky, R^3 -> 3 x 3 Cholesky factors
   of correlation matrices: its inverse log-det exists from event rank 2.
 * ``wrong_inverse``: y = 2x + 1 elementwise whose ``_inverse`` is (y + 1) / 2
@@ -45,6 +49,7 @@ import tensorflow_probability as tfp
 tfb = tfp.bijectors
 
 SCALE_TRIL = np.array([[1.5, 0.0, 0.0], [0.3, -0.7, 0.0], [0.2, 0.4, 2.0]])
+LOWER_UPPER = np.array([[2.0, 0.3, 0.1], [0.4, 1.5, -0.2], [0.1, 0.5, 0.9]])
 NVP_A = np.array([[0.8, -0.4], [0.3, 0.6]])
 NVP_B = np.array([[-0.5, 0.2], [0.7, 0.1]])
 
@@ -135,6 +140,7 @@ def bijector(name: str):
         "maf": lambda: tfb.MaskedAutoregressiveFlow(shift_and_log_scale_fn=_maf_shift_and_log_scale),
         "wrong_log_det": WrongLogDet,
         "cholesky_outer": tfb.CholeskyOuterProduct,
+        "scale_matvec_lu": lambda: tfb.ScaleMatvecLU(lower_upper=LOWER_UPPER, permutation=[0, 1, 2]),
         "correlation_cholesky": tfb.CorrelationCholesky,
     }[name]()
 
