@@ -381,6 +381,21 @@ def test_disconnected_blocks_are_none_not_zero():
     assert out.count("None: TensorFlow returns no gradient (disconnected)") == 2
 
 
+def test_a_float32_jacobian_in_forward_mode_is_not_called_a_custom_gradient():
+    """insp_float32_forward.py: float32 (--native-dtype), 6 outputs of 3 inputs,
+    so auto takes forward mode; no gradient of its own, so both modes agree up
+    to float32 round-off (the rule's sqrt(eps)): forward mode is kept, no note
+    says they disagree, and the block is A diag(1 - tanh(x)^2) to float32's
+    resolution."""
+    doc = ok("jacobian", fixture("insp_float32_forward.py"), "--native-dtype", "--json").result
+    module_a = np.array([[1.0, 0.5, -0.3], [0.2, -1.1, 0.7], [0.9, 0.4, 0.1],
+                         [-0.6, 0.3, 1.2], [0.5, -0.2, -0.8], [1.3, 0.6, 0.2]])
+    x = np.array([0.3, -1.2, 0.8])
+    np.testing.assert_allclose(block(doc, "output", "x"), module_a * (1 - np.tanh(x) ** 2), rtol=1e-5, atol=1e-6)
+    assert doc["mode"] == "forward"
+    assert not any("forward mode disagrees" in n for n in doc["notes"]), doc["notes"]
+
+
 def test_jacobian_of_a_custom_gradient_is_what_backprop_computes():
     # 6 output elements, 3 input elements: size alone picks forward mode, but
     # forward mode ignores tf.custom_gradient. d a/dx = diag(2x + 0.1), d b/dx = diag(2x - 0.1).
