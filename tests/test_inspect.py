@@ -384,7 +384,7 @@ def test_disconnected_blocks_are_none_not_zero():
 def test_a_float32_jacobian_in_forward_mode_is_not_called_a_custom_gradient():
     """insp_float32_forward.py: float32 (--native-dtype), 6 outputs of 3 inputs,
     so auto takes forward mode; no gradient of its own, so both modes agree up
-    to float32 round-off (the rule's sqrt(eps)): forward mode is kept, no note
+    to float32 round-off (the rule's 1e-8 scaled by sqrt(eps / eps64)): forward mode is kept, no note
     says they disagree, and the block is A diag(1 - tanh(x)^2) to float32's
     resolution."""
     doc = ok("jacobian", fixture("insp_float32_forward.py"), "--native-dtype", "--json").result
