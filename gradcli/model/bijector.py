@@ -125,7 +125,7 @@ def bijector_model(
 
 def _forward_at(target, x: np.ndarray, path: str, whole) -> tuple[np.ndarray, np.ndarray]:
     """(x, forward(x)) at the file's point: y's value. A bijector that takes no
-    float64 (TensorFlow Probability's float32 parameters: ``RayleighCDF(scale=1.0)``,
+    float64 (one TensorFlow Probability keeps in float32: ``ScaleMatvecLU``,
     ``FillScaleTriL``'s diagonal shift) is given x in float32, its own dtype,
     when ``whole(x, y)`` (the model's four outputs) raises in float64 but not
     in float32: the check then tries float64 and says why it runs in float32
