@@ -106,8 +106,7 @@ def bijector_model(
         return normalize_outputs(result, site)
 
     point = dict(raw_inputs)
-    point[x_name], point[y_name] = _forward_at(target, np.asarray(point[x_name]), path,
-                                               lambda x, y: call({x_name: x, y_name: y}))
+    point[x_name], point[y_name] = _forward_at(target, np.asarray(point[x_name]), path)
     model = Model(
         name=display, path=path, function=call, point=point, wrt=[], native_dtypes={},
         structure=flat_structure([x_name, y_name]),
@@ -123,45 +122,23 @@ def bijector_model(
     return model
 
 
-def _forward_at(target, x: np.ndarray, path: str, whole) -> tuple[np.ndarray, np.ndarray]:
-    """(x, forward(x)) at the file's point: y's value. A bijector that takes no
-    float64 (one TensorFlow Probability keeps in float32: ``ScaleMatvecLU``,
-    ``FillScaleTriL``'s diagonal shift) is given x in float32, its own dtype,
-    when ``whole(x, y)`` (the model's four outputs) raises in float64 but not
-    in float32: the check then tries float64 and says why it runs in float32
-    (``dtype_choice.settle_dtype``), as for any model that does not run in
-    float64. Its forward raising in float32 too is the first error."""
+def _forward_at(target, x: np.ndarray, path: str) -> tuple[np.ndarray, np.ndarray]:
+    """(x, forward(x)) at the file's point: y's value. A bijector whose forward
+    takes no float64 (one TensorFlow Probability keeps in float32:
+    ``ScaleMatvecLU``, ``FillScaleTriL``'s diagonal shift) is given x in
+    float32, its own dtype: the check then tries float64 and says why it runs
+    in float32 (``dtype_choice.settle_dtype``), as for any model that does not
+    run in float64. Its forward raising in float32 too is the first error."""
     tf = import_tensorflow()
-    try:
-        y = np.asarray(target.forward(tf.constant(x)))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:
-        y, failure = None, exc
-    if x.dtype == np.float64 and (y is None or not _runs(whole, x, y)):
+    attempts = [x] + ([x.astype(np.float32)] if x.dtype == np.float64 else [])
+    failure = None
+    for value in attempts:
         try:
-            low = x.astype(np.float32)
-            low_y = np.asarray(target.forward(tf.constant(low)))
-            if _runs(whole, low, low_y):
-                return low, low_y
+            return value, np.asarray(target.forward(tf.constant(value)))
         except KeyboardInterrupt:
             raise
-        except BaseException:  # noqa: BLE001 - not in float32 either: the float64 error stands
-            pass
-    if y is None:
-        raise ModelError(
-            f"{where_raised(failure, path)}: the bijector's forward raised {type(failure).__name__}: {first_line(failure)}"
-        ) from None
-    return x, y
-
-
-def _runs(whole, x, y) -> bool:
-    """Whether the model's four outputs compute at (x, y)."""
-    tf = import_tensorflow()
-    try:
-        whole(tf.constant(x), tf.constant(y))
-    except KeyboardInterrupt:
-        raise
-    except BaseException:  # noqa: BLE001 - the check's own forward pass reports it
-        return False
-    return True
+        except BaseException as exc:
+            failure = failure or exc
+    raise ModelError(
+        f"{where_raised(failure, path)}: the bijector's forward raised {type(failure).__name__}: {first_line(failure)}"
+    ) from None

@@ -233,6 +233,11 @@ def keras_model(
     # ``call(self, x)`` takes none would raise).
     mode = {"training": training} if getattr(layer, "_call_has_training_arg", True) else {}
 
+    #: Where the model's code cast a float64 value to float32 in a float64
+    #: call, kept float64 (``keras_float64.float32_casts_kept``): the note
+    #: ``dtype_choice`` adds names them.
+    kept_casts: dict = {}
+
     def function(values: dict) -> dict:
         trainable = [values[n] for n in names]
         # The weights' dtype, else (a layer without weights) the data's.
@@ -246,10 +251,6 @@ def keras_model(
         out, _ = stateless(active, by_policies, trainable, fixed, data_args(values), kept=kept_casts, **mode)
         return normalize_outputs(out)
 
-    #: Where the model's code cast a float64 value to float32 in a float64
-    #: call, kept float64 (``keras_float64.float32_casts_kept``): the note
-    #: ``dtype_choice`` adds names them.
-    kept_casts: dict = {}
     function.float32_casts = kept_casts
 
     point = {n: np.asarray(v.numpy()) for n, v in weights.items()}
