@@ -408,6 +408,56 @@ def test_auto_predicts_from_the_fastest_timed_chunk(wide_model, monkeypatch):
     assert check_model(wide_model, CheckOptions(mode="auto", budget=1e6)).predicted_full_seconds > 1.5
 
 
+def test_auto_times_its_largest_input_for_every_input(monkeypatch):
+    """Each direction of any input evaluates the whole model, so one input's
+    rate is every input's: auto times the largest (W, 1,600 elements: its first
+    chunk of 512 untimed, the next two timed) and not x (160 elements, a group
+    of its own here), and predicts W's rate times all 1,760 elements. Each
+    chunk is slowed by 0.05 s, so the rate is at least 0.05 s / 512 and the
+    prediction at least 0.05 / 512 * 1,760 = 0.17 s; with x's elements left
+    out it would be under 0.16 s."""
+    from gradcli.numerics import finite_diff
+
+    monkeypatch.setattr(finite_diff, "SHARED_GROUP_MAX", 1000)  # W and x in groups of their own
+    model = load_model(fixture("auto_wide.py"), wrt=["W", "x"])
+    groups = []
+    chunk = FiniteDifferences._chunk
+
+    def slowed(self, group, *args, **kwargs):
+        groups.append(group)
+        time.sleep(0.05)
+        return chunk(self, group, *args, **kwargs)
+
+    monkeypatch.setattr(FiniteDifferences, "_chunk", slowed)
+    fd = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=model.wrt)
+    predicted = fd.predict_axes_seconds(["x", "W"])
+    assert groups == [("W",)] * 3
+    assert 0.05 / 512 * 1760 <= predicted < 1.0
+    assert fd.evaluations == 2 * 3 * 512
+
+
+def test_auto_times_a_model_whose_eager_call_is_slow_but_whose_evaluations_are_fast(monkeypatch):
+    """auto_slow_eager.py sleeps 100 ms in every eager call (once per trace).
+    Its 2,000 elements at 2 evaluations of 100 ms / TRACE_SPEEDUP (200) each
+    are about 2 s, under 10 budgets of 0.5 s: auto times its differences (a
+    prediction, either way it goes). At the old speedup of 50 the same "bound"
+    was 8 s, over 5 s, and auto ran fast without timing, on a model whose
+    evaluations take microseconds (as a 2-layer keras-hub Llama whose eager
+    call took 125 ms ran fast untimed, its full check 6 s)."""
+    from gradcli.analyses.check import mode
+
+    model = load_model(fixture("auto_slow_eager.py"))
+    assert model.forward_seconds >= 0.1
+    result = check_model(model, CheckOptions(mode="auto", budget=0.5))
+    (note,) = [n for n in result.notes if n.startswith("auto ran")]
+    assert "timed batch" in note and "each at least 2 evaluations" not in note, note
+    assert 0 < result.predicted_full_seconds < 2000 * 2 * 0.1 / 50
+    assert all(p.verdict == PASS for p in result.pairs)
+    monkeypatch.setattr(mode, "TRACE_SPEEDUP", 50.0)
+    bounded = check_model(model, CheckOptions(mode="auto", budget=0.5))
+    assert any("each at least 2 evaluations" in n for n in bounded.notes), bounded.notes
+
+
 def test_auto_on_a_small_model_runs_full_without_timing():
     run = gradcli("check", sample("two_by_two.py"), "--json", "--budget", "0")
     model = run.result["models"][0]

@@ -356,41 +356,42 @@ class FiniteDifferences:
         None when every group's first pass is a single chunk (timing it would cost
         as much as running it).
 
-        Rule: per group, the first chunk of its first input runs untimed
+        Rule: one input is timed for all, the largest (its chunks are the
+        fullest). Every direction of every input is two evaluations of the
+        whole model (the inputs differ in which values they move, not in what
+        they evaluate), so its rate is the model's; timing each input group
+        cost a trace of the model in a loop and chunks per group, which is
+        minutes for a network of many weight tensors (a 1M-weight
+        Transformer: 124 s timed group by group). Its first chunk runs untimed
         (tracing, and XLA compiling, are paid here and reused by the check),
         then its next ``TIMED_CHUNKS`` chunks (the first again when there is
         no other) each timed; the prediction is the fastest of them per
-        direction times the group's directions: a chunk's time only ever
-        gains noise (another process on the core, the allocator's first use),
-        so the fastest is the steady rate, as ``timeit`` takes its minimum.
-        One timed chunk of a 2-layer GPT-2 took 0.20-0.24 s against the
-        pass's median of 0.13 s, and predicted 8-18 s for a 6 s pass. The
-        chunks are the ones the full check's first pass starts with, at the
-        same steps (``along_axes``' rule): kept (``_timed``), it takes them
-        instead of evaluating them again. The evaluations count towards
+        direction times the directions of every input: a chunk's time only
+        ever gains noise (another process on the core, the allocator's first
+        use), so the fastest is the steady rate, as ``timeit`` takes its
+        minimum. One timed chunk of a 2-layer GPT-2 took 0.20-0.24 s against
+        the pass's median of 0.13 s, and predicted 8-18 s for a 6 s pass.
+        The chunks are the ones the full check's first pass starts with, at
+        the same steps (``along_axes``' rule): kept (``_timed``), it takes
+        them instead of evaluating them again. The evaluations count towards
         ``evaluations``: they are spent, whichever check runs."""
         if self.one_batch_per_group(names):
             return None
-        groups = list(dict.fromkeys(self.group(n) for n in names))
-        sizes = [sum(self.point[n].size for n in g) for g in groups]
-        chunks = [self.chunk_length(g, "axes") for g in groups]
-        seconds = 0.0
-        for group, elements, chunk in zip(groups, sizes, chunks):
-            name = group[0]
-            size = self.point[name].size
-            parts = [np.arange(start, min(start + chunk, size)) for start in range(0, size, chunk)]
-            timed = parts[1 : 1 + TIMED_CHUNKS] or parts[:1]
-            rate = np.inf
-            for is_timed, rows in [(False, parts[0])] + [(True, rows) for rows in timed]:
-                h = self.axis_steps(name, rows)
-                part = rows + self.offset(name)
-                started = time.perf_counter()
-                self._timed[_chunk_key(group, "axes", part, h)] = self._chunk(group, "axes", part, h)
-                if is_timed:
-                    rate = min(rate, (time.perf_counter() - started) / len(h))
-                self.evaluations += len(SIGNS) * len(h)
-            seconds += rate * elements
-        return seconds
+        name = max(names, key=lambda n: self.point[n].size)  # the first of the largest
+        group = self.group(name)
+        chunk, size = self.chunk_length(group, "axes"), self.point[name].size
+        parts = [np.arange(start, min(start + chunk, size)) for start in range(0, size, chunk)]
+        timed = parts[1 : 1 + TIMED_CHUNKS] or parts[:1]
+        rate = np.inf
+        for is_timed, rows in [(False, parts[0])] + [(True, rows) for rows in timed]:
+            h = self.axis_steps(name, rows)
+            part = rows + self.offset(name)
+            started = time.perf_counter()
+            self._timed[_chunk_key(group, "axes", part, h)] = self._chunk(group, "axes", part, h)
+            if is_timed:
+                rate = min(rate, (time.perf_counter() - started) / len(h))
+            self.evaluations += len(SIGNS) * len(h)
+        return rate * sum(self.point[n].size for n in dict.fromkeys(names))
 
     def evaluate(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
         """The outputs at each of ``points`` (shape ``[k, *input_shape]``) for input

@@ -75,14 +75,16 @@ def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: floa
     """auto's choice: (mode, predicted seconds of a full check (a lower bound
     when the bound decided) or None, why).
 
-    Rule: timed batches of differences per input group, the fastest of them,
-    predict the full check (``FiniteDifferences.predict_axes_seconds``).
-    Timing costs a trace of the model in a loop and batches of evaluations
-    per group, which is minutes for a network of millions of
-    weights; so first a lower bound: a full check evaluates the model at least
-    twice per element, each evaluation no faster than ``forward_seconds`` (one
-    eager call of the model) divided by ``TRACE_SPEEDUP``. A lower bound over
-    ``CLEARLY_OVER`` times the budget chooses fast without timing."""
+    Rule: timed batches of differences along the largest input, the fastest
+    of them, predict the full check (``FiniteDifferences.predict_axes_seconds``).
+    Timing costs a trace of the model in a loop and batches of evaluations,
+    which is minutes for a network of millions of weights; so first a lower
+    bound: a full check evaluates the model at least twice per element, each
+    evaluation no faster than ``forward_seconds`` (one eager call of the
+    model) divided by ``TRACE_SPEEDUP``. A lower bound over ``CLEARLY_OVER``
+    times the budget chooses fast without timing: it can choose fast wrongly
+    only for a model whose traced evaluation is over ``CLEARLY_OVER *
+    TRACE_SPEEDUP`` times faster than its eager call."""
     if fd.one_batch_per_group(wrt):
         return "full", None, "auto ran the full check: its first pass is one batch per input group"
     size = sum(int(np.size(fd.point[n])) for n in wrt)
@@ -98,9 +100,9 @@ def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: floa
     if predicted <= budget:
         return "full", predicted, (
             f"auto ran the full check: predicted {predicted:.2g} s (timed batches of "
-            f"differences, the fastest per input group), within the {budget:g} s budget"
+            f"differences along its largest input, the fastest), within the {budget:g} s budget"
         )
     return "fast", predicted, (
         f"auto ran the fast check: a full check would take about {predicted:.2g} s "
-        f"(predicted from timed batches, the fastest per input group), over the {budget:g} s budget"
+        f"(predicted from timed batches along its largest input, the fastest), over the {budget:g} s budget"
     )

@@ -17,8 +17,8 @@ Modes:
   can disagree when a gradient function is not the derivative of its ops; each
   is weighed against the numbers.
 * ``auto``: ``full`` when its predicted time fits ``CheckOptions.budget``
-  seconds, else ``fast``. The prediction times one chunk of first-pass
-  differences per input group (``FiniteDifferences.predict_axes_seconds``) and
+  seconds, else ``fast``. The prediction times chunks of first-pass
+  differences along the largest input (``FiniteDifferences.predict_axes_seconds``) and
   assumes every element settles in the first pass (a wrong element costs two
   more evaluations); inputs small enough that the whole first pass is one chunk
   per group run full without timing. The report says which mode ran and why.
@@ -35,17 +35,18 @@ WINDOW = 64
 #: larger batched copies. Beyond it each input is differenced on its own.
 JOINT_LIMIT = 2048
 #: auto's lower bound (``choose_mode``): a traced evaluation inside the
-#: differences' loop is at most this many times faster than one eager call of
-#: the model (eager overhead is about a millisecond per call; the smallest
-#: models evaluate in tens of microseconds traced)... Not a bound for Keras
-#: models, measured (eager call against the timed chunks' rate): keras-hub
-#: 2-layer GPT-2 207-350, BERT 249-298, Llama 505-671, and past 1,200 once
-#: the loop compiles; so auto may run fast untimed on a 2-layer backbone whose
-#: eager call is slow. It stays at 50 because it also keeps the timing itself
-#: affordable: timing costs a trace and chunks per input group, and at 2000 a
-#: 1M-weight Transformer (75 ms eagerly, many input groups) would be timed
-#: group by group again (124 s before this bound, 15 s with it).
-TRACE_SPEEDUP = 50.0
+#: differences' loop is taken as this many times faster than one eager call of
+#: the model, and the bound decides only when over ``CLEARLY_OVER`` budgets, so
+#: it chooses fast wrongly only for a model whose real speed-up passes 2,000.
+#: Measured (eager call against the timed chunks' rate): keras-hub 2-layer
+#: GPT-2 207-350, BERT 249-298, Llama 505-671, past 1,200 once the loop
+#: compiles; a 1M-weight Transformer about 40. At 50 (the value before), a
+#: 2-layer Llama whose eager call was slow (125 ms rather than 71 ms) ran fast
+#: untimed, its full check 6 s. Kept low enough that models of millions of
+#: weights still choose fast untimed: the 1M-weight Transformer's bound is
+#: 1,200 s at 200, and timing it costs 11 s (a trace and three chunks of 512
+#: directions at 6 ms each).
+TRACE_SPEEDUP = 200.0
 #: ... and a bound this many times over the budget needs no timing.
 CLEARLY_OVER = 10.0
 #: Random (tangent, cotangent) pairs that check forward mode in a full check: a
