@@ -52,6 +52,7 @@ from gradcli.verdicts.graph_ops import (
     custom_argument_names, custom_result_count, describe, floating, gradient_definition, override,
 )
 from gradcli.verdicts.precision import path_precision
+from gradcli.verdicts.symmetric import SYMMETRIC_INPUT_OPS, symmetric_direction
 
 tf = import_tensorflow()
 
@@ -344,6 +345,8 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
     for _ in range(PROBES):
         v = {o: rng.standard_normal(np.shape(val)) for o, val in out_values.items()}
         u = {k: rng.standard_normal(np.shape(val)) for k, val in base.items()}
+        if op.type in SYMMETRIC_INPUT_OPS:  # defined along symmetric directions only (``symmetric``)
+            u = {k: symmetric_direction(d) for k, d in u.items()}
         jtv = local.gradient(v)
         for i, g in enumerate(jtv):
             if shape_rule and np.shape(g) != np.shape(base[f"in{i}"]):

@@ -24,7 +24,9 @@ failure.
   difference fooled by a kink or a function too fast for its step).
 * anything else stays ``mismatch``.
 
-Precedence (``_decide``): any unexplained element makes the pair a
+A mismatch whose input an op reads as a symmetric matrix (``tf.linalg.cholesky``)
+is first compared along its symmetric directions (``symmetric``), and passes
+when they agree. Precedence (``_decide``): any unexplained element makes the pair a
 ``mismatch``; else a kink that is no subgradient a failing ``kink``; else
 unresolved elements ``inconclusive``; else ``surrogate``; else kinks and jumps
 a passing ``kink``; else (every failing element resolved at smaller steps)
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gradcli.results import MISMATCH, PASS, ZERO, PairResult
-from gradcli.verdicts import compare, diagnosis, kink, surrogate
+from gradcli.verdicts import compare, diagnosis, kink, surrogate, symmetric
 from gradcli.verdicts.diagnosis import Diagnosis
 from gradcli.verdicts.evidence import PathEvidence
 from gradcli.verdicts.kink import SCAN_COLUMNS, KinkFinding
@@ -114,6 +116,11 @@ def refine(pair: PairResult, analytic, numeric, fd_error, fd, f0, x_shape, y_sha
 def refine_job(job: RefineJob) -> PairResult:
     """``refine`` on its parameters gathered in ``job``."""
     pair = job.pair
+    if pair.verdict == MISMATCH:  # compared along symmetric directions first (``symmetric``)
+        symmetric_input = symmetric.symmetric_pass(pair, job.analytic, job.numeric, job.fd_error, job.x_shape,
+                                                   job.y_shape, job.tol, job.graph)
+        if symmetric_input is not None:
+            return diagnosis.apply(pair, symmetric_input)
     columns = _select_columns(job)
     if columns is None:
         return pair

@@ -1,0 +1,87 @@
+"""Inputs an op reads as a symmetric matrix (``verdicts.symmetric``).
+
+Truth: d logdet(A) along a symmetric S is tr(A^-1 S) (closed form), and
+``tf.linalg.cholesky`` computes from A's lower triangle alone (numpy's
+factor of the symmetric matrix that triangle makes). TensorFlow's gradient
+is the symmetric one, so it is right along E_ij + E_ji and not along one
+off-diagonal entry: the premise is checked here too, against those truths.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import check_json, fixture, line_of, pairs
+
+SYMMETRIC = fixture("symmetric_cholesky.py")
+
+
+def test_tensorflows_cholesky_gradient_is_the_derivative_along_symmetric_directions_only():
+    import tensorflow as tf
+
+    rng = np.random.default_rng(3)
+    m = rng.standard_normal((3, 3))
+    A = m @ m.T + 3.0 * np.eye(3)
+    x = tf.constant(A)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        logdet = 2.0 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(tf.linalg.cholesky(x))))
+    gradient = tape.gradient(logdet, x).numpy()
+    inverse = np.linalg.inv(A)
+    for i, j in [(0, 0), (1, 0), (2, 0), (2, 1)]:
+        S = np.zeros((3, 3))
+        S[i, j] = S[j, i] = 1.0
+        assert np.sum(gradient * S) == pytest.approx(np.trace(inverse @ S), rel=1e-12)
+    # along one entry of the lower triangle the function moves as along S (its
+    # upper triangle is not read), where the symmetric gradient gives half of that
+    lower = lambda B: np.tril(B) + np.tril(B, -1).T  # noqa: E731 - the matrix Cholesky reads
+    h, E = 1e-6, np.zeros((3, 3))
+    E[2, 0] = 1.0
+    central = (np.linalg.slogdet(lower(A + h * E))[1] - np.linalg.slogdet(lower(A - h * E))[1]) / (2 * h)
+    assert central == pytest.approx(2 * inverse[2, 0], rel=1e-6)
+    assert gradient[2, 0] == pytest.approx(inverse[2, 0], rel=1e-12)
+
+
+def test_an_input_read_by_a_cholesky_passes_along_its_symmetric_directions():
+    """Two 3x3 covariances: 6 symmetric directions each, 12 compared per
+    output element; the warning names the Cholesky by its line and says what
+    was compared. Element by element, every off-diagonal element failed
+    (finite differences see a lower one count twice, an upper one not at all)."""
+    run, document = check_json(SYMMETRIC)
+    assert run.exit_code == 0, run
+    line = line_of(SYMMETRIC, "tf.linalg.cholesky(A)")
+    for output in ("L", "logdet"):
+        pair = pairs(document)[("A", output)]
+        assert pair["verdict"] == "pass" and pair["compared"] == 12 * (18 if output == "L" else 2), pair
+        assert pair["max_rel_error"] < 1e-6
+        (warning,) = [w for w in pair["warnings"] if "symmetric" in w]
+        assert f"Cholesky (tf.linalg.cholesky) at tests/models/symmetric_cholesky.py:{line}: " in warning
+        assert "6 symmetric directions E_ij + E_ji of each 3x3 matrix" in warning
+
+
+def test_a_wrong_gradient_after_a_cholesky_is_the_culprit_not_the_cholesky():
+    """The cube after the factor is 2/3 of the truth; the Cholesky's own check
+    probes it along symmetric directions, where it is right (probed along any
+    direction, it failed, and was named the culprit)."""
+    path = fixture("symmetric_cholesky_wrong_after.py")
+    run, document = check_json(path)
+    assert run.exit_code == 1, run
+    pair = pairs(document)[("A", "output")]
+    assert pair["verdict"] == "mismatch"
+    site = pair["culprit"]["site"]
+    assert "cube" in site["description"] and "Cholesky" not in site["description"], site
+    assert site["location"].endswith(f"symmetric_cholesky_wrong_after.py:{line_of(path, 'cube(tf.linalg')}")
+
+
+def test_a_gradient_wrong_along_the_symmetric_directions_still_fails():
+    """The user's own Cholesky gradient, not halved: twice the truth along
+    every off-diagonal symmetric direction. The symmetric comparison fails
+    too, so the mismatch stands, and the user's gradient is the culprit."""
+    path = fixture("symmetric_cholesky_own_gradient.py")
+    run, document = check_json(path)
+    assert run.exit_code == 1, run
+    pair = pairs(document)[("A", "output")]
+    assert pair["verdict"] == "mismatch"
+    assert not any("read as a symmetric matrix" in w for w in pair["warnings"])
+    assert "tf.custom_gradient cholesky" in pair["culprit"]["site"]["description"]
