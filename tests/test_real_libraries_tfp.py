@@ -271,6 +271,25 @@ def test_a_bijector_whose_log_dets_need_a_matrix_event_is_taken_at_its_own_event
     assert verdicts[("y", "inverse_log_det_jacobian")] == verdicts[("x", "forward_log_det_jacobian")] == "pass", verdicts
 
 
+def test_cholesky_outer_products_inverse_is_checked_along_symmetric_directions():
+    """CholeskyOuterProduct's inverse is TensorFlow's Cholesky of y = L L^T,
+    whose gradient is the symmetric one: element by element its pairs from y
+    failed, with TensorFlow's Cholesky named the culprit. Along y's symmetric
+    directions (3 per 2 x 2 matrix) they pass, and say so. Truth at the
+    point: the inverse is L itself (y was made from it)."""
+    result = gradcli.check(fixture("tfp_bijector_cholesky_outer.py"))
+    (checked,) = result.models
+    assert result.ok, [(p.input, p.output, p.verdict) for p in checked.pairs]
+    pairs = {(p.input, p.output): p for p in checked.pairs}
+    for output in ("inverse", "inverse_log_det_jacobian"):
+        (warning,) = [w for w in pairs[("y", output)].warnings if "read as a symmetric matrix" in w]
+        assert "Cholesky (tf.linalg.cholesky)" in warning and "3 symmetric directions" in warning, warning
+    from gradcli.model.loading import load_model
+
+    model = load_model(fixture("tfp_bijector_cholesky_outer.py"))
+    np.testing.assert_allclose(np.asarray(model.outputs["inverse"]), flows.POINTS["cholesky_outer"], rtol=1e-12)
+
+
 def test_a_bijector_that_takes_no_float64_is_checked_in_its_own_float32():
     """TFP keeps ScaleMatvecLU in float32 (it refuses a float64 x, and every
     command stopped with exit 3): x is taken in float32, the check tries
