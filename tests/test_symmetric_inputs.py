@@ -57,7 +57,20 @@ def test_an_input_read_by_a_cholesky_passes_along_its_symmetric_directions():
         assert pair["max_rel_error"] < 1e-6
         (warning,) = [w for w in pair["warnings"] if "symmetric" in w]
         assert f"Cholesky (tf.linalg.cholesky) at tests/models/symmetric_cholesky.py:{line}: " in warning
-        assert "6 symmetric directions E_ij + E_ji of each 3x3 matrix" in warning
+        assert "compared along the 12 directions of A that move that matrix symmetrically" in warning
+
+
+def test_an_input_reshaped_into_the_matrix_is_compared_along_the_preimage_of_the_symmetric_ones():
+    """A covariance given as its 9 entries, reshaped: 6 directions of p move
+    the matrix symmetrically. Element by element it failed, and the culprit
+    search named the Reshape."""
+    path = fixture("symmetric_cholesky_flat.py")
+    run, document = check_json(path)
+    assert run.exit_code == 0, run
+    pair = pairs(document)[("p", "output")]
+    assert pair["verdict"] == "pass" and pair["compared"] == 6, pair
+    assert any("compared along the 6 directions of p that move that matrix symmetrically" in w
+               for w in pair["warnings"]), pair["warnings"]
 
 
 def test_a_wrong_gradient_after_a_cholesky_is_the_culprit_not_the_cholesky():
@@ -83,5 +96,5 @@ def test_a_gradient_wrong_along_the_symmetric_directions_still_fails():
     assert run.exit_code == 1, run
     pair = pairs(document)[("A", "output")]
     assert pair["verdict"] == "mismatch"
-    assert not any("read as a symmetric matrix" in w for w in pair["warnings"])
+    assert not any("read as symmetric" in w for w in pair["warnings"])
     assert "tf.custom_gradient cholesky" in pair["culprit"]["site"]["description"]

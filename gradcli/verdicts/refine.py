@@ -117,8 +117,8 @@ def refine_job(job: RefineJob) -> PairResult:
     """``refine`` on its parameters gathered in ``job``."""
     pair = job.pair
     if pair.verdict == MISMATCH:  # compared along symmetric directions first (``symmetric``)
-        symmetric_input = symmetric.symmetric_pass(pair, job.analytic, job.numeric, job.fd_error, job.x_shape,
-                                                   job.y_shape, job.tol, job.graph)
+        symmetric_input = symmetric.symmetric_pass(pair, job.analytic, job.numeric, job.fd_error, job.y_shape,
+                                                   job.tol, job.graph)
         if symmetric_input is not None:
             return diagnosis.apply(pair, symmetric_input)
     columns = _select_columns(job)

@@ -10,19 +10,23 @@ model fails (a multivariate normal's log-density with its covariance as the
 input, TensorFlow Probability's ``CholeskyOuterProduct`` inverted), and the
 culprit search named TensorFlow's Cholesky.
 
-Along the symmetric directions of each matrix, E_ij + E_ji (E_ii on the
-diagonal), both sides are the same derivative. Derivatives are linear in the
-direction, so the numeric and analytic derivatives along them, and the
-error estimates, are the sums of the two elements' (no evaluation is added).
+Along the directions that move the matrix symmetrically (E_ij + E_ji where
+the input is the matrix), both sides are the same derivative. Derivatives are
+linear in the direction, so along a unit direction d the numeric and
+analytic derivatives are the blocks times d, and the error estimate at most
+the error estimates times |d| (no evaluation is added).
 
-Rule (``symmetric_pass``): a mismatch pair whose input is square in its last
-two axes, and whose path holds an op of ``SYMMETRIC_INPUT_OPS`` (the
-evidence, from the traced graph), is compared again along the symmetric
-directions by the element rule (``compare.compare_block``). When every one
-agrees, the pair passes, and a warning says what was compared and why; else
-the mismatch stands and is refined as any other. An op's own check
-(``local_check``) probes such an op along symmetric directions too
-(``symmetric_direction``), so it is never the culprit of another's bug.
+Rule (``symmetric_pass``): a mismatch pair whose path holds an op of
+``SYMMETRIC_INPUT_OPS`` (the evidence, from the traced graph) is compared
+again by the element rule (``compare.compare_block``) along an orthonormal
+basis of the directions of its input that move every such matrix
+symmetrically (``symmetric_directions``: an input reshaped, transposed or
+scaled into the matrix has the preimage of the symmetric matrices; the
+culprit search named the ``Reshape`` then). When every one agrees, the pair
+passes, and a warning says what was compared and why; else the mismatch
+stands and is refined as any other. An op's own check (``local_check``)
+probes such an op along symmetric directions too (``symmetric_direction``),
+so it is never the culprit of another's bug.
 
 ``tf.linalg.eigh`` reads one triangle as well, but its gradient is that
 triangle's (lower-triangular): it agrees element by element and needs no
@@ -33,7 +37,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from gradcli.numerics.autodiff import graph_gradients
 from gradcli.results import EXPLANATIONS, PASS
+from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts import compare
 from gradcli.verdicts.diagnosis import Diagnosis
 from gradcli.verdicts.phrases import count, site_list
@@ -41,17 +47,18 @@ from gradcli.verdicts.phrases import count, site_list
 #: Op type -> the call that makes it: ops that read their input as a
 #: symmetric matrix and whose gradient is the symmetric one.
 SYMMETRIC_INPUT_OPS = {"Cholesky": "tf.linalg.cholesky"}
+#: The rule takes the map from an input to such an op's matrix as a dense
+#: Jacobian (one VJP per pair of off-diagonal entries) and its null space by
+#: SVD: up to this many elements of the input, and of the matrices (a 64 x 64
+#: covariance). Beyond, no excuse is tried and the element rule stands.
+MAX_ELEMENTS = 4096
 
 
-def symmetric_readers(graph, name: str, output: str) -> list | None:
-    """The ops of ``SYMMETRIC_INPUT_OPS`` on the path from ``name`` to
-    ``output`` (as ``GraphSite``); None when the graph cannot be traced."""
+def symmetric_readers(graph, name: str, output: str) -> list:
+    """The ops of ``SYMMETRIC_INPUT_OPS`` on the path from ``name`` to ``output``."""
     if graph is None or not graph.trace():
-        return None
-    return [
-        graph.site(op, f"{op.type} ({SYMMETRIC_INPUT_OPS[op.type]}) at {graph.location(op) or op.name}")
-        for op in graph.path_ops(name, output) if op.type in SYMMETRIC_INPUT_OPS
-    ]
+        return []
+    return [op for op in graph.path_ops(name, output) if op.type in SYMMETRIC_INPUT_OPS]
 
 
 def symmetric_direction(u: np.ndarray) -> np.ndarray:
@@ -60,55 +67,87 @@ def symmetric_direction(u: np.ndarray) -> np.ndarray:
     return (u + np.swapaxes(u, -1, -2)) / 2
 
 
-def _symmetric_columns(x_shape) -> tuple[np.ndarray, np.ndarray] | None:
-    """Flat element pairs (ij, ji) with i <= j of every matrix of an input of
-    shape ``x_shape`` (square in its last two axes), or None."""
-    if len(x_shape) < 2 or x_shape[-1] != x_shape[-2] or x_shape[-1] < 2:
+def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
+    """An orthonormal basis ``[input size, k]`` of the directions of input
+    ``name`` along which the matrix each of ``ops`` reads moves symmetrically
+    (its antisymmetric part stays 0, to first order); None when there is
+    none to take (no antisymmetric direction, a matrix that is not square,
+    more than ``MAX_ELEMENTS``).
+
+    Rule: each pair of off-diagonal entries (i < j) of each matrix C gives
+    one row d(C_ij - C_ji)/dx (a VJP of the traced graph with the seed E_ij
+    - E_ji); the basis is the null space of those rows, by SVD, whose rank
+    counts singular values above ``max(shape) * eps * largest``
+    (``numpy.linalg.matrix_rank``'s rule). An input that is the matrix has
+    the symmetric matrices for its null space; one reshaped, transposed or
+    scaled into it has their preimage."""
+    tf = import_tensorflow()
+    size = int(np.size(graph.model.point[name]))
+    if size > MAX_ELEMENTS:
         return None
-    m = x_shape[-1]
-    i, j = np.triu_indices(m)
-    batch = int(np.prod(x_shape[:-2], dtype=np.int64))
-    start = (np.arange(batch) * m * m)[:, None]
-    return (start + i * m + j).ravel(), (start + j * m + i).ravel()
+    feeds = [graph.inputs[n] for n in graph.model.point]
+    values = [tf.constant(graph.model.point[n]) for n in graph.model.point]
+    rows = []
+    for op in ops:
+        matrix = op.inputs[0]
+        (at_point,) = graph.prune(feeds, [matrix])(*values)
+        shape = tuple(at_point.shape)
+        if len(shape) < 2 or shape[-1] != shape[-2] or int(np.prod(shape)) > MAX_ELEMENTS:
+            return None
+        with graph.graph.as_default():
+            seed = tf.compat.v1.placeholder(matrix.dtype, shape)
+            (gradient,) = graph_gradients([matrix], [graph.inputs[name]], grad_ys=[seed])
+        if gradient is None:
+            continue  # the input does not reach this matrix
+        vjp = graph.prune(feeds + [seed], [gradient])
+        m, batch = shape[-1], int(np.prod(shape[:-2], dtype=np.int64))
+        for b in range(batch):
+            for i, j in zip(*np.triu_indices(m, 1)):
+                antisymmetric = np.zeros((batch, m, m))
+                antisymmetric[b, i, j], antisymmetric[b, j, i] = 1.0, -1.0
+                (row,) = vjp(*values, tf.constant(antisymmetric.reshape(shape), matrix.dtype))
+                rows.append(np.asarray(row, np.float64).ravel())
+    if not rows:
+        return None
+    constraints = np.stack(rows)
+    _, singular, right = np.linalg.svd(constraints, full_matrices=True)
+    rank = int(np.sum(singular > max(constraints.shape) * np.finfo(np.float64).eps * singular.max(initial=0.0)))
+    if rank == 0:
+        return None  # every direction moves the matrices symmetrically: nothing to excuse
+    return right[rank:].T
 
 
-def symmetric_pass(pair, analytic, numeric, fd_error, x_shape, y_shape, tol, graph) -> Diagnosis | None:
+def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph) -> Diagnosis | None:
     """The rule of the module docstring: a passing ``Diagnosis`` for a
-    mismatch ``pair`` that agrees along every symmetric direction of its
-    input, which an op of ``SYMMETRIC_INPUT_OPS`` on its path reads; None
-    otherwise. ``analytic``, ``numeric`` and ``fd_error`` are ``[output size,
-    input size]``. On a pass the pair's figures become those along the
-    symmetric directions."""
-    columns = _symmetric_columns(tuple(x_shape))
-    if columns is None:
-        return None
+    mismatch ``pair`` that agrees along every direction of its input that
+    moves the matrix an op of ``SYMMETRIC_INPUT_OPS`` on its path reads
+    symmetrically (``symmetric_directions``); None otherwise. ``analytic``,
+    ``numeric`` and ``fd_error`` are ``[output size, input size]``; along a
+    unit direction d the derivatives are ``block @ d`` and the error
+    estimate at most ``|fd_error| @ |d|``. On a pass the pair's figures
+    become those along the directions."""
     try:
         readers = symmetric_readers(graph, pair.input, pair.output)
+        basis = symmetric_directions(graph, pair.input, readers) if readers else None
     except Exception:  # noqa: BLE001 - graph analysis is a bonus: no evidence, no excuse
         return None
-    if not readers:
+    if basis is None:
         return None
-    upper, lower = columns
-    diagonal = upper == lower
-
-    def along(block):  # sums of each pair of elements: the derivative along E_ij + E_ji
-        return block[:, upper] + np.where(diagonal, 0.0, block[:, lower])
-
-    m = x_shape[-1]
-    directions = (int(np.prod(x_shape[:-2], dtype=np.int64)), m * (m + 1) // 2)
-    shape = x_shape[:-2] + (directions[1],)
-    again = compare.compare_block(pair.input, pair.output, along(analytic), along(numeric), along(fd_error),
-                                  y_shape, shape, tol)
+    k = basis.shape[1]
+    again = compare.compare_block(pair.input, pair.output, analytic @ basis, numeric @ basis,
+                                  np.abs(fd_error) @ np.abs(basis), y_shape, (k,), tol)
     if again.verdict != PASS:
         return None
     pair.max_abs_error, pair.max_rel_error = again.max_abs_error, again.max_rel_error
     pair.fd_error, pair.compared = again.fd_error, again.compared
     pair.worst, pair.failing, pair.n_failing = None, [], 0
-    each = f"each {m}x{m} matrix" if directions[0] > 1 else f"the {m}x{m} matrix"
+    sites = [graph.site(op, f"{op.type} ({SYMMETRIC_INPUT_OPS[op.type]}) at {graph.location(op) or op.name}")
+             for op in readers]
     return Diagnosis(PASS, False, EXPLANATIONS[PASS] + " along symmetric directions", warnings=[
-        f"{pair.input} is read as a symmetric matrix by {site_list(readers)}: TensorFlow's gradient "
-        f"there is the symmetric one, so it was compared along the "
-        f"{count(directions[1], 'symmetric direction')} E_ij + E_ji of {each}, where it agrees "
-        "with finite differences; along one off-diagonal entry alone it is not the derivative, "
+        f"{pair.input} reaches a matrix read as symmetric by {site_list(sites)}: TensorFlow's "
+        f"gradient there is the symmetric one, so it was compared along the "
+        f"{count(k, 'direction')} of {pair.input} that move that matrix symmetrically (E_ij + E_ji "
+        f"where {pair.input} is the matrix), where it agrees with finite differences; along one "
+        "that moves it asymmetrically (one off-diagonal entry alone) it is not the derivative, "
         "by that convention",
     ])
