@@ -24,7 +24,8 @@ symmetrically (``symmetric_directions``: an input reshaped, transposed or
 scaled into the matrix has the preimage of the symmetric matrices; the
 culprit search named the ``Reshape`` then). When every one agrees, the pair
 passes, and a warning says what was compared and why; else the mismatch
-stands and is refined as any other. An op's own check (``local_check``)
+stands and is refined as any other. Second derivatives (``analyses.second_order``)
+are compared the same way, both routes along the same directions. An op's own check (``local_check``)
 probes such an op along symmetric directions too (``symmetric_direction``),
 so it is never the culprit of another's bug.
 
@@ -54,11 +55,12 @@ SYMMETRIC_INPUT_OPS = {"Cholesky": "tf.linalg.cholesky"}
 MAX_ELEMENTS = 4096
 
 
-def symmetric_readers(graph, name: str, output: str) -> list:
-    """The ops of ``SYMMETRIC_INPUT_OPS`` on the path from ``name`` to ``output``."""
+def symmetric_readers(graph, name: str, outputs: list[str]) -> list:
+    """The ops of ``SYMMETRIC_INPUT_OPS`` on the paths from ``name`` to ``outputs``."""
     if graph is None or not graph.trace():
         return []
-    return [op for op in graph.path_ops(name, output) if op.type in SYMMETRIC_INPUT_OPS]
+    on_paths = set().union(*(graph.path_ops(name, o) for o in outputs))
+    return [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
 
 
 def symmetric_direction(u: np.ndarray) -> np.ndarray:
@@ -117,27 +119,32 @@ def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
     return right[rank:].T
 
 
-def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph) -> Diagnosis | None:
+def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph, outputs=None) -> Diagnosis | None:
     """The rule of the module docstring: a passing ``Diagnosis`` for a
     mismatch ``pair`` that agrees along every direction of its input that
     moves the matrix an op of ``SYMMETRIC_INPUT_OPS`` on its path reads
-    symmetrically (``symmetric_directions``); None otherwise. ``analytic``,
-    ``numeric`` and ``fd_error`` are ``[output size, input size]``; along a
-    unit direction d the derivatives are ``block @ d`` and the error
-    estimate at most ``|fd_error| @ |d|``. On a pass the pair's figures
-    become those along the directions."""
+    symmetrically (``symmetric_directions``); None otherwise. ``analytic``
+    (or a list of them, every one of which must agree: the two routes to a
+    second derivative), ``numeric`` and ``fd_error`` are ``[output size,
+    input size]``; along a unit direction d the derivatives are ``block @
+    d`` and the error estimate at most ``|fd_error| @ |d|``. ``outputs``:
+    the model outputs whose paths are searched (the pair's own by default;
+    a second derivative's pair is of a gradient). On a pass the pair's
+    figures become those along the directions (the worst route's)."""
     try:
-        readers = symmetric_readers(graph, pair.input, pair.output)
+        readers = symmetric_readers(graph, pair.input, outputs or [pair.output])
         basis = symmetric_directions(graph, pair.input, readers) if readers else None
     except Exception:  # noqa: BLE001 - graph analysis is a bonus: no evidence, no excuse
         return None
     if basis is None:
         return None
     k = basis.shape[1]
-    again = compare.compare_block(pair.input, pair.output, analytic @ basis, numeric @ basis,
-                                  np.abs(fd_error) @ np.abs(basis), y_shape, (k,), tol)
-    if again.verdict != PASS:
+    routes = analytic if isinstance(analytic, (list, tuple)) else [analytic]
+    compared = [compare.compare_block(pair.input, pair.output, block @ basis, numeric @ basis,
+                                      np.abs(fd_error) @ np.abs(basis), y_shape, (k,), tol) for block in routes]
+    if any(again.verdict != PASS for again in compared):
         return None
+    again = max(compared, key=lambda result: result.max_rel_error)
     pair.max_abs_error, pair.max_rel_error = again.max_abs_error, again.max_rel_error
     pair.fd_error, pair.compared = again.fd_error, again.compared
     pair.worst, pair.failing, pair.n_failing = None, [], 0
