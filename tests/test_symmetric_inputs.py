@@ -122,3 +122,17 @@ def test_the_hessian_of_a_log_determinant_is_checked_along_symmetric_directions(
     (pair,) = result["fd_check"]["pairs"]
     assert pair["verdict"] == "pass" and pair["compared"] == 9 * 6, pair
     assert any("compared along the 6 directions of A" in w for w in pair["warnings"]), pair["warnings"]
+
+
+def test_a_matrix_that_is_not_symmetric_at_the_point_gets_no_excuse():
+    """Given a matrix that is not symmetric, the Cholesky computes from its
+    lower triangle alone and its symmetric gradient is wrong for that input
+    (HIPS/autograd#56): the mismatch stands, the Cholesky is the culprit (its
+    own check probes it along any direction there), and nothing says the
+    input was read as symmetric. tests/test_precision_culprit.py holds the
+    numbers against the lower triangle's closed form."""
+    run, document = check_json(fixture("culprit_cholesky.py"))
+    assert run.exit_code == 1, run
+    pair = pairs(document)[("a", "output")]
+    assert pair["verdict"] == "mismatch" and pair["culprit"]["site"]["op_type"] == "Cholesky"
+    assert not any("read as symmetric" in w for w in pair["warnings"])

@@ -52,7 +52,7 @@ from gradcli.verdicts.graph_ops import (
     custom_argument_names, custom_result_count, describe, floating, gradient_definition, override,
 )
 from gradcli.verdicts.precision import path_precision
-from gradcli.verdicts.symmetric import SYMMETRIC_INPUT_OPS, symmetric_direction
+from gradcli.verdicts.symmetric import SYMMETRIC_INPUT_OPS, is_symmetric, symmetric_direction
 
 tf = import_tensorflow()
 
@@ -345,7 +345,8 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
     for _ in range(PROBES):
         v = {o: rng.standard_normal(np.shape(val)) for o, val in out_values.items()}
         u = {k: rng.standard_normal(np.shape(val)) for k, val in base.items()}
-        if op.type in SYMMETRIC_INPUT_OPS:  # defined along symmetric directions only (``symmetric``)
+        if op.type in SYMMETRIC_INPUT_OPS and all(is_symmetric(b) for b in base.values()):
+            # a symmetric matrix, the op's contract: defined along symmetric directions only (``symmetric``)
             u = {k: symmetric_direction(d) for k, d in u.items()}
         jtv = local.gradient(v)
         for i, g in enumerate(jtv):

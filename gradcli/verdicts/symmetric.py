@@ -17,7 +17,9 @@ analytic derivatives are the blocks times d, and the error estimate at most
 the error estimates times |d| (no evaluation is added).
 
 Rule (``symmetric_pass``): a mismatch pair whose path holds an op of
-``SYMMETRIC_INPUT_OPS`` (the evidence, from the traced graph) is compared
+``SYMMETRIC_INPUT_OPS`` given a symmetric matrix at the point (the evidence,
+from the traced graph; a matrix that is not symmetric is outside the op's
+contract, and its gradient is then wrong for the input it is given) is compared
 again by the element rule (``compare.compare_block``) along an orthonormal
 basis of the directions of its input that move every such matrix
 symmetrically (``symmetric_directions``: an input reshaped, transposed or
@@ -48,6 +50,13 @@ from gradcli.verdicts.phrases import count, site_list
 #: Op type -> the call that makes it: ops that read their input as a
 #: symmetric matrix and whose gradient is the symmetric one.
 SYMMETRIC_INPUT_OPS = {"Cholesky": "tf.linalg.cholesky"}
+#: The op's contract holds where its matrix at the point is symmetric to
+#: this many ulps of its largest entry (a product m m^T, or a sum of such,
+#: is symmetric to round-off). A matrix that is not symmetric is an input
+#: the op does not compute on as its gradient assumes: no excuse, and its
+#: gradient is wrong for the input it is given (HIPS/autograd#56,
+#: ``bench/real_bugs/cholesky_lower_triangle.py``).
+SYMMETRY_ULPS = 64
 #: The rule takes the map from an input to such an op's matrix as a dense
 #: Jacobian (one VJP per pair of off-diagonal entries) and its null space by
 #: SVD: up to this many elements of the input, and of the matrices (a 64 x 64
@@ -63,6 +72,17 @@ def symmetric_readers(graph, name: str, outputs: list[str]) -> list:
     return [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
 
 
+def is_symmetric(value) -> bool:
+    """Whether ``value`` is square in its last two axes and symmetric there
+    to ``SYMMETRY_ULPS`` ulps of its largest entry."""
+    value = np.asarray(value)
+    if value.ndim < 2 or value.shape[-1] != value.shape[-2] or not np.issubdtype(value.dtype, np.floating):
+        return False
+    scale = float(np.max(np.abs(value), initial=0.0))
+    gap = float(np.max(np.abs(value - np.swapaxes(value, -1, -2)), initial=0.0))
+    return gap <= SYMMETRY_ULPS * np.finfo(value.dtype).eps * scale
+
+
 def symmetric_direction(u: np.ndarray) -> np.ndarray:
     """``u`` made symmetric in its last two axes, (u + u^T) / 2: a direction
     an op of ``SYMMETRIC_INPUT_OPS`` is defined along."""
@@ -74,7 +94,8 @@ def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
     ``name`` along which the matrix each of ``ops`` reads moves symmetrically
     (its antisymmetric part stays 0, to first order); None when there is
     none to take (no antisymmetric direction, a matrix that is not square,
-    more than ``MAX_ELEMENTS``).
+    more than ``MAX_ELEMENTS``, a matrix not symmetric at the point:
+    ``is_symmetric``).
 
     Rule: each pair of off-diagonal entries (i < j) of each matrix C gives
     one row d(C_ij - C_ji)/dx (a VJP of the traced graph with the seed E_ij
@@ -94,7 +115,7 @@ def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
         matrix = op.inputs[0]
         (at_point,) = graph.prune(feeds, [matrix])(*values)
         shape = tuple(at_point.shape)
-        if len(shape) < 2 or shape[-1] != shape[-2] or int(np.prod(shape)) > MAX_ELEMENTS:
+        if not is_symmetric(at_point) or int(np.prod(shape)) > MAX_ELEMENTS:
             return None
         with graph.graph.as_default():
             seed = tf.compat.v1.placeholder(matrix.dtype, shape)
