@@ -136,3 +136,32 @@ def test_a_matrix_that_is_not_symmetric_at_the_point_gets_no_excuse():
     pair = pairs(document)[("a", "output")]
     assert pair["verdict"] == "mismatch" and pair["culprit"]["site"]["op_type"] == "Cholesky"
     assert not any("read as symmetric" in w for w in pair["warnings"])
+
+
+def test_the_hessian_on_the_choleskys_domain_is_definite_where_the_whole_one_is_semidefinite(run):
+    """logdet(A) through the Cholesky does not change along A's upper entries,
+    so over all 9 directions its Hessian has 3 zero eigenvalues; on the
+    symmetric matrices it is concave: restricted to an orthonormal basis N_k
+    of them, the Hessian is Q_kl = -tr(A^-1 N_k A^-1 N_l) (closed form),
+    negative definite, and the note gives its extreme eigenvalues."""
+    import re
+
+    path = fixture("symmetric_logdet.py")
+    done = run("hessian", path, "--json")
+    assert done.exit_code == 0, done
+    result = done.result
+    assert result["verdict"] == "negative semidefinite"
+    (note,) = [n for n in result["notes"] if n.startswith("restricted to the 6 of 9 directions")]
+    assert "Cholesky at tests/models/symmetric_logdet.py:" in note and "negative definite" in note, note
+    low, high = map(float, re.search(r"eigenvalues (\S+) to (\S+)\)", note).groups())
+    from gradcli.model.loading import load_model
+
+    inverse = np.linalg.inv(np.asarray(load_model(path).point["A"]))
+    basis = []
+    for i, j in zip(*np.tril_indices(3)):
+        N = np.zeros((3, 3))
+        N[i, j] = N[j, i] = 1.0 if i == j else 1.0 / np.sqrt(2.0)
+        basis.append(N)
+    Q = np.array([[-np.trace(inverse @ M @ inverse @ N) for N in basis] for M in basis])
+    truth = np.linalg.eigvalsh(Q)
+    assert (low, high) == (pytest.approx(truth[0], rel=1e-5), pytest.approx(truth[-1], rel=1e-5))

@@ -303,6 +303,7 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
         lowest = vectors[:, 0]
         trace = Trace(float(np.trace(H)), 0.0, 0, "exact")
         result_kw = dict(hessian=H, symmetry_error=asymmetry, eigenvectors=vectors)
+        restricted = on_symmetric_directions(model, objective, H, options.zero_tol)
     else:
         spectrum, lowest = lanczos_spectrum(
             objective, theta, options.top, options.tol, rng, options.zero_tol
@@ -316,6 +317,8 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
         point={b.name: model.point[b.name] for b in objective.blocks},
         notes=list(model.notes), **result_kw,
     )
+    if method == "dense" and restricted:
+        result.notes.append(restricted)
     if not spectrum.converged:
         result.notes.append(
             f"Lanczos stopped after {spectrum.hvps} Hessian-vector products before every "
@@ -348,6 +351,46 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
         )
     result.seconds = time.perf_counter() - started
     return result
+
+
+def on_symmetric_directions(model, objective, H, zero_tol) -> str:
+    """A note on the Hessian restricted to the directions that move a matrix
+    ``tf.linalg.cholesky`` reads symmetrically (``verdicts.symmetric``), or
+    "" where no input reaches one. Such an op computes from one triangle of
+    its matrix, so f does not change along the other's entries: over every
+    direction the Hessian has those zero eigenvalues (semidefinite at best),
+    while on the op's domain, the symmetric matrices, it may be definite
+    (logdet of a covariance is concave there). Same spectrum rule
+    (``dense_spectrum``) on ``N^T H N``, N an orthonormal basis of those
+    directions per block (every direction of a block that reaches none)."""
+    from gradcli.verdicts import symmetric
+    from gradcli.verdicts.culprit import ModelGraph
+
+    try:
+        graph = ModelGraph(model)
+        outputs = list(model.outputs)
+        bases, readers = [], []
+        for block in objective.blocks:
+            found = symmetric.symmetric_readers(graph, block.name, outputs)
+            basis = symmetric.symmetric_directions(graph, block.name, found) if found else None
+            readers += [op for op in found if op not in readers] if basis is not None else []
+            bases.append(np.eye(block.size) if basis is None else basis)
+    except Exception:  # noqa: BLE001 - graph analysis is a bonus: no note
+        return ""
+    if not readers:
+        return ""
+    basis = np.zeros((objective.n, sum(b.shape[1] for b in bases)))
+    column = 0
+    for block, part in zip(objective.blocks, bases):
+        basis[block.offset : block.offset + block.size, column : column + part.shape[1]] = part
+        column += part.shape[1]
+    spectrum, _, _ = dense_spectrum(basis.T @ H @ basis, zero_tol)
+    ops = ", ".join(dict.fromkeys(f"{op.type} at {graph.location(op) or op.name}" for op in readers))
+    return (
+        f"restricted to the {column} of {objective.n} directions that move the matrix {ops} reads "
+        f"symmetrically (its domain), the Hessian is {spectrum.verdict} (eigenvalues "
+        f"{spectrum.smallest:.6g} to {spectrum.largest:.6g})"
+    )
 
 
 def _require_finite(H, model, what):
