@@ -290,6 +290,31 @@ def test_cholesky_outer_products_inverse_is_checked_along_symmetric_directions()
     np.testing.assert_allclose(np.asarray(model.outputs["inverse"]), flows.POINTS["cholesky_outer"], rtol=1e-12)
 
 
+def test_covariance_log_densities_are_checked_along_symmetric_directions():
+    """A multivariate normal's log-density with its covariance as the input,
+    and a Wishart's at a sample: each takes TensorFlow's Cholesky of a
+    symmetric matrix, and element by element each failed with the Cholesky
+    named the culprit. Along the 6 symmetric directions they pass, and say so.
+    Truth at the point: scipy's log-densities."""
+    from scipy import stats
+
+    from gradcli.model.loading import load_model
+
+    path = fixture("tfp_covariance_log_densities.py")
+    model = load_model(path)
+    cov, x = (np.asarray(model.point[n]) for n in ("cov", "x"))
+    data = np.random.default_rng(11).standard_normal((4, 3))
+    assert float(model.outputs["normal"]) == pytest.approx(
+        stats.multivariate_normal(np.zeros(3), cov).logpdf(data).sum(), rel=1e-10)
+    assert float(model.outputs["wishart"]) == pytest.approx(stats.wishart(df=5, scale=np.eye(3)).logpdf(x), rel=1e-10)
+    result = gradcli.check(path)
+    (checked,) = result.models
+    assert result.ok, [(p.input, p.output, p.verdict) for p in checked.pairs]
+    pairs = {(p.input, p.output): p for p in checked.pairs}
+    for key in [("cov", "normal"), ("x", "wishart")]:
+        assert any(f"compared along the 6 directions of {key[0]}" in w for w in pairs[key].warnings), pairs[key].warnings
+
+
 def test_a_bijector_that_takes_no_float64_is_checked_in_its_own_float32():
     """TFP keeps ScaleMatvecLU in float32 (it refuses a float64 x, and every
     command stopped with exit 3): x is taken in float32, the check tries
