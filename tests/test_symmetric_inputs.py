@@ -165,3 +165,31 @@ def test_the_hessian_on_the_choleskys_domain_is_definite_where_the_whole_one_is_
     Q = np.array([[-np.trace(inverse @ M @ inverse @ N) for N in basis] for M in basis])
     truth = np.linalg.eigvalsh(Q)
     assert (low, high) == (pytest.approx(truth[0], rel=1e-5), pytest.approx(truth[-1], rel=1e-5))
+
+
+def test_an_input_that_also_reaches_the_output_around_the_cholesky_gets_no_excuse(run):
+    """A second path from A, around the Cholesky, through the user's identity
+    whose gradient transposes: wrong only along antisymmetric directions
+    (<W^T, S> = <W, S> along symmetric S). There A's antisymmetric directions
+    define a derivative, so they are not excused: reverse mode alone (no
+    forward-mode probe to catch it) fails, naming the user's identity.
+    Truth: analytic A^-1 + W^T (TensorFlow's symmetric logdet gradient and the
+    transposing rule), numeric the lower triangle's logdet derivative + W."""
+    from tests.models.symmetric_cholesky_second_path import W
+
+    done = run("check", fixture("symmetric_cholesky_second_path.py"), "--autodiff", "reverse", "--json")
+    assert done.exit_code == 1, done
+    (model,) = done.result["models"]
+    (pair,) = model["pairs"]
+    assert pair["verdict"] == "mismatch", pair
+    assert "tf.custom_gradient identity" in pair["culprit"]["site"]["description"]
+    assert not any("read as symmetric" in w for w in pair["warnings"])
+    from gradcli.model.loading import load_model
+
+    inverse = np.linalg.inv(np.asarray(load_model(fixture("symmetric_cholesky_second_path.py")).point["A"]))
+    lower = 2 * np.tril(inverse, -1) + np.diag(np.diag(inverse))  # logdet of the matrix the lower triangle makes
+    assert pair["failing"]
+    for element in pair["failing"]:
+        i, j = element["input_index"]
+        assert element["analytic"] == pytest.approx(inverse[i, j] + W[j, i], rel=1e-9)
+        assert element["numeric"] == pytest.approx(lower[i, j] + W[i, j], rel=1e-6, abs=1e-9)

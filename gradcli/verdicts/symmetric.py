@@ -16,8 +16,8 @@ linear in the direction, so along a unit direction d the numeric and
 analytic derivatives are the blocks times d, and the error estimate at most
 the error estimates times |d| (no evaluation is added).
 
-Rule (``symmetric_pass``): a mismatch pair whose path holds an op of
-``SYMMETRIC_INPUT_OPS`` given a symmetric matrix at the point (the evidence,
+Rule (``symmetric_pass``): a mismatch pair whose every path passes through an
+op of ``SYMMETRIC_INPUT_OPS`` given a symmetric matrix at the point (the evidence,
 from the traced graph; a matrix that is not symmetric is outside the op's
 contract, and its gradient is then wrong for the input it is given) is compared
 again by the element rule (``compare.compare_block``) along an orthonormal
@@ -65,11 +65,28 @@ MAX_ELEMENTS = 4096
 
 
 def symmetric_readers(graph, name: str, outputs: list[str]) -> list:
-    """The ops of ``SYMMETRIC_INPUT_OPS`` on the paths from ``name`` to ``outputs``."""
+    """The ops of ``SYMMETRIC_INPUT_OPS`` on the paths from ``name`` to
+    ``outputs``, when every such path passes through one of them; else []
+    (``name`` reaches an output by a path no such op reads, where its
+    antisymmetric directions define a derivative the rule must not excuse:
+    a gradient wrong only there, <W^T, S> = <W, S> along symmetric S)."""
     if graph is None or not graph.trace():
         return []
     on_paths = set().union(*(graph.path_ops(name, o) for o in outputs))
-    return [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
+    readers = [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
+    if not readers:
+        return []
+    ends = {graph.outputs[o].op for o in outputs}
+    reached, stack = set(), [graph.inputs[name].op]
+    while stack:  # along the paths, stopping at the readers: does any other path arrive?
+        op = stack.pop()
+        if op in ends:
+            return []
+        for consumer in (c for t in op.outputs for c in t.consumers()):
+            if consumer in on_paths and consumer not in reached and consumer.type not in SYMMETRIC_INPUT_OPS:
+                reached.add(consumer)
+                stack.append(consumer)
+    return readers
 
 
 def is_symmetric(value) -> bool:
