@@ -281,7 +281,7 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
     theta = objective.theta0
     value = objective.value(theta)
     gradient = objective.gradient(theta)
-    result_kw = {}
+    result_kw, restricted = {}, ""  # restricted: the dense Hessian on a Cholesky's domain, as a note
     if method == "dense":
         from gradcli.memory import SECOND_ORDER_BLOCKS, dense_bytes, require_memory
 
@@ -317,7 +317,7 @@ def analyse(model: Model, options: HessianOptions) -> HessianResult:
         point={b.name: model.point[b.name] for b in objective.blocks},
         notes=list(model.notes), **result_kw,
     )
-    if method == "dense" and restricted:
+    if restricted:
         result.notes.append(restricted)
     if not spectrum.converged:
         result.notes.append(
