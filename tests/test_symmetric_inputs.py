@@ -193,3 +193,29 @@ def test_an_input_that_also_reaches_the_output_around_the_cholesky_gets_no_excus
         i, j = element["input_index"]
         assert element["analytic"] == pytest.approx(inverse[i, j] + W[j, i], rel=1e-9)
         assert element["numeric"] == pytest.approx(lower[i, j] + W[i, j], rel=1e-6, abs=1e-9)
+
+
+def test_an_inverse_beside_the_cholesky_is_not_named_the_culprit():
+    """S feeds the Cholesky (logdet) and a MatrixInverse (the quadratic form).
+    The culprit search's scan to the output checks the function from the
+    inverse's input S, which holds the Cholesky's convention too: probed along
+    any direction, TensorFlow's correct inverse was named the culprit. Its
+    input is probed along symmetric directions now, and nothing is named.
+    Truth: the inverse's own gradient, -S^-T G S^-T, is right (checked here
+    against central differences of numpy's inverse)."""
+    import tensorflow as tf
+
+    path = fixture("symmetric_inverse_beside_cholesky.py")
+    run, document = check_json(path)
+    pair = pairs(document)[("S", "output")]
+    assert pair["culprit"] is None, pair["culprit"]
+    rng = np.random.default_rng(4)
+    m = rng.standard_normal((3, 3))
+    S, G, D = m @ m.T + 3.0 * np.eye(3), rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
+    x = tf.constant(S)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(tf.linalg.inv(x) * G)
+    h = 1e-6
+    central = (np.sum(np.linalg.inv(S + h * D) * G) - np.sum(np.linalg.inv(S - h * D) * G)) / (2 * h)
+    assert np.sum(tape.gradient(y, x).numpy() * D) == pytest.approx(central, rel=1e-7)

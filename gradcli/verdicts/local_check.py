@@ -210,7 +210,7 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
     precision = _coarsest([t.dtype.name for t in local.xs + ys]
                           + [path_precision(local.xs, ys, graph.graph)])
     tol = _looser(tol, compare.tolerance(precision))
-    return _probe(local, op, out_values, precision, tol, rng, shape_rule, at)
+    return _probe(local, op, out_values, precision, tol, rng, shape_rule, at, _read_as_symmetric(local, op, to))
 
 
 def _cut_out(graph, op, feeds, feed_values, xs, ys, order, shape_rule, to):
@@ -327,7 +327,21 @@ class _LocalFunction:
                              *seed_values)
 
 
-def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
+def _read_as_symmetric(local, op, to) -> set:
+    """The local inputs (``in0``, ...) probed along symmetric directions only
+    (``symmetric``): symmetric at the point, and read by an op of
+    ``SYMMETRIC_INPUT_OPS``, the op itself, or (checked to the output, ``to``)
+    one that reads the same tensor: a Cholesky beside a ``MatrixInverse`` of
+    one covariance S, whose function from S to the output holds the
+    Cholesky's convention too (probed along any direction, the inverse was
+    named the culprit of a correct Gaussian log-density)."""
+    def read(x):
+        return op.type in SYMMETRIC_INPUT_OPS or (to is not None and any(
+            c.type in SYMMETRIC_INPUT_OPS for c in x.consumers()))
+    return {f"in{i}" for i, x in enumerate(local.xs) if read(x) and is_symmetric(local.base[f"in{i}"])}
+
+
+def _probe(local, op, out_values, precision, tol, rng, shape_rule, at, symmetric_inputs=frozenset()):
     """The worst of ``PROBES`` random probes that convicts (``compare_projections``
     says ``mismatch``): ``(analytic, numeric, error relative to the probe's
     scale)``; a ``WrongShape`` for a gradient whose shape shows only when run;
@@ -345,9 +359,8 @@ def _probe(local, op, out_values, precision, tol, rng, shape_rule, at):
     for _ in range(PROBES):
         v = {o: rng.standard_normal(np.shape(val)) for o, val in out_values.items()}
         u = {k: rng.standard_normal(np.shape(val)) for k, val in base.items()}
-        if op.type in SYMMETRIC_INPUT_OPS and all(is_symmetric(b) for b in base.values()):
-            # a symmetric matrix, the op's contract: defined along symmetric directions only (``symmetric``)
-            u = {k: symmetric_direction(d) for k, d in u.items()}
+        # a symmetric matrix a Cholesky reads: its contract, defined along symmetric directions only
+        u = {k: symmetric_direction(d) if k in symmetric_inputs else d for k, d in u.items()}
         jtv = local.gradient(v)
         for i, g in enumerate(jtv):
             if shape_rule and np.shape(g) != np.shape(base[f"in{i}"]):
