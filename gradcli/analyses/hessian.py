@@ -373,7 +373,8 @@ def on_symmetric_directions(model, objective, H, zero_tol) -> str:
         for block in objective.blocks:
             found = symmetric.symmetric_readers(graph, block.name, outputs)
             basis = symmetric.symmetric_directions(graph, block.name, found) if found else None
-            readers += [op for op in found if op not in readers] if basis is not None else []
+            if basis is not None:
+                readers += [op for op in found if op not in readers]
             bases.append(np.eye(block.size) if basis is None else basis)
     except Exception:  # noqa: BLE001 - graph analysis is a bonus: no note
         return ""

@@ -58,7 +58,7 @@ def check_objective(
 
 def _full(objective, fd, outputs, tol, hessian) -> list[PairResult]:
     theta = objective.theta0
-    graphs = []  # the model's traced graph, made once a pair needs it (the symmetric rule)
+    graph = None  # the model's traced graph, made once a pair needs it (the symmetric rule)
     H = objective.dense_hessian(theta) if hessian is None else hessian
     H_reverse = objective.dense_hessian(theta, "reverse")
     pairs = []
@@ -82,9 +82,9 @@ def _full(objective, fd, outputs, tol, hessian) -> list[PairResult]:
                 bj.name, out, block, columns, errors, bi.shape, bj.shape, tol
             )
             if pair.verdict == MISMATCH:  # an input read as a symmetric matrix (``verdicts.symmetric``)
-                graphs = graphs or [ModelGraph(objective.model)]
+                graph = graph or ModelGraph(objective.model)
                 diagnosis.apply(pair, symmetric.symmetric_pass(pair, [forward, reverse], columns, errors, bi.shape,
-                                                               tol, graphs[0], outputs=list(objective.model.outputs)))
+                                                               tol, graph, outputs=list(objective.model.outputs)))
             second_derivative_routes(pair, int(forward_bad.sum()), int(reverse_bad.sum()), forward_bad.size, "elements")
             pairs.append(pair)
     return pairs

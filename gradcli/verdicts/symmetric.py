@@ -125,8 +125,7 @@ def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
     size = int(np.size(graph.model.point[name]))
     if size > MAX_ELEMENTS:
         return None
-    feeds = [graph.inputs[n] for n in graph.model.point]
-    values = [tf.constant(graph.model.point[n]) for n in graph.model.point]
+    feeds, values, _ = graph.seen_values([])  # the model's inputs and their values at the point
     rows = []
     for op in ops:
         matrix = op.inputs[0]
