@@ -211,3 +211,37 @@ def test_a_model_file_in_a_package_imports_its_neighbours_relatively(monkeypatch
         assert pair["verdict"] == "pass"
         assert any(pair["worst"]["analytic"] == pytest.approx(e, rel=1e-9) for e in expected), pair
     assert "pkg_relative" not in sys.modules and "pkg_relative.net" not in sys.modules
+
+
+def test_a_namespace_package_imported_from_elsewhere_is_set_aside_whole(tmp_path, monkeypatch):
+    """``shared/models/helper.py`` (folders without ``__init__.py``: namespace
+    packages) imported from one folder, then a model checked in another folder
+    that holds a ``shared`` folder of its own: both packages are set aside for
+    the import and come back after it. Setting ``shared`` aside before asking
+    about ``shared.models`` (whose path Python computes from its parent's
+    entry in sys.modules) stopped the check with "internal error: KeyError:
+    'shared'" (a test suite importing ``tests.models.x``, then checking a model
+    of a project with a ``tests`` folder). The model is y = 3 x: gradient 3."""
+    elsewhere, project = tmp_path / "elsewhere", tmp_path / "project"
+    (elsewhere / "shared" / "models").mkdir(parents=True)
+    (elsewhere / "shared" / "models" / "helper.py").write_text("SCALE = 1.0\n")
+    (project / "shared").mkdir(parents=True)
+    (project / "shared" / "scale.py").write_text("SCALE = 3.0\n")
+    (project / "model.py").write_text(
+        "import numpy as np\nfrom shared.scale import SCALE\n\n\n"
+        "def model(x):\n    return SCALE * x\n\n\n"
+        "def inputs(rng):\n    return {'x': np.array([0.5, -1.0])}\n")
+    monkeypatch.syspath_prepend(str(elsewhere))
+    for name in [n for n in sys.modules if n == "shared" or n.startswith("shared.")]:
+        monkeypatch.delitem(sys.modules, name)
+    import shared.models.helper  # noqa: F401 - the package imported from elsewhere
+
+    before = {n: sys.modules[n] for n in ("shared", "shared.models", "shared.models.helper")}
+    run = gradcli("check", str(project / "model.py"), "--json")
+    assert run.exit_code == 0, run
+    (pair,) = run.result["models"][0]["pairs"]
+    assert pair["verdict"] == "pass" and pair["worst"]["analytic"] == pytest.approx(3.0, rel=1e-12), pair
+    assert all(sys.modules.get(n) is module for n, module in before.items())
+    assert "shared.scale" not in sys.modules
+    for name in before:
+        monkeypatch.delitem(sys.modules, name)

@@ -154,12 +154,15 @@ def own_modules(*folders: str):
     # Installed packages are never the folders' own, even when a virtual
     # environment lies inside the project folder.
     ours = lambda module: any(_comes_from(module, f) for f in folders) and not _installed(module)  # noqa: E731
-    set_aside = {
-        name: sys.modules.pop(name)
-        for name in list(sys.modules)
-        if name.partition(".")[0] in local and not ours(sys.modules[name])
-        and not _installed(sys.modules[name])
-    }
+    # Decided for every module before any leaves: a namespace package's path
+    # is computed from its parent's entry in sys.modules, so asking about
+    # ``tests.models`` after ``tests`` was set aside raised KeyError: 'tests'
+    # (a test that imported one fixture, then checked a model in a folder
+    # holding a ``tests`` folder).
+    aside = [name for name in list(sys.modules)
+             if name.partition(".")[0] in local and not ours(sys.modules[name])
+             and not _installed(sys.modules[name])]
+    set_aside = {name: sys.modules.pop(name) for name in aside}
     before = set(sys.modules)
     sys.path[:0] = folders
     try:
@@ -168,9 +171,10 @@ def own_modules(*folders: str):
         # Before sys.path is restored: a namespace package's path is computed
         # from sys.path, and would no longer name the folders it came from.
         shared = {name.partition(".")[0] for name in before}
-        for name in set(sys.modules) - before:
-            if name.partition(".")[0] not in shared and ours(sys.modules[name]):
-                del sys.modules[name]
+        loaded = [name for name in set(sys.modules) - before
+                  if name.partition(".")[0] not in shared and ours(sys.modules[name])]
+        for name in loaded:  # decided first, as above
+            del sys.modules[name]
         sys.path[:] = saved_path
         sys.modules.update(set_aside)
 
