@@ -219,3 +219,70 @@ def test_an_inverse_beside_the_cholesky_is_not_named_the_culprit():
     h = 1e-6
     central = (np.sum(np.linalg.inv(S + h * D) * G) - np.sum(np.linalg.inv(S - h * D) * G)) / (2 * h)
     assert np.sum(tape.gradient(y, x).numpy() * D) == pytest.approx(central, rel=1e-7)
+
+
+def _lower(B):
+    """The matrix a Cholesky reads from B: its lower triangle, mirrored."""
+    return np.tril(B) + np.tril(B, -1).T
+
+
+def _central(f, A, h=1e-6):
+    """Central differences of scalar ``f`` at ``A``, entry by entry (numpy)."""
+    grad = np.zeros_like(A)
+    for index in np.ndindex(A.shape):
+        E = np.zeros_like(A)
+        E[index] = h
+        grad[index] = (f(A + E) - f(A - E)) / (2 * h)
+    return grad
+
+
+@pytest.mark.parametrize("name", ["symmetric_logdet_plus_trace.py", "symmetric_inverse_beside_cholesky.py"])
+def test_an_input_that_also_reaches_the_output_around_the_cholesky_is_compared_element_by_element(name):
+    """A trace penalty beside logdet(A), and a Gaussian log-density written
+    with inv(S) beside logdet(S): correct, and before this rule both failed
+    with six of nine elements. Every element is compared now (none excused),
+    against TensorFlow's gradient with the Cholesky's part taken as the op
+    reads its matrix. Truth: that part, (2 tril(G, -1) + diag(G)) - G with
+    G the symmetric gradient of logdet's share (c A^-1), is what
+    ``lower_triangle_correction`` takes; and TensorFlow's gradient plus it
+    is numpy's central differences of the function computed from the lower
+    triangle (slogdet) and the whole matrix (the trace, the inverse)."""
+    import tensorflow as tf
+
+    from gradcli.model.loading import load_model
+    from gradcli.verdicts.culprit import ModelGraph
+    from gradcli.verdicts.symmetric import lower_triangle_correction, readers_on_paths
+
+    path = fixture(name)
+    run, document = check_json(path)
+    assert run.exit_code == 0, run
+    ((input_name, _), pair), = pairs(document).items()
+    assert pair["verdict"] == "pass" and pair["compared"] == 9 and pair["max_rel_error"] < 1e-6, pair
+    (warning,) = [w for w in pair["warnings"] if "symmetric" in w]
+    line = line_of(path, "tf.linalg.logdet(")
+    assert f"Cholesky (tf.linalg.cholesky) at tests/models/{name}:{line}: " in warning
+    assert f"{input_name} reaches output by another path too, so every element was compared" in warning
+
+    model = load_model(path)
+    A = np.asarray(model.point[input_name])
+    inverse = np.linalg.inv(A)
+    if name == "symmetric_logdet_plus_trace.py":
+        share, function = 1.0, lambda B: np.linalg.slogdet(_lower(B))[1] + np.trace(B)
+    else:
+        from tests.models.symmetric_inverse_beside_cholesky import X
+
+        share = -2.0
+        function = lambda B: -2.0 * np.linalg.slogdet(_lower(B))[1] - 0.5 * np.sum((X @ np.linalg.inv(B)) * X)  # noqa: E731
+    G = share * inverse
+    graph = ModelGraph(model)
+    readers, around = readers_on_paths(graph, input_name, ["output"])
+    assert [op.type for op in readers] == ["Cholesky"] and around
+    correction = lower_triangle_correction(graph, input_name, "output", readers, 1)
+    expected = 2 * np.tril(G, -1) + np.diag(np.diag(G)) - G
+    np.testing.assert_allclose(correction.reshape(3, 3), expected, rtol=1e-10, atol=1e-12)
+    x = tf.constant(A)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model.function({input_name: x})["output"]
+    gradient = tape.gradient(y, x).numpy()
+    np.testing.assert_allclose(gradient + correction.reshape(3, 3), _central(function, A), rtol=1e-6, atol=1e-8)

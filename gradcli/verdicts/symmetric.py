@@ -27,7 +27,16 @@ scaled into the matrix has the preimage of the symmetric matrices; the
 culprit search named the ``Reshape`` then). When every one agrees, the pair
 passes, and a warning says what was compared and why; else the mismatch
 stands and is refined as any other. Second derivatives (``analyses.second_order``)
-are compared the same way, both routes along the same directions. An op's own check (``local_check``)
+are compared the same way, both routes along the same directions.
+
+Where the input also reaches the output around the op (``logdet(A) +
+tr(A)``, a Gaussian log-density with ``inv(S)`` beside ``logdet(S)``), its
+antisymmetric directions define a derivative (a rule wrong only there,
+<W^T, S> = <W, S> along symmetric S, must fail), so no direction is
+excused: every element is compared against the analytic block with the
+op's part taken as the derivative of what the op computes from the lower
+triangle it reads (``lower_triangle_correction``), first derivatives only.
+An op's own check (``local_check``)
 probes such an op along symmetric directions too (``symmetric_direction``),
 so it is never the culprit of another's bug.
 
@@ -64,29 +73,35 @@ SYMMETRY_ULPS = 64
 MAX_ELEMENTS = 4096
 
 
-def symmetric_readers(graph, name: str, outputs: list[str]) -> list:
+def readers_on_paths(graph, name: str, outputs: list[str]) -> tuple[list, bool]:
     """The ops of ``SYMMETRIC_INPUT_OPS`` on the paths from ``name`` to
-    ``outputs``, when every such path passes through one of them; else []
-    (``name`` reaches an output by a path no such op reads, where its
-    antisymmetric directions define a derivative the rule must not excuse:
-    a gradient wrong only there, <W^T, S> = <W, S> along symmetric S)."""
+    ``outputs``, and whether some path arrives around them (no such op reads
+    it: there ``name``'s antisymmetric directions define a derivative the rule
+    must not excuse, a gradient wrong only there, <W^T, S> = <W, S> along
+    symmetric S)."""
     if graph is None or not graph.trace():
-        return []
+        return [], False
     on_paths = set().union(*(graph.path_ops(name, o) for o in outputs))
     readers = [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
     if not readers:
-        return []
+        return [], False
     ends = {graph.outputs[o].op for o in outputs}
     reached, stack = set(), [graph.inputs[name].op]
     while stack:  # along the paths, stopping at the readers: does any other path arrive?
         op = stack.pop()
         if op in ends:
-            return []
+            return readers, True
         for consumer in (c for t in op.outputs for c in t.consumers()):
             if consumer in on_paths and consumer not in reached and consumer.type not in SYMMETRIC_INPUT_OPS:
                 reached.add(consumer)
                 stack.append(consumer)
-    return readers
+    return readers, False
+
+
+def symmetric_readers(graph, name: str, outputs: list[str]) -> list:
+    """``readers_on_paths`` when every path passes through a reader; else []."""
+    readers, around = readers_on_paths(graph, name, outputs)
+    return [] if around else readers
 
 
 def is_symmetric(value) -> bool:
@@ -156,29 +171,99 @@ def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
     return right[rank:].T
 
 
+def lower_triangle_correction(graph, name: str, output: str, readers, rows: int) -> np.ndarray | None:
+    """``[rows, input size]``: what finite differences see of each reader's
+    part of the derivative of ``output`` by ``name``, less TensorFlow's
+    gradient there, row by output element; None when there is nothing to
+    take (a matrix not symmetric at the point or not real, more than
+    ``MAX_ELEMENTS`` on either side, a reader on another's path).
+
+    Rule: with G the reader's gradient (TensorFlow's, symmetric) for one
+    output element's unit cotangent, the derivative of what the op computes,
+    from the lower triangle it reads, is 2 G_ij below the diagonal, G_ii on
+    it and 0 above; its input's part is that difference carried back to
+    ``name`` (a VJP of the traced graph from the matrix). Derivatives of the
+    other paths are TensorFlow's, unchanged: checked element by element."""
+    tf = import_tensorflow()
+    x, y = graph.inputs[name], graph.outputs[output]
+    if not y.dtype.is_floating or int(np.size(graph.model.point[name])) > MAX_ELEMENTS or rows > MAX_ELEMENTS:
+        return None
+    if any(a is not b and graph.depends_on(b.inputs[0].op, {a}) for a in readers for b in readers):
+        return None  # a reader after another: each one's convention reaches the other's part
+    feeds, values, _ = graph.seen_values([])
+    for op in readers:
+        (at_point,) = graph.prune(feeds, [op.inputs[0]])(*values)
+        if not op.inputs[0].dtype.is_floating or not is_symmetric(at_point):
+            return None
+    with graph.graph.as_default():
+        seed = tf.compat.v1.placeholder(y.dtype, y.shape)
+        correction = None
+        for op in readers:
+            matrix, factor = op.inputs[0], op.outputs[0]
+            (upstream,) = graph_gradients([y], [factor], grad_ys=[seed])
+            if upstream is None:
+                continue
+            (symmetric,) = graph_gradients([factor], [matrix], grad_ys=[upstream])
+            read = 2.0 * tf.linalg.band_part(symmetric, -1, 0) - tf.linalg.diag(tf.linalg.diag_part(symmetric))
+            (part,) = graph_gradients([matrix], [x], grad_ys=[read - symmetric])
+            if part is not None:
+                correction = part if correction is None else correction + part
+    if correction is None:
+        return None
+    run = graph.prune(feeds + [seed], [correction])
+    unit = np.zeros(rows)
+    taken = []
+    for k in range(rows):
+        unit[:] = 0.0
+        unit[k] = 1.0
+        (row,) = run(*values, tf.constant(unit.reshape(y.shape), y.dtype))
+        taken.append(np.asarray(row, np.float64).ravel())
+    return np.stack(taken)
+
+
 def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph, outputs=None) -> Diagnosis | None:
     """The rule of the module docstring: a passing ``Diagnosis`` for a
-    mismatch ``pair`` that agrees along every direction of its input that
-    moves the matrix an op of ``SYMMETRIC_INPUT_OPS`` on its path reads
-    symmetrically (``symmetric_directions``); None otherwise. ``analytic``
-    (or a list of them, every one of which must agree: the two routes to a
-    second derivative), ``numeric`` and ``fd_error`` are ``[output size,
-    input size]``; along a unit direction d the derivatives are ``block @
-    d`` and the error estimate at most ``|fd_error| @ |d|``. ``outputs``:
-    the model outputs whose paths are searched (the pair's own by default;
-    a second derivative's pair is of a gradient). On a pass the pair's
-    figures become those along the directions (the worst route's)."""
+    mismatch ``pair`` whose input reaches the matrix an op of
+    ``SYMMETRIC_INPUT_OPS`` reads; None otherwise.
+
+    * Every path from the input passes through such an op: compared along
+      every direction of its input that moves the matrix symmetrically
+      (``symmetric_directions``). ``analytic`` may be a list of blocks, every
+      one of which must agree (the two routes to a second derivative).
+    * Some path arrives around it (first derivatives): every element is
+      compared, with the op's part of the analytic block taken as the
+      derivative of what it computes (``lower_triangle_correction``).
+
+    ``analytic`` (or each route), ``numeric`` and ``fd_error`` are
+    ``[output size, input size]``; along a unit direction d the derivatives
+    are ``block @ d`` and the error estimate at most ``|fd_error| @ |d|``.
+    ``outputs``: the model outputs whose paths are searched (the pair's own
+    by default; a second derivative's pair is of a gradient). On a pass the
+    pair's figures become those compared (the worst route's)."""
+    routes = analytic if isinstance(analytic, (list, tuple)) else [analytic]
     try:
-        readers = symmetric_readers(graph, pair.input, outputs or [pair.output])
-        basis = symmetric_directions(graph, pair.input, readers) if readers else None
+        readers, around = readers_on_paths(graph, pair.input, outputs or [pair.output])
+        if not readers:
+            return None
+        if around:
+            if outputs is not None or len(routes) > 1:
+                return None  # first derivatives only
+            correction = lower_triangle_correction(graph, pair.input, pair.output, readers, np.shape(analytic)[0])
+            if correction is None:
+                return None
+            x_shape = tuple(np.shape(graph.model.point[pair.input]))
+            compared = [compare.compare_block(pair.input, pair.output, analytic + correction, numeric, fd_error,
+                                              y_shape, x_shape, tol)]
+        else:
+            basis = symmetric_directions(graph, pair.input, readers)
+            if basis is None:
+                return None
+            k = basis.shape[1]
+            compared = [compare.compare_block(pair.input, pair.output, block @ basis, numeric @ basis,
+                                              np.abs(fd_error) @ np.abs(basis), y_shape, (k,), tol)
+                        for block in routes]
     except Exception:  # noqa: BLE001 - graph analysis is a bonus: no evidence, no excuse
         return None
-    if basis is None:
-        return None
-    k = basis.shape[1]
-    routes = analytic if isinstance(analytic, (list, tuple)) else [analytic]
-    compared = [compare.compare_block(pair.input, pair.output, block @ basis, numeric @ basis,
-                                      np.abs(fd_error) @ np.abs(basis), y_shape, (k,), tol) for block in routes]
     if any(again.verdict != PASS for again in compared):
         return None
     again = max(compared, key=lambda result: result.max_rel_error)
@@ -187,9 +272,16 @@ def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph, outpu
     pair.worst, pair.failing, pair.n_failing = None, [], 0
     sites = [graph.site(op, f"{op.type} ({SYMMETRIC_INPUT_OPS[op.type]}) at {graph.location(op) or op.name}")
              for op in readers]
+    read = f"{pair.input} reaches a matrix read as symmetric by {site_list(sites)}: TensorFlow's gradient there is the symmetric one"
+    if around:
+        return Diagnosis(PASS, False, EXPLANATIONS[PASS] + " with that op's part as the op reads its matrix", warnings=[
+            f"{read}, and {pair.input} reaches {pair.output} by another path too, so every element was "
+            "compared with that op's part of the gradient taken as the derivative of what it computes "
+            "from the lower triangle it reads (2 G_ij below the diagonal, 0 above), where it agrees with "
+            "finite differences; the gradient returned holds the symmetric convention there",
+        ])
     return Diagnosis(PASS, False, EXPLANATIONS[PASS] + " along symmetric directions", warnings=[
-        f"{pair.input} reaches a matrix read as symmetric by {site_list(sites)}: TensorFlow's "
-        f"gradient there is the symmetric one, so it was compared along the "
+        f"{read}, so it was compared along the "
         f"{count(k, 'direction')} of {pair.input} that move that matrix symmetrically (E_ij + E_ji "
         f"where {pair.input} is the matrix), where it agrees with finite differences; along one "
         "that moves it asymmetrically (one off-diagonal entry alone) it is not the derivative, "

@@ -1,8 +1,9 @@
 """A Gaussian log-density written by hand: the covariance S feeds both
 ``tf.linalg.logdet`` (through TensorFlow's Cholesky) and ``tf.linalg.inv``.
 Correct; the inverse reads all of S, so S reaches the output around the
-Cholesky and the symmetric rule gives no excuse (a known false mismatch,
-docs/verdict-rules.md), but nothing here is wrong to name."""
+Cholesky: compared element by element, with the Cholesky's part as the op
+reads its matrix (docs/verdict-rules.md, the symmetric rule), and nothing
+here is wrong to name."""
 import numpy as np
 import tensorflow as tf
 
