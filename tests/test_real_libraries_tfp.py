@@ -336,3 +336,52 @@ def test_a_bijector_that_takes_no_float64_is_checked_in_its_own_float32():
     assert result.ok, [(p.input, p.output, p.verdict) for p in checked.pairs]
     assert checked.dtype == "float32"
     assert any(n.startswith("the model does not run in float64") for n in checked.notes), checked.notes
+
+
+def test_a_covariance_posterior_with_a_trace_penalty_is_compared_element_by_element():
+    """A MAP objective: a multivariate normal's log-likelihood, a Wishart
+    log-prior and a trace penalty of one covariance S. S reaches two
+    Choleskys and the output around them, so no direction is excused: every
+    element is compared with each Cholesky's part as it reads its matrix.
+    Truth: scipy's log-densities at the point; and TensorFlow's gradient plus
+    the rule's correction is the central differences of the same objective
+    in scipy, with each density given the matrix its Cholesky reads (the
+    lower triangle, mirrored) and the trace all of S."""
+    import tensorflow as tf
+    from scipy import stats
+
+    from gradcli.model.loading import load_model
+    from gradcli.verdicts.culprit import ModelGraph
+    from gradcli.verdicts.symmetric import lower_triangle_correction, readers_on_paths
+    from tests.models.tfp_covariance_posterior import DATA, PENALTY
+
+    path = fixture("tfp_covariance_posterior.py")
+    model = load_model(path)
+    S = np.asarray(model.point["S"])
+
+    def objective(B):
+        read = np.tril(B) + np.tril(B, -1).T
+        return (stats.multivariate_normal(np.zeros(3), read).logpdf(DATA).sum()
+                + stats.wishart(df=5, scale=np.eye(3)).logpdf(read) - PENALTY * np.trace(B))
+
+    assert float(model.outputs["output"]) == pytest.approx(objective(S), rel=1e-10)
+    result = gradcli.check(path)
+    ((pair,),) = [m.pairs for m in result.models]
+    assert result.ok and pair.verdict == "pass" and pair.compared == 9, (pair.verdict, pair.warnings)
+    (warning,) = [w for w in pair.warnings if "symmetric" in w]
+    assert warning.count("Cholesky (tf.linalg.cholesky)") == 2 and "by another path too" in warning, warning
+
+    graph = ModelGraph(model)
+    readers, around = readers_on_paths(graph, "S", ["output"])
+    assert len(readers) == 2 and around
+    correction = lower_triangle_correction(graph, "S", "output", readers, 1).reshape(3, 3)
+    x = tf.constant(S)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = model.function({"S": x})["output"]
+    central = np.zeros((3, 3))
+    for index in np.ndindex(3, 3):
+        E = np.zeros((3, 3))
+        E[index] = 1e-6
+        central[index] = (objective(S + E) - objective(S - E)) / 2e-6
+    np.testing.assert_allclose(tape.gradient(y, x).numpy() + correction, central, rtol=1e-6, atol=1e-7)

@@ -274,9 +274,9 @@ def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph, outpu
              for op in readers]
     read = f"{pair.input} reaches a matrix read as symmetric by {site_list(sites)}: TensorFlow's gradient there is the symmetric one"
     if around:
-        return Diagnosis(PASS, False, EXPLANATIONS[PASS] + " with that op's part as the op reads its matrix", warnings=[
+        return Diagnosis(PASS, False, EXPLANATIONS[PASS] + " with each such op's part as it reads its matrix", warnings=[
             f"{read}, and {pair.input} reaches {pair.output} by another path too, so every element was "
-            "compared with that op's part of the gradient taken as the derivative of what it computes "
+            "compared with each such op's part of the gradient taken as the derivative of what it computes "
             "from the lower triangle it reads (2 G_ij below the diagonal, 0 above), where it agrees with "
             "finite differences; the gradient returned holds the symmetric convention there",
         ])
