@@ -372,3 +372,57 @@ def test_the_program_applies_the_shape_rule_as_the_eager_products_do():
     eager = autodiff.jacobians(function, {"x": X}, ["x"], ["y"], mode="reverse").blocks[("y", "x")]
     assert isinstance(traced, autodiff.WrongShape)
     assert traced == eager == autodiff.WrongShape(expected=(6,), got=(1, 6))
+
+
+LIMIT = {"value": 100.0}
+
+
+@tf.custom_gradient
+def _square_within_limit(x):
+    def grad(dy):
+        # 2x where |x| < LIMIT, 4x beyond it: the limit is read when the gradient is built
+        return dy * tf.where(tf.abs(x) < LIMIT["value"], 2 * x, 4 * x)
+
+    return x * x, grad
+
+
+def square_within_limit(x):
+    return _square_within_limit(x)
+
+
+def test_the_spread_of_a_function_checked_again_is_kept_only_for_the_same_computation(programs, monkeypatch):
+    """A gradient right at the point (|x| <= 0.6) and wrong beyond a limit its
+    gradient function reads from Python when the gradient is built. Checked
+    again and again unchanged, the spread's local checks run once: the fresh
+    trace cuts out the same programs, fed the same values (``spread._KEPT``).
+    With the limit lowered to 2 the program still proves at the point (the
+    gradient there is 2x, as before), but the fresh trace's gradient differs
+    from the kept one's: the spread runs again and fails the pair at the
+    inputs scaled to magnitude 3 (truth: 4x against d(x^2)/dx = 2x on the
+    elements past 2, X scaled by 5: 1.5 to 3)."""
+    from gradcli.verdicts import spread
+
+    probed = []
+    original = spread.check_op
+
+    def counted(*args, **kwargs):
+        probed.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(spread, "check_op", counted)
+    function = fresh(square_within_limit)
+    try:
+        assert all(gradcli.check(function, (X,)).ok for _ in range(4))
+        assert probed and len(programs) == 3
+        probed.clear()
+        again = gradcli.check(function, (X,))
+        assert again.ok and not probed, len(probed)
+        LIMIT["value"] = 2.0
+        changed = gradcli.check(function, (X,))
+    finally:
+        LIMIT["value"] = 100.0
+    assert probed and len(programs) == 5  # proven at the point: the program stands
+    assert not changed.ok
+    (pair,) = changed.models[0].pairs
+    assert pair.verdict == "mismatch" and pair.culprit.checked == "own gradient at its inputs scaled to magnitude 3"
+    assert pair.culprit.rel_error > 0.1, pair.culprit  # 4x against 2x on the elements past 2

@@ -48,6 +48,7 @@ from gradcli.numerics.autodiff import graph_gradients
 from gradcli.results import Culprit
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts import compare
+from gradcli.verdicts.graph import fingerprint
 from gradcli.verdicts.graph_ops import (
     custom_argument_names, custom_result_count, describe, floating, gradient_definition, override,
 )
@@ -211,6 +212,26 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
                           + [path_precision(local.xs, ys, graph.graph)])
     tol = _looser(tol, compare.tolerance(precision))
     return _probe(local, op, out_values, precision, tol, rng, shape_rule, at, _read_as_symmetric(local, op, to))
+
+
+def check_fingerprint(graph, op, feeds, feed_values, seen, tol, only=None) -> tuple | None:
+    """What ``check_op(graph, op, feeds, feed_values, seen, tol, ..., only=only)``
+    computes, as a key: the digest (``graph.fingerprint``) of the op's cut-out
+    programs fed the model's inputs, its held values and its inputs as it saw
+    them, with the tolerance and the inputs checked; None where no digest
+    stands for the computation (a stateful op, a captured variable, nothing
+    to cut out). Equal keys give the same result, at the point and at any
+    ``at`` of its values (the spread, ``spread``)."""
+    xs = graph.local_inputs(op)
+    if only is not None:
+        xs = [x for x in xs if x.ref() in only]
+    local = _cut_out(graph, op, feeds, feed_values, xs, graph.local_outputs(op), 1, True, None)
+    if local is None or isinstance(local, WrongShape):
+        return None
+    values = [*feed_values, *local.held_values, *(seen[x.ref()] for x in local.xs)]
+    digest = fingerprint([getattr(local.forward, "program", None), getattr(local.backward, "program", None)],
+                         values)
+    return None if digest is None else (digest, repr(tol), tuple(x.name for x in local.xs))
 
 
 def _cut_out(graph, op, feeds, feed_values, xs, ys, order, shape_rule, to):

@@ -11,11 +11,14 @@ only when it holds again at a point moved by a relative 1e-3 (``_nearby``).
 
 from __future__ import annotations
 
+import collections
+import threading
+
 import numpy as np
 
 from gradcli.model.core import is_user_file
 from gradcli.verdicts.graph_ops import custom_result_count, gradient_definition, override
-from gradcli.verdicts.local_check import UNRESOLVED, WrongShape, check_op, culprit_record
+from gradcli.verdicts.local_check import UNRESOLVED, WrongShape, check_fingerprint, check_op, culprit_record
 
 
 def _scaled_to(magnitude):
@@ -106,11 +109,13 @@ def spread_culprit(graph, name, output, tol, memo: dict, ops=None) -> tuple | No
     moved by a relative 1e-3 (``_nearby``): a kink met exactly at a spread
     point (a custom relu at a zero) disagrees at that point alone.
 
-    ``memo`` ((op, inputs) -> finding) is the graph's: pairs share ops. It
-    is never kept beyond the graph, not even by a warm check: a finding away
-    from the point is proven by nothing at the point (where a warm check's
-    program is proven), so a function checked again is checked over its
-    spread again. ``ops``: ``user_gradient_ops`` of the pair, where the
+    ``memo`` ((op, inputs) -> finding) is the graph's: pairs share ops.
+    Beyond the graph a finding is kept only by the computation that made it
+    (``_spread_finding``): a finding away from the point is proven by
+    nothing at the point (where a warm check's program is proven), so a
+    function checked again is traced again, and its op is probed again
+    unless the fresh trace cuts out the very programs probed before, fed the
+    very values. ``ops``: ``user_gradient_ops`` of the pair, where the
     caller has them."""
     ops = user_gradient_ops(graph, name, output) if ops is None else ops
     if not ops:
@@ -132,9 +137,45 @@ def spread_culprit(graph, name, output, tol, memo: dict, ops=None) -> tuple | No
     return None
 
 
+#: Spread findings kept by the key of the computation that made them
+#: (``local_check.check_fingerprint``), least recently used dropped first.
+KEPT_FINDINGS = 256
+_KEPT: collections.OrderedDict = collections.OrderedDict()
+_KEPT_LOCK = threading.Lock()
+_NOT_KEPT = object()
+
+
 def _spread_finding(graph, op, feeds, feed_values, seen, tol, only, count) -> tuple | None:
     """``(Culprit, point label)`` of the first spread point where ``op``'s
-    gradient is wrong, at that point and nearby (``spread_culprit``), or None."""
+    gradient is wrong, at that point and nearby (``spread_culprit``), or None.
+    Taken once per computation (``_KEPT``): the same programs fed the same
+    values give the same finding, so a function checked again whose fresh
+    trace cuts out the same op is not probed again; a changed closure,
+    gradient function or point is another key."""
+    try:
+        key = check_fingerprint(graph, op, feeds, feed_values, seen, tol, only)
+    except Exception:  # noqa: BLE001 - no key: taken, not kept
+        key = None
+    with _KEPT_LOCK:  # checks beside each other (the joint check's thread) share it
+        found = _KEPT.get(key, _NOT_KEPT) if key is not None else _NOT_KEPT
+        if found is not _NOT_KEPT:
+            _KEPT.move_to_end(key)
+    if found is _NOT_KEPT:
+        found = _first_wrong_point(graph, op, feeds, feed_values, seen, tol, only)
+        if key is not None:
+            with _KEPT_LOCK:
+                _KEPT[key] = found
+                while len(_KEPT) > KEPT_FINDINGS:
+                    _KEPT.popitem(last=False)
+    if found is None:
+        return None
+    probe, label = found
+    return culprit_record(graph, op, probe, count, f"own gradient at {label}"), label
+
+
+def _first_wrong_point(graph, op, feeds, feed_values, seen, tol, only) -> tuple | None:
+    """``(probe, point label)`` of the first of ``SPREAD_POINTS`` where
+    ``check_op`` convicts ``op``'s gradient, there and nearby, or None."""
     for label, at in SPREAD_POINTS:
         found = None
         for where in (at, _nearby(at)):
@@ -147,5 +188,5 @@ def _spread_finding(graph, op, feeds, feed_values, seen, tol, only, count) -> tu
                 found = None
                 break
         if found is not None:
-            return culprit_record(graph, op, found, count, f"own gradient at {label}"), label
+            return found, label
     return None
