@@ -468,7 +468,59 @@ class TracedGraph:
         TensorFlow raises and then discards formats every argument's value into
         its message (numpy's array printing was 14 of 33 s of a layer pass's
         culprit search on a 12-unit network). Same call, same result."""
-        return callable_of(self.wrapped.prune(feeds, fetches))
+        function = self.wrapped.prune(feeds, fetches)
+        flat = getattr(function, "_call_with_flat_signature", None)
+        if flat is None:  # another TensorFlow: the plain call, slower
+            return function
+        return lambda *values: flat(values, {})
+
+    def fingerprint(self, cuts, fetches, values) -> str | None:
+        """A digest of what the piece of the traced graph from ``cuts`` to
+        ``fetches`` computes when its cuts are fed ``values`` (arrays, in
+        order): its ops (their definitions, less ``TRACE_NAMES``), the values
+        of the tensors it captures, and ``values``. None when the piece could
+        compute anything else under the same digest: a stateful op (a random
+        draw, a ``numpy_function``, a variable read), a captured resource (a
+        variable, whose value is not in the graph), or an op that runs a
+        function (a loop's body, a call: its definition is elsewhere). Two
+        equal digests are the same computation on the same numbers; two
+        traces of one function may differ in names, which only costs a miss."""
+        import hashlib
+
+        cut = {c.ref() for c in cuts}
+        captured = {inside.ref(): outside for outside, inside in self.graph.captures}
+        ops, seen, stack = [], set(), [f.op for f in fetches]
+        while stack:
+            op = stack.pop()
+            if op in seen:
+                continue
+            seen.add(op)
+            ops.append(op)
+            stack.extend(x.op for x in op.inputs if x.ref() not in cut)
+            stack.extend(op.control_inputs)
+        digest = hashlib.sha256(repr(([c.name for c in cuts], [f.name for f in fetches])).encode())
+        values = list(values)
+        for op in sorted(ops, key=lambda o: o.name):
+            if op._is_stateful:
+                return None
+            node = op.node_def
+            for name in TRACE_NAMES:
+                if name in node.attr:
+                    del node.attr[name]
+            if any(v.HasField("func") or len(v.list.func) for v in node.attr.values()):
+                return None
+            digest.update(node.SerializeToString(deterministic=True))
+            for output in op.outputs:
+                if output.ref() in captured:
+                    outside = captured[output.ref()]
+                    if outside.dtype in (tf.resource, tf.variant):
+                        return None
+                    values.append(np.asarray(outside))
+        for value in values:
+            value = np.asarray(value)
+            digest.update(f"{value.dtype.str}{value.shape}".encode())
+            digest.update(np.ascontiguousarray(value).tobytes())
+        return digest.hexdigest()
 
     def seen_values(self, ops):
         """The model's inputs (``feeds``), their values, and ``seen``: tensor ref ->
@@ -488,53 +540,7 @@ class TracedGraph:
         return feeds, feed_values, seen
 
 
-def callable_of(function):
-    """A pruned function (``ModelGraph.prune``) as a callable of its flat
-    arguments, the function kept as its ``program`` (``fingerprint``)."""
-    flat = getattr(function, "_call_with_flat_signature", None)
-    if flat is None:  # another TensorFlow: the plain call, slower
-        return function
-    call = lambda *values: flat(values, {})  # noqa: E731
-    call.program = function
-    return call
-
-
 #: Node attributes that name a trace rather than compute: a custom gradient's
 #: forward op carries a fresh gradient name per trace, which only gradients
-#: built from it read (and those are in a backward program's own nodes).
+#: built from it read (and those are ops of the piece digested).
 TRACE_NAMES = ("_gradient_op_type",)
-
-
-def fingerprint(programs, values) -> str | None:
-    """A digest of what ``programs`` (pruned functions, ``callable_of``'s
-    ``program``) compute for ``values`` (arrays): their graphs (nodes and
-    function library, less ``TRACE_NAMES``), the values they capture, and
-    ``values``; None when a program could compute anything else for the
-    same digest: a stateful op (a random draw, a ``numpy_function``, a
-    variable read) or a captured resource (a variable, whose value is not
-    in the graph). Two equal digests are the same computation on the same
-    numbers."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for program in programs:
-        if program is None:
-            return None
-        graph = program.graph
-        if any(op._is_stateful for op in graph.get_operations()):
-            return None
-        definition = graph.as_graph_def()
-        for node in definition.node:
-            for name in TRACE_NAMES:
-                if name in node.attr:
-                    del node.attr[name]
-        digest.update(definition.SerializeToString(deterministic=True))
-        for captured in program.captured_inputs:
-            if captured.dtype == tf.resource or captured.dtype == tf.variant:
-                return None
-            values = [*values, np.asarray(captured)]
-    for value in values:
-        value = np.asarray(value)
-        digest.update(f"{value.dtype.str}{value.shape}".encode())
-        digest.update(np.ascontiguousarray(value).tobytes())
-    return digest.hexdigest()

@@ -48,7 +48,6 @@ from gradcli.numerics.autodiff import graph_gradients
 from gradcli.results import Culprit
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts import compare
-from gradcli.verdicts.graph import fingerprint
 from gradcli.verdicts.graph_ops import (
     custom_argument_names, custom_result_count, describe, floating, gradient_definition, override,
 )
@@ -216,22 +215,27 @@ def check_op(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1, at
 
 def check_fingerprint(graph, op, feeds, feed_values, seen, tol, only=None) -> tuple | None:
     """What ``check_op(graph, op, feeds, feed_values, seen, tol, ..., only=only)``
-    computes, as a key: the digest (``graph.fingerprint``) of the op's cut-out
-    programs fed the model's inputs, its held values and its inputs as it saw
+    computes, as a key: the digest (``ModelGraph.fingerprint``) of the piece
+    of the graph its cut-out runs (the op, its gradient as built now, the
+    values it holds) fed the model's inputs and the op's inputs as it saw
     them, with the tolerance and the inputs checked; None where no digest
-    stands for the computation (a stateful op, a captured variable, nothing
-    to cut out). Equal keys give the same result, at the point and at any
-    ``at`` of its values (the spread, ``spread``)."""
-    xs = graph.local_inputs(op)
+    stands for the computation (a stateful op, a captured variable, a
+    function call, nothing to cut out). Equal keys give the same result, at
+    the point and at any ``at`` of its values (the spread, ``spread``).
+    Nothing is pruned: a key found needs no cut-out."""
+    xs, ys = graph.local_inputs(op), graph.local_outputs(op)
     if only is not None:
         xs = [x for x in xs if x.ref() in only]
-    local = _cut_out(graph, op, feeds, feed_values, xs, graph.local_outputs(op), 1, True, None)
-    if local is None or isinstance(local, WrongShape):
+    built = _gradients(graph, op, xs, ys, 1, True)
+    if built is None or isinstance(built, WrongShape):
         return None
-    values = [*feed_values, *local.held_values, *(seen[x.ref()] for x in local.xs)]
-    digest = fingerprint([getattr(local.forward, "program", None), getattr(local.backward, "program", None)],
-                         values)
-    return None if digest is None else (digest, repr(tol), tuple(x.name for x in local.xs))
+    seeds, xs_grads = built
+    xs = [x for x, _ in xs_grads]
+    fed = {t.ref() for t in feeds}
+    cuts = feeds + [x for x in xs if x.ref() not in fed] + seeds
+    fetches = ys + [g for _, g in xs_grads] + _held(graph, op, feeds, xs, None)
+    digest = graph.fingerprint(cuts, fetches, [*feed_values, *(seen[x.ref()] for x in xs)])
+    return None if digest is None else (digest, repr(tol), tuple(x.name for x in xs))
 
 
 def _cut_out(graph, op, feeds, feed_values, xs, ys, order, shape_rule, to):
@@ -246,13 +250,40 @@ def _cut_out(graph, op, feeds, feed_values, xs, ys, order, shape_rule, to):
            None if to is None else to.name, shape_rule)
     if order == 1 and key in graph.cut_outs:
         return graph.cut_outs[key]
-    built = _partial_gradients(graph, op, xs, ys, order, shape_rule)
+    built = _gradients(graph, op, xs, ys, order, shape_rule)
     if built is not None and not isinstance(built, WrongShape):
         seeds, xs_grads = built
         built = _LocalFunction.pruned(graph, op, feeds, feed_values, xs_grads, ys, seeds, to)
     if order == 1:
         graph.cut_outs[key] = built
     return built
+
+
+def _gradients(graph, op, xs, ys, order, shape_rule):
+    """``_partial_gradients``, first order built once per op, inputs and
+    outputs of a graph (``TracedGraph.cut_outs``): its cut-outs for several
+    feeds, and ``check_fingerprint``, read the same gradient."""
+    key = ("gradients", op.name, tuple(x.name for x in xs), tuple(y.name for y in ys), shape_rule)
+    if order == 1 and key in graph.cut_outs:
+        return graph.cut_outs[key]
+    built = _partial_gradients(graph, op, xs, ys, order, shape_rule)
+    if order == 1:
+        graph.cut_outs[key] = built
+    return built
+
+
+def _held(graph, op, feeds, xs, to) -> list:
+    """The op's inputs its own derivative holds at the values they had (a
+    select's condition, an index: not floating, computed from ``xs``):
+    recomputed from a moved input, a condition ``x != 0`` would flip at a
+    padded zero, and the op's local function would jump where its derivative
+    is what its rule says. None for a function to an output (``to``)."""
+    fed = {t.ref() for t in feeds}
+    return [
+        t for t in op.inputs
+        if to is None and not floating(t) and t.dtype not in (tf.resource, tf.variant)
+        and t.ref() not in fed and graph.depends_on(t.op, {x.op for x in xs})
+    ]
 
 
 def _partial_gradients(graph, op, xs, ys, order, shape_rule):
@@ -307,15 +338,7 @@ class _LocalFunction:
         xs = [x for x, _ in xs_grads]
         fed_refs = {t.ref() for t in feeds}
         extra = [x for x in xs if x.ref() not in fed_refs]
-        # The op's own derivative holds its other inputs (a select's condition,
-        # an index) at the values they had: recomputed from a moved input, a
-        # condition ``x != 0`` would flip at a padded zero, and the op's local
-        # function would jump where its derivative is what its rule says.
-        held = [
-            t for t in op.inputs
-            if to is None and not floating(t) and t.dtype not in (tf.resource, tf.variant)
-            and t.ref() not in fed_refs and graph.depends_on(t.op, {x.op for x in xs})
-        ]
+        held = _held(graph, op, feeds, xs, to)
         held_values = list(graph.prune(feeds, held)(*feed_values)) if held else []
         forward = graph.prune(feeds + extra + held, ys)
         backward = graph.prune(feeds + extra + held + seeds, [g for _, g in xs_grads])
