@@ -100,13 +100,19 @@ def test_a_gradient_wrong_along_the_symmetric_directions_still_fails():
     assert "tf.custom_gradient cholesky" in pair["culprit"]["site"]["description"]
 
 
-def test_the_hessian_of_a_log_determinant_is_checked_along_symmetric_directions(run):
+LOG_DETERMINANTS = ["symmetric_logdet.py", "symmetric_logdet_plus_trace.py"]
+
+
+@pytest.mark.parametrize("name", LOG_DETERMINANTS)
+def test_the_hessian_of_a_log_determinant_is_checked_along_symmetric_directions(run, name):
     """logdet(A) through TensorFlow's Cholesky: its Hessian, along symmetric
     S, is -tr(A^-1 S A^-1 S) (closed form), and its finite-difference check
     passes along the 6 symmetric directions; element by element 54 of its 81
     elements failed (finite differences of the gradient see an upper entry
-    not at all)."""
-    path = fixture("symmetric_logdet.py")
+    not at all). With a trace penalty beside it, A reaches the output around
+    the Cholesky, but not its gradient (the penalty's is constant): the same
+    Hessian, checked the same way (it failed 54 of 81 before)."""
+    path = fixture(name)
     done = run("hessian", path, "--json")
     assert done.exit_code == 0, done
     result = done.result
@@ -138,7 +144,8 @@ def test_a_matrix_that_is_not_symmetric_at_the_point_gets_no_excuse():
     assert not any("read as symmetric" in w for w in pair["warnings"])
 
 
-def test_the_hessian_on_the_choleskys_domain_is_definite_where_the_whole_one_is_semidefinite(run):
+@pytest.mark.parametrize("name", LOG_DETERMINANTS)
+def test_the_hessian_on_the_choleskys_domain_is_definite_where_the_whole_one_is_semidefinite(run, name):
     """logdet(A) through the Cholesky does not change along A's upper entries,
     so over all 9 directions its Hessian has 3 zero eigenvalues; on the
     symmetric matrices it is concave: restricted to an orthonormal basis N_k
@@ -146,13 +153,13 @@ def test_the_hessian_on_the_choleskys_domain_is_definite_where_the_whole_one_is_
     negative definite, and the note gives its extreme eigenvalues."""
     import re
 
-    path = fixture("symmetric_logdet.py")
+    path = fixture(name)
     done = run("hessian", path, "--json")
     assert done.exit_code == 0, done
     result = done.result
     assert result["verdict"] == "negative semidefinite"
     (note,) = [n for n in result["notes"] if n.startswith("restricted to the 6 of 9 directions")]
-    assert "Cholesky at tests/models/symmetric_logdet.py:" in note and "negative definite" in note, note
+    assert f"Cholesky at tests/models/{name}:" in note and "negative definite" in note, note
     low, high = map(float, re.search(r"eigenvalues (\S+) to (\S+)\)", note).groups())
     from gradcli.model.loading import load_model
 
@@ -286,3 +293,20 @@ def test_an_input_that_also_reaches_the_output_around_the_cholesky_is_compared_e
         y = model.function({input_name: x})["output"]
     gradient = tape.gradient(y, x).numpy()
     np.testing.assert_allclose(gradient + correction.reshape(3, 3), _central(function, A), rtol=1e-6, atol=1e-8)
+
+
+def test_second_derivatives_are_compared_along_symmetric_directions_where_only_the_gradients_path_counts(run):
+    """check --order 2: logdet(A) + tr(A) passes along the 6 symmetric
+    directions (its gradient reaches A only through the Cholesky); the
+    hand-written Gaussian, whose gradient reaches S through the inverse too
+    (-S^-1 x x^T S^-1), is not compared along directions: its antisymmetric
+    directions define second derivatives there (documented: it stays a
+    mismatch element by element)."""
+    done = run("check", fixture("symmetric_logdet_plus_trace.py"), "--order", "2", "--json")
+    assert done.exit_code == 0, done
+    second = {p["output"]: p for p in done.result["models"][0]["pairs"]}["d(output)/dA"]
+    assert second["verdict"] == "pass" and second["compared"] == 9 * 6, second
+    assert any("compared along the 6 directions of A" in w for w in second["warnings"])
+    done = run("check", fixture("symmetric_inverse_beside_cholesky.py"), "--order", "2", "--json")
+    second = {p["output"]: p for p in done.result["models"][0]["pairs"]}["d(output)/dS"]
+    assert second["verdict"] == "mismatch" and not any("symmetric" in w for w in second["warnings"]), second

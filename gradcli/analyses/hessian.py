@@ -371,7 +371,7 @@ def on_symmetric_directions(model, objective, H, zero_tol) -> str:
         outputs = list(model.outputs)
         bases, readers = [], []
         for block in objective.blocks:
-            found = symmetric.symmetric_readers(graph, block.name, outputs)
+            found = symmetric.symmetric_readers(graph, block.name, outputs, order=2)
             basis = symmetric.symmetric_directions(graph, block.name, found) if found else None
             if basis is not None:
                 readers += [op for op in found if op not in readers]

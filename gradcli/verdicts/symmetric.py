@@ -36,6 +36,9 @@ antisymmetric directions define a derivative (a rule wrong only there,
 excused: every element is compared against the analytic block with the
 op's part taken as the derivative of what the op computes from the lower
 triangle it reads (``lower_triangle_correction``), first derivatives only.
+Second derivatives search the paths to the outputs' gradient (``order=2``):
+a second path whose gradient does not depend on the input (a linear term)
+adds nothing to them.
 An op's own check (``local_check``)
 probes such an op along symmetric directions too (``symmetric_direction``),
 so it is never the culprit of another's bug.
@@ -50,6 +53,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.numerics.autodiff import graph_gradients
+from gradcli.verdicts.graph_ops import ancestors
 from gradcli.results import EXPLANATIONS, PASS
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts import compare
@@ -73,34 +77,43 @@ SYMMETRY_ULPS = 64
 MAX_ELEMENTS = 4096
 
 
-def readers_on_paths(graph, name: str, outputs: list[str]) -> tuple[list, bool]:
+def readers_on_paths(graph, name: str, outputs: list[str], order: int = 1) -> tuple[list, bool]:
     """The ops of ``SYMMETRIC_INPUT_OPS`` on the paths from ``name`` to
     ``outputs``, and whether some path arrives around them (no such op reads
     it: there ``name``'s antisymmetric directions define a derivative the rule
     must not excuse, a gradient wrong only there, <W^T, S> = <W, S> along
-    symmetric S)."""
+    symmetric S). Paths run along floating tensors (a shape read carries no
+    derivative). ``order=2``: the paths to the outputs' gradient by ``name``
+    (built in the traced graph), which second derivatives differentiate: a
+    second path whose gradient does not depend on ``name`` (a trace penalty,
+    any linear term) adds nothing to them."""
     if graph is None or not graph.trace():
         return [], False
-    on_paths = set().union(*(graph.path_ops(name, o) for o in outputs))
+    ends = [graph.outputs[o] for o in outputs]
+    if order == 2:
+        with graph.graph.as_default():
+            ends = [g for g in graph_gradients([y for y in ends if y.dtype.is_floating], [graph.inputs[name]])
+                    if g is not None]
+    end_ops = {t.op for t in ends}
+    on_paths = graph.forward_ops(name) & ancestors(end_ops, control=True)
     readers = [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
     if not readers:
         return [], False
-    ends = {graph.outputs[o].op for o in outputs}
     reached, stack = set(), [graph.inputs[name].op]
     while stack:  # along the paths, stopping at the readers: does any other path arrive?
         op = stack.pop()
-        if op in ends:
+        if op in end_ops:
             return readers, True
-        for consumer in (c for t in op.outputs for c in t.consumers()):
+        for consumer in (c for t in op.outputs if t.dtype.is_floating for c in t.consumers()):
             if consumer in on_paths and consumer not in reached and consumer.type not in SYMMETRIC_INPUT_OPS:
                 reached.add(consumer)
                 stack.append(consumer)
     return readers, False
 
 
-def symmetric_readers(graph, name: str, outputs: list[str]) -> list:
+def symmetric_readers(graph, name: str, outputs: list[str], order: int = 1) -> list:
     """``readers_on_paths`` when every path passes through a reader; else []."""
-    readers, around = readers_on_paths(graph, name, outputs)
+    readers, around = readers_on_paths(graph, name, outputs, order)
     return [] if around else readers
 
 
@@ -242,7 +255,8 @@ def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph, outpu
     pair's figures become those compared (the worst route's)."""
     routes = analytic if isinstance(analytic, (list, tuple)) else [analytic]
     try:
-        readers, around = readers_on_paths(graph, pair.input, outputs or [pair.output])
+        # a second derivative's pair (``outputs`` given) differentiates the outputs' gradient
+        readers, around = readers_on_paths(graph, pair.input, outputs or [pair.output], 2 if outputs else 1)
         if not readers:
             return None
         if around:
