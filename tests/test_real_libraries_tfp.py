@@ -352,7 +352,7 @@ def test_a_covariance_posterior_with_a_trace_penalty_is_compared_element_by_elem
 
     from gradcli.model.loading import load_model
     from gradcli.verdicts.culprit import ModelGraph
-    from gradcli.verdicts.symmetric import lower_triangle_correction, readers_on_paths
+    from gradcli.verdicts.symmetric import lower_triangle_correction, path_ends, readers_on_paths
     from tests.models.tfp_covariance_posterior import DATA, PENALTY
 
     path = fixture("tfp_covariance_posterior.py")
@@ -372,9 +372,9 @@ def test_a_covariance_posterior_with_a_trace_penalty_is_compared_element_by_elem
     assert warning.count("Cholesky (tf.linalg.cholesky)") == 2 and "by another path too" in warning, warning
 
     graph = ModelGraph(model)
-    readers, around = readers_on_paths(graph, "S", ["output"])
+    readers, around = readers_on_paths(graph, "S", path_ends(graph, ["output"]))
     assert len(readers) == 2 and around
-    correction = lower_triangle_correction(graph, "S", "output", readers, 1).reshape(3, 3)
+    correction = lower_triangle_correction(graph, "S", graph.outputs["output"], readers, 1).reshape(3, 3)
     x = tf.constant(S)
     with tf.GradientTape() as tape:
         tape.watch(x)

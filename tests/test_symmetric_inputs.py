@@ -258,7 +258,7 @@ def test_an_input_that_also_reaches_the_output_around_the_cholesky_is_compared_e
 
     from gradcli.model.loading import load_model
     from gradcli.verdicts.culprit import ModelGraph
-    from gradcli.verdicts.symmetric import lower_triangle_correction, readers_on_paths
+    from gradcli.verdicts.symmetric import lower_triangle_correction, path_ends, readers_on_paths
 
     path = fixture(name)
     run, document = check_json(path)
@@ -282,9 +282,9 @@ def test_an_input_that_also_reaches_the_output_around_the_cholesky_is_compared_e
         function = lambda B: -2.0 * np.linalg.slogdet(_lower(B))[1] - 0.5 * np.sum((X @ np.linalg.inv(B)) * X)  # noqa: E731
     G = share * inverse
     graph = ModelGraph(model)
-    readers, around = readers_on_paths(graph, input_name, ["output"])
+    readers, around = readers_on_paths(graph, input_name, path_ends(graph, ["output"]))
     assert [op.type for op in readers] == ["Cholesky"] and around
-    correction = lower_triangle_correction(graph, input_name, "output", readers, 1)
+    correction = lower_triangle_correction(graph, input_name, graph.outputs["output"], readers, 1)
     expected = 2 * np.tril(G, -1) + np.diag(np.diag(G)) - G
     np.testing.assert_allclose(correction.reshape(3, 3), expected, rtol=1e-10, atol=1e-12)
     x = tf.constant(A)
@@ -295,18 +295,51 @@ def test_an_input_that_also_reaches_the_output_around_the_cholesky_is_compared_e
     np.testing.assert_allclose(gradient + correction.reshape(3, 3), _central(function, A), rtol=1e-6, atol=1e-8)
 
 
-def test_second_derivatives_are_compared_along_symmetric_directions_where_only_the_gradients_path_counts(run):
-    """check --order 2: logdet(A) + tr(A) passes along the 6 symmetric
-    directions (its gradient reaches A only through the Cholesky); the
-    hand-written Gaussian, whose gradient reaches S through the inverse too
-    (-S^-1 x x^T S^-1), is not compared along directions: its antisymmetric
-    directions define second derivatives there (documented: it stays a
-    mismatch element by element)."""
+def test_second_derivatives_follow_the_paths_of_the_gradient(run):
+    """check --order 2 differentiates the gradient, so the rule searches the
+    gradient's paths. logdet(A) + tr(A): the trace's gradient is constant, so
+    every path of the gradient passes through the Cholesky: compared along
+    the 6 symmetric directions (54 of 81 elements failed). The hand-written
+    Gaussian: its gradient reaches S through the inverse too
+    (0.5 S^-T X^T X S^-T), so every element is compared, with the Cholesky's
+    part as it reads its matrix. Truth for that: TensorFlow's Hessian plus the
+    rule's correction is numpy's central differences of the gradient as
+    TensorFlow computes it, -2 inv(the matrix the Cholesky reads) + 0.5 inv(S)^T
+    X^T X inv(S)^T."""
+    from gradcli.model.loading import load_model
+    from gradcli.verdicts.culprit import ModelGraph
+    from gradcli.verdicts.symmetric import lower_triangle_correction, path_ends, readers_on_paths
+    from tests.models.symmetric_inverse_beside_cholesky import X
+
     done = run("check", fixture("symmetric_logdet_plus_trace.py"), "--order", "2", "--json")
     assert done.exit_code == 0, done
     second = {p["output"]: p for p in done.result["models"][0]["pairs"]}["d(output)/dA"]
     assert second["verdict"] == "pass" and second["compared"] == 9 * 6, second
     assert any("compared along the 6 directions of A" in w for w in second["warnings"])
-    done = run("check", fixture("symmetric_inverse_beside_cholesky.py"), "--order", "2", "--json")
+
+    path = fixture("symmetric_inverse_beside_cholesky.py")
+    done = run("check", path, "--order", "2", "--json")
+    assert done.exit_code == 0, done
     second = {p["output"]: p for p in done.result["models"][0]["pairs"]}["d(output)/dS"]
-    assert second["verdict"] == "mismatch" and not any("symmetric" in w for w in second["warnings"]), second
+    assert second["verdict"] == "pass" and second["compared"] == 81, second
+    assert any("so every element was compared" in w for w in second["warnings"]), second["warnings"]
+
+    H = np.asarray(run("hessian", path, "--json").result["hessian"])
+    model = load_model(path)
+    S = np.asarray(model.point["S"])
+    graph = ModelGraph(model)
+    ends = path_ends(graph, ["output"], "S", {"output": np.ones(())})
+    readers, around = readers_on_paths(graph, "S", ends)
+    assert [op.type for op in readers] == ["Cholesky"] and around
+    correction = lower_triangle_correction(graph, "S", ends[0], readers, 9)
+
+    def gradient(B):  # TensorFlow's gradient of the model at B, in numpy
+        inverse = np.linalg.inv(B)
+        return -2.0 * np.linalg.inv(_lower(B)) + 0.5 * inverse.T @ X.T @ X @ inverse.T
+
+    central = np.zeros((9, 9))
+    for m in range(9):
+        E = np.zeros(9)
+        E[m] = 1e-6
+        central[:, m] = (gradient(S + E.reshape(3, 3)) - gradient(S - E.reshape(3, 3))).ravel() / 2e-6
+    np.testing.assert_allclose(H + correction, central, rtol=1e-6, atol=1e-8)

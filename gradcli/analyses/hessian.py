@@ -368,10 +368,10 @@ def on_symmetric_directions(model, objective, H, zero_tol) -> str:
 
     try:
         graph = ModelGraph(model)
-        outputs = list(model.outputs)
         bases, readers = [], []
         for block in objective.blocks:
-            found = symmetric.symmetric_readers(graph, block.name, outputs, order=2)
+            ends = symmetric.path_ends(graph, list(objective.cotangents), block.name, objective.cotangents)
+            found = symmetric.symmetric_readers(graph, block.name, ends)
             basis = symmetric.symmetric_directions(graph, block.name, found) if found else None
             if basis is not None:
                 readers += [op for op in found if op not in readers]

@@ -84,7 +84,8 @@ def _full(objective, fd, outputs, tol, hessian) -> list[PairResult]:
             if pair.verdict == MISMATCH:  # an input read as a symmetric matrix (``verdicts.symmetric``)
                 graph = graph or ModelGraph(objective.model)
                 diagnosis.apply(pair, symmetric.symmetric_pass(pair, [forward, reverse], columns, errors, bi.shape,
-                                                               tol, graph, outputs=list(objective.model.outputs)))
+                                                               tol, graph, gradient_of=bi.name,
+                                                               cotangents=objective.cotangents))
             second_derivative_routes(pair, int(forward_bad.sum()), int(reverse_bad.sum()), forward_bad.size, "elements")
             pairs.append(pair)
     return pairs

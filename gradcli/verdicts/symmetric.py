@@ -35,10 +35,11 @@ antisymmetric directions define a derivative (a rule wrong only there,
 <W^T, S> = <W, S> along symmetric S, must fail), so no direction is
 excused: every element is compared against the analytic block with the
 op's part taken as the derivative of what the op computes from the lower
-triangle it reads (``lower_triangle_correction``), first derivatives only.
-Second derivatives search the paths to the outputs' gradient (``order=2``):
+triangle it reads (``lower_triangle_correction``). Second derivatives
+differentiate the gradient, so they search the paths to it (``path_ends``):
 a second path whose gradient does not depend on the input (a linear term)
-adds nothing to them.
+adds nothing to them, and where one does, the correction is taken for the
+gradient's elements.
 An op's own check (``local_check``)
 probes such an op along symmetric directions too (``symmetric_direction``),
 so it is never the culprit of another's bug.
@@ -77,24 +78,36 @@ SYMMETRY_ULPS = 64
 MAX_ELEMENTS = 4096
 
 
-def readers_on_paths(graph, name: str, outputs: list[str], order: int = 1) -> tuple[list, bool]:
-    """The ops of ``SYMMETRIC_INPUT_OPS`` on the paths from ``name`` to
-    ``outputs``, and whether some path arrives around them (no such op reads
-    it: there ``name``'s antisymmetric directions define a derivative the rule
-    must not excuse, a gradient wrong only there, <W^T, S> = <W, S> along
-    symmetric S). Paths run along floating tensors (a shape read carries no
-    derivative). ``order=2``: the paths to the outputs' gradient by ``name``
-    (built in the traced graph), which second derivatives differentiate: a
-    second path whose gradient does not depend on ``name`` (a trace penalty,
-    any linear term) adds nothing to them."""
+def path_ends(graph, outputs: list[str], gradient_of: str | None = None, cotangents: dict | None = None) -> list:
+    """The tensors whose paths from an input the rule searches: the model's
+    ``outputs``; or, for second derivatives, the gradient by input
+    ``gradient_of`` of f = sum of <c_o, o> over ``cotangents`` (the scalar a
+    second-order check differentiates; all ones when not given), built in
+    the traced graph: a second path whose gradient does not depend on the
+    input (a trace penalty, any linear term) adds nothing to it."""
     if graph is None or not graph.trace():
-        return [], False
-    ends = [graph.outputs[o] for o in outputs]
-    if order == 2:
-        with graph.graph.as_default():
-            ends = [g for g in graph_gradients([y for y in ends if y.dtype.is_floating], [graph.inputs[name]])
-                    if g is not None]
+        return []  # no trace: no paths, no evidence
+    if gradient_of is None:
+        return [graph.outputs[o] for o in outputs]
+    tf = import_tensorflow()
+    names = [o for o in outputs if graph.outputs[o].dtype.is_floating]
+    with graph.graph.as_default():
+        ys = [graph.outputs[o] for o in names]
+        seeds = [tf.constant(np.asarray(cotangents[o]), y.dtype) if cotangents and o in cotangents
+                 else tf.ones_like(y) for o, y in zip(names, ys)]
+        return [g for g in graph_gradients(ys, [graph.inputs[gradient_of]], grad_ys=seeds) if g is not None]
+
+
+def readers_on_paths(graph, name: str, ends: list) -> tuple[list, bool]:
+    """The ops of ``SYMMETRIC_INPUT_OPS`` on the paths from ``name`` to the
+    tensors ``ends`` (``path_ends``), and whether some path arrives around
+    them (no such op reads it: there ``name``'s antisymmetric directions
+    define a derivative the rule must not excuse, a gradient wrong only
+    there, <W^T, S> = <W, S> along symmetric S). Paths run along floating
+    tensors (a shape read carries no derivative)."""
     end_ops = {t.op for t in ends}
+    if not end_ops:
+        return [], False
     on_paths = graph.forward_ops(name) & ancestors(end_ops, control=True)
     readers = [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
     if not readers:
@@ -111,9 +124,9 @@ def readers_on_paths(graph, name: str, outputs: list[str], order: int = 1) -> tu
     return readers, False
 
 
-def symmetric_readers(graph, name: str, outputs: list[str], order: int = 1) -> list:
+def symmetric_readers(graph, name: str, ends: list) -> list:
     """``readers_on_paths`` when every path passes through a reader; else []."""
-    readers, around = readers_on_paths(graph, name, outputs, order)
+    readers, around = readers_on_paths(graph, name, ends)
     return [] if around else readers
 
 
@@ -184,9 +197,10 @@ def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
     return right[rank:].T
 
 
-def lower_triangle_correction(graph, name: str, output: str, readers, rows: int) -> np.ndarray | None:
+def lower_triangle_correction(graph, name: str, end, readers, rows: int) -> np.ndarray | None:
     """``[rows, input size]``: what finite differences see of each reader's
-    part of the derivative of ``output`` by ``name``, less TensorFlow's
+    part of the derivative of tensor ``end`` (``path_ends``: an output, or a
+    gradient for second derivatives) by ``name``, less TensorFlow's
     gradient there, row by output element; None when there is nothing to
     take (a matrix not symmetric at the point or not real, more than
     ``MAX_ELEMENTS`` on either side, a reader on another's path).
@@ -198,7 +212,7 @@ def lower_triangle_correction(graph, name: str, output: str, readers, rows: int)
     ``name`` (a VJP of the traced graph from the matrix). Derivatives of the
     other paths are TensorFlow's, unchanged: checked element by element."""
     tf = import_tensorflow()
-    x, y = graph.inputs[name], graph.outputs[output]
+    x, y = graph.inputs[name], end
     if not y.dtype.is_floating or int(np.size(graph.model.point[name])) > MAX_ELEMENTS or rows > MAX_ELEMENTS:
         return None
     if any(a is not b and graph.depends_on(b.inputs[0].op, {a}) for a in readers for b in readers):
@@ -234,40 +248,43 @@ def lower_triangle_correction(graph, name: str, output: str, readers, rows: int)
     return np.stack(taken)
 
 
-def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph, outputs=None) -> Diagnosis | None:
+def symmetric_pass(pair, analytic, numeric, fd_error, y_shape, tol, graph, gradient_of=None,
+                   cotangents=None) -> Diagnosis | None:
     """The rule of the module docstring: a passing ``Diagnosis`` for a
     mismatch ``pair`` whose input reaches the matrix an op of
     ``SYMMETRIC_INPUT_OPS`` reads; None otherwise.
 
     * Every path from the input passes through such an op: compared along
       every direction of its input that moves the matrix symmetrically
-      (``symmetric_directions``). ``analytic`` may be a list of blocks, every
-      one of which must agree (the two routes to a second derivative).
-    * Some path arrives around it (first derivatives): every element is
-      compared, with the op's part of the analytic block taken as the
-      derivative of what it computes (``lower_triangle_correction``).
+      (``symmetric_directions``).
+    * Some path arrives around it: every element is compared, with the op's
+      part of the analytic block taken as the derivative of what it computes
+      (``lower_triangle_correction``).
 
-    ``analytic`` (or each route), ``numeric`` and ``fd_error`` are
-    ``[output size, input size]``; along a unit direction d the derivatives
-    are ``block @ d`` and the error estimate at most ``|fd_error| @ |d|``.
-    ``outputs``: the model outputs whose paths are searched (the pair's own
-    by default; a second derivative's pair is of a gradient). On a pass the
-    pair's figures become those compared (the worst route's)."""
+    ``analytic`` may be a list of blocks, every one of which must agree (the
+    two routes to a second derivative). It (or each route), ``numeric`` and
+    ``fd_error`` are ``[output size, input size]``; along a unit direction d
+    the derivatives are ``block @ d`` and the error estimate at most
+    ``|fd_error| @ |d|``. A second derivative's pair is of a gradient:
+    ``gradient_of`` names the input it is by and ``cotangents`` the scalar
+    (``path_ends``). On a pass the pair's figures become those compared (the
+    worst route's)."""
     routes = analytic if isinstance(analytic, (list, tuple)) else [analytic]
     try:
-        # a second derivative's pair (``outputs`` given) differentiates the outputs' gradient
-        readers, around = readers_on_paths(graph, pair.input, outputs or [pair.output], 2 if outputs else 1)
+        outputs = list(cotangents) if gradient_of is not None else [pair.output]
+        ends = path_ends(graph, outputs, gradient_of, cotangents)
+        readers, around = readers_on_paths(graph, pair.input, ends)
         if not readers:
             return None
         if around:
-            if outputs is not None or len(routes) > 1:
-                return None  # first derivatives only
-            correction = lower_triangle_correction(graph, pair.input, pair.output, readers, np.shape(analytic)[0])
+            if len(ends) != 1:
+                return None
+            correction = lower_triangle_correction(graph, pair.input, ends[0], readers, np.shape(routes[0])[0])
             if correction is None:
                 return None
             x_shape = tuple(np.shape(graph.model.point[pair.input]))
-            compared = [compare.compare_block(pair.input, pair.output, analytic + correction, numeric, fd_error,
-                                              y_shape, x_shape, tol)]
+            compared = [compare.compare_block(pair.input, pair.output, block + correction, numeric, fd_error,
+                                              y_shape, x_shape, tol) for block in routes]
         else:
             basis = symmetric_directions(graph, pair.input, readers)
             if basis is None:
