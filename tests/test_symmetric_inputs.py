@@ -202,6 +202,32 @@ def test_an_input_that_also_reaches_the_output_around_the_cholesky_gets_no_excus
         assert element["numeric"] == pytest.approx(lower[i, j] + W[i, j], rel=1e-6, abs=1e-9)
 
 
+def test_a_second_path_through_complex_values_is_a_path_around_the_cholesky(run):
+    """The second path runs through complex tensors (tf.complex, z * z,
+    tf.math.real), which carry a derivative: searched along floating tensors
+    only, the rule saw no path around the Cholesky and excused the
+    antisymmetric directions, where the user's transposing rule is wrong.
+    Truth: analytic A^-1 + (2 W o A)^T (the symmetric logdet gradient and
+    the transposed rule), numeric the lower triangle's logdet derivative +
+    2 W o A."""
+    from gradcli.model.loading import load_model
+    from tests.models.symmetric_cholesky_complex_second_path import W
+
+    path = fixture("symmetric_cholesky_complex_second_path.py")
+    done = run("check", path, "--autodiff", "reverse", "--json")
+    assert done.exit_code == 1, done
+    (pair,) = done.result["models"][0]["pairs"]
+    assert pair["verdict"] == "mismatch" and not any("read as symmetric" in w for w in pair["warnings"]), pair
+    A = np.asarray(load_model(path).point["A"])
+    inverse = np.linalg.inv(A)
+    lower = 2 * np.tril(inverse, -1) + np.diag(np.diag(inverse))
+    assert pair["failing"]
+    for element in pair["failing"]:
+        i, j = element["input_index"]
+        assert element["analytic"] == pytest.approx(inverse[i, j] + 2 * W[j, i] * A[j, i], rel=1e-9)
+        assert element["numeric"] == pytest.approx(lower[i, j] + 2 * W[i, j] * A[i, j], rel=1e-6, abs=1e-9)
+
+
 def test_an_inverse_beside_the_cholesky_is_not_named_the_culprit():
     """S feeds the Cholesky (logdet) and a MatrixInverse (the quadratic form).
     The culprit search's scan to the output checks the function from the

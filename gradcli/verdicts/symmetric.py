@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.numerics.autodiff import graph_gradients
-from gradcli.verdicts.graph_ops import ancestors
+from gradcli.verdicts.graph_ops import ancestors, carries
 from gradcli.results import EXPLANATIONS, PASS
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts import compare
@@ -103,8 +103,9 @@ def readers_on_paths(graph, name: str, ends: list) -> tuple[list, bool]:
     tensors ``ends`` (``path_ends``), and whether some path arrives around
     them (no such op reads it: there ``name``'s antisymmetric directions
     define a derivative the rule must not excuse, a gradient wrong only
-    there, <W^T, S> = <W, S> along symmetric S). Paths run along floating
-    tensors (a shape read carries no derivative)."""
+    there, <W^T, S> = <W, S> along symmetric S). Paths run along tensors that
+    carry a derivative (``carries``: floating or complex; a shape read
+    carries none)."""
     end_ops = {t.op for t in ends}
     if not end_ops:
         return [], False
@@ -117,7 +118,7 @@ def readers_on_paths(graph, name: str, ends: list) -> tuple[list, bool]:
         op = stack.pop()
         if op in end_ops:
             return readers, True
-        for consumer in (c for t in op.outputs if t.dtype.is_floating for c in t.consumers()):
+        for consumer in (c for t in op.outputs if carries(t) for c in t.consumers()):
             if consumer in on_paths and consumer not in reached and consumer.type not in SYMMETRIC_INPUT_OPS:
                 reached.add(consumer)
                 stack.append(consumer)
