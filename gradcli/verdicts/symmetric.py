@@ -142,6 +142,18 @@ def is_symmetric(value) -> bool:
     return gap <= SYMMETRY_ULPS * np.finfo(value.dtype).eps * scale
 
 
+def read_matrices(graph, readers) -> tuple | None:
+    """``(feeds, values, matrices)``: the model's inputs, their values at the
+    point, and the matrix each of ``readers`` reads there; None when one is
+    outside the rule (not symmetric at the point, ``is_symmetric``, or more
+    than ``MAX_ELEMENTS``), where its gradient is wrong for what it is given."""
+    feeds, values, _ = graph.seen_values([])
+    matrices = [graph.prune(feeds, [op.inputs[0]])(*values)[0] for op in readers]
+    if not all(is_symmetric(m) and int(np.size(m)) <= MAX_ELEMENTS for m in matrices):
+        return None
+    return feeds, values, matrices
+
+
 def symmetric_direction(u: np.ndarray) -> np.ndarray:
     """``u`` made symmetric in its last two axes, (u + u^T) / 2: a direction
     an op of ``SYMMETRIC_INPUT_OPS`` is defined along."""
@@ -167,14 +179,13 @@ def symmetric_directions(graph, name: str, ops) -> np.ndarray | None:
     size = int(np.size(graph.model.point[name]))
     if size > MAX_ELEMENTS:
         return None
-    feeds, values, _ = graph.seen_values([])  # the model's inputs and their values at the point
+    read = read_matrices(graph, ops)
+    if read is None:
+        return None
+    feeds, values, matrices = read
     rows = []
-    for op in ops:
-        matrix = op.inputs[0]
-        (at_point,) = graph.prune(feeds, [matrix])(*values)
-        shape = tuple(at_point.shape)
-        if not is_symmetric(at_point) or int(np.prod(shape)) > MAX_ELEMENTS:
-            return None
+    for op, at_point in zip(ops, matrices):
+        matrix, shape = op.inputs[0], tuple(at_point.shape)
         with graph.graph.as_default():
             seed = tf.compat.v1.placeholder(matrix.dtype, shape)
             (gradient,) = graph_gradients([matrix], [graph.inputs[name]], grad_ys=[seed])
@@ -218,11 +229,10 @@ def lower_triangle_correction(graph, name: str, end, readers, rows: int) -> np.n
         return None
     if any(a is not b and graph.depends_on(b.inputs[0].op, {a}) for a in readers for b in readers):
         return None  # a reader after another: each one's convention reaches the other's part
-    feeds, values, _ = graph.seen_values([])
-    for op in readers:
-        (at_point,) = graph.prune(feeds, [op.inputs[0]])(*values)
-        if not op.inputs[0].dtype.is_floating or not is_symmetric(at_point):
-            return None
+    read = read_matrices(graph, readers)
+    if read is None:
+        return None
+    feeds, values, _ = read
     with graph.graph.as_default():
         seed = tf.compat.v1.placeholder(y.dtype, y.shape)
         correction = None
