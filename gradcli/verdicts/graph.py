@@ -276,8 +276,13 @@ class TracedGraph:
 
     def path_ops(self, name, output) -> list:
         """Ops on a path from input ``name`` to ``output``, in graph (topological) order."""
-        between = self.forward_ops(name) & self.backward_ops(output)
+        between = self.ops_between(name, [self.outputs[output]])
         return [op for op in self.graph.get_operations() if op in between]
+
+    def ops_between(self, name, ends) -> set:
+        """Ops on a path from input ``name`` to any of the tensors ``ends`` (an
+        output, or a gradient built in this graph: ``verdicts.symmetric``)."""
+        return self.forward_ops(name) & ancestors([t.op for t in ends], control=True)
 
     def reaches(self, name, output) -> bool:
         return self.trace() and bool(self.path_ops(name, output))

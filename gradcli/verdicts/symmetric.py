@@ -54,7 +54,7 @@ from __future__ import annotations
 import numpy as np
 
 from gradcli.numerics.autodiff import graph_gradients
-from gradcli.verdicts.graph_ops import ancestors, carries
+from gradcli.verdicts.graph_ops import carries
 from gradcli.results import EXPLANATIONS, PASS
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts import compare
@@ -109,7 +109,7 @@ def readers_on_paths(graph, name: str, ends: list) -> tuple[list, bool]:
     end_ops = {t.op for t in ends}
     if not end_ops:
         return [], False
-    on_paths = graph.forward_ops(name) & ancestors(end_ops, control=True)
+    on_paths = graph.ops_between(name, ends)
     readers = [op for op in graph.graph.get_operations() if op in on_paths and op.type in SYMMETRIC_INPUT_OPS]
     if not readers:
         return [], False
