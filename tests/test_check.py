@@ -297,6 +297,20 @@ def test_float32_round_off_is_inconclusive_not_pass():
     assert pair["worst"]["analytic"] == pytest.approx(1e-3, rel=1e-6)
 
 
+def test_float64_round_off_is_inconclusive_without_advice_to_check_in_float64():
+    """f = sum(1e13 + 1e-3 x) in float64: one ulp of f (0.0078) is beyond any
+    change a step near the point makes (1e-3 per unit of x). The pair is
+    inconclusive, and its advice is not the float32 one: the check already
+    computes in float64."""
+    run = gradcli("check", fixture("float64_swamped.py"), "--json")
+    assert run.exit_code == 1, run
+    pair = only_pairs(run)[("x", "output")]
+    assert pair["verdict"] == "inconclusive" and pair["failed"], pair
+    assert "check in float64" not in pair["explanation"]
+    assert "computes in float64 already" in pair["explanation"]
+    assert pair["worst"]["analytic"] == pytest.approx(1e-3, rel=1e-12)  # d/dx_i of the sum, exactly
+
+
 JSON_PAIR_KEYS = {
     "input", "output", "verdict", "failed", "mode", "max_abs_error", "max_rel_error", "fd_error",
     "compared", "worst", "failing", "n_failing", "explanation", "warnings", "reverse_failed",

@@ -132,7 +132,8 @@ def _looser(a, b):
     """The tolerance that allows more in both terms (rule names both)."""
     if b.rtol <= a.rtol and b.atol <= a.atol:
         return a
-    return type(a)(rtol=max(a.rtol, b.rtol), atol=max(a.atol, b.atol), rule=f"{a.rule}; {b.rule}")
+    return type(a)(rtol=max(a.rtol, b.rtol), atol=max(a.atol, b.atol), rule=f"{a.rule}; {b.rule}",
+                   dtype=(b if b.rtol >= a.rtol else a).dtype)
 
 
 def reproduces(ys, out_values, seen) -> bool:
