@@ -907,3 +907,42 @@ def test_the_whole_models_check_confirms_the_key_bias_zero_element_by_element():
     assert all(p.verdict == "pass" and not p.warnings for p in pairs.values()), [
         (p.input, p.verdict, p.warnings) for p in pairs.values() if p.verdict != "pass" or p.warnings]
     assert result.ok
+
+
+# --- a unit output holding its mask as -1e9 -----------------------------------------
+
+
+def test_no_output_element_weighs_more_than_1024_times_the_median_in_the_units_scalar():
+    """Hand-computed: the nonzero finite magnitudes 0.5, 1e9, 0.25 and 1 have the
+    median 0.75, so the cap is 768; only the 1e9 element is weighed down, to
+    768 / 1e9. Zeros and non-finite elements keep 1, and without an outlier
+    every weight is 1 (c as the draw made it)."""
+    from gradcli.analyses.layers.local import outlier_weights
+
+    first, second = outlier_weights([np.array([0.5, -1e9, 0.25, 0.0]), np.array([[1.0, np.inf]])])
+    np.testing.assert_array_equal(first, [1.0, 768.0 / 1e9, 1.0, 1.0])
+    np.testing.assert_array_equal(second, [[1.0, 1.0]])
+    (plain,) = outlier_weights([np.array([3.0, -2.0, 1e-3])])
+    np.testing.assert_array_equal(plain, np.ones(3))
+
+
+@pytest.mark.parametrize("name, wrong", [("by_layer_masked_bias.py", False), ("by_layer_masked_bias_wrong.py", True)])
+def test_an_output_holding_its_mask_as_minus_1e9_leaves_the_other_changes_resolved(name, wrong):
+    """A unit returns activations of size 5e-4 beside an attention bias holding
+    its mask as -1e9. Its scalar weighed the -1e9 entries, whose round-off
+    swamped every difference: the correct unit was inconclusive (error
+    estimates 1e-5 against derivatives of 1e-4), and so was its twin whose tanh
+    gradient is 10% too large. With those entries capped, the differences are
+    resolved to round-off: the correct unit passes and the twin fails as a
+    mismatch on the inputs behind the tanh (x and w), while the bias weight,
+    which does not pass through it, passes."""
+    model, layers, notes, ordered = layers_of(name)
+    unit = layers["masked_bias/two_sizes"]
+    verdicts = {p.input: p.verdict for p in unit.pairs}
+    assert all(p.fd_error < 1e-8 for p in unit.pairs), [(p.input, p.fd_error) for p in unit.pairs]
+    if wrong:
+        assert unit.verdict == "mismatch" and unit.failed
+        assert verdicts == {"x": "mismatch", "two_sizes/w": "mismatch", "two_sizes/b": "pass"}
+    else:
+        assert unit.verdict == "pass" and not unit.failed, verdicts
+        assert set(verdicts.values()) == {"pass"}

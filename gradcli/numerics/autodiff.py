@@ -67,10 +67,8 @@ def _tensors(point: dict) -> dict:
 
 def fresh(values):
     """``values`` (a dict or a list of tensors) as tensors no earlier call has
-    seen: a ``tf.identity`` copy of each (eagerly or inside a trace), a
-    ``tf.Variable`` left as it is (its
-    reads are new tensors already, and a custom gradient must see it as a
-    variable).
+    seen: a copy of each (eagerly or inside a trace), a ``tf.Variable`` left as
+    it is (its reads are new tensors, and a custom gradient must see a variable).
 
     Every call of a model that is differentiated (``sources_of``: every tape
     and accumulator of this module) or evaluated for a finite difference
@@ -82,15 +80,9 @@ def fresh(values):
     path to the watched input, and the gradient comes back disconnected
     (None); one cached from a call under another tape would carry that
     tape's path, not this one's. A fresh copy is a new key: the library
-    computes again, on this tape.
-
-    The plain tensors are copied by one ``IdentityN`` op, every other value
-    (a sparse or ragged tensor: ``tf.identity`` copies its components) by its
-    own ``tf.identity``. One op per call rather than one per input: a
-    keras-hub Whisper's check made 35,051 copies, 675 calls of 52 inputs each,
-    1.7 s of its 16 s at 47 us an eager op; one ``IdentityN`` of 50 inputs
-    takes 67 us against 1.35 ms for 50 ``tf.identity`` (measured side by side).
-    Its gradient and forward-mode rule are the identity's, for each input.
+    computes again, on this tape. Plain tensors are copied by one ``IdentityN``
+    (a Whisper's check: 675 calls of 52 inputs, 1.7 s of 16 s one op each; 50
+    inputs 67 us against 1.35 ms), other values (sparse, ragged) by ``tf.identity``.
     """
     items = list(values.items()) if isinstance(values, dict) else list(enumerate(values))
     copies = dict(items)

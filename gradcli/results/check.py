@@ -121,8 +121,7 @@ class Tolerance:
     #: (times FD_SAFETY) stays within it of the derivatives
     #: (``verdicts.compare.RESOLVE_FRACTIONS``)
     resolve: float = 0.1
-    #: the dtype whose defaults these are ("" when set by hand): whether the
-    #: inconclusive verdict's advice to check in float64 applies
+    #: the dtype whose defaults these are ("" by hand; not in the JSON): sets an inconclusive pair's advice
     dtype: str = field(default="", metadata={"internal": True})
 
 

@@ -64,6 +64,10 @@ makes <c, y> the size of one output element, as a loss averaged over its
 elements is, so the check's absolute tolerance means what it means for a loss
 rather than shrinking against a sum that grows with the layer's width
 (round-off in the numeric derivative of an exact zero grows with |<c, y>|).
+An output element beyond 1024 times the median magnitude of the unit's
+outputs (a mask folded in as -1e9) has its entry of c scaled down to that
+size before the normalisation (``local.outlier_weights``): its round-off
+would set the scalar's alone.
 The user's own
 call for ``verdicts.same_function`` is the original layer object called with
 the same arguments (``layer(*args, **kwargs)``), with a tape on its variables:

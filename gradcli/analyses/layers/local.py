@@ -15,6 +15,38 @@ from gradcli.errors import GradcliError
 from gradcli.model.keras_float64 import stateless
 
 
+#: No element of a unit's outputs weighs more than this many times their
+#: median magnitude in <c, outputs> (``outlier_weights``).
+OUTLIER_FACTOR = 1024.0
+
+
+def outlier_weights(outputs: list) -> list[np.ndarray]:
+    """Per output element, the weight of its cotangent entry: 1, or F M / |y|
+    for an element larger than F M (F = ``OUTLIER_FACTOR``, M the median
+    magnitude of the unit's nonzero finite output elements; a non-finite one
+    keeps 1).
+
+    Rule: the scalar's round-off, which bounds what a finite difference of it
+    resolves (``numerics.difference_rule``), is eps times its terms' sizes.
+    An element far larger than the others (an attention bias holding its mask
+    as -1e9, as keras-hub's T5 layers return it beside activations of size 1)
+    would set it alone: every input that does not move that element, whose
+    changes are exactly 0 there, was then inconclusive or checked to a few
+    percent (a T5 decoder layer's query kernel: error estimate 0.13 against
+    derivatives of 2e-5). Capped at F M, no term is more than 1024 times the
+    typical one, so the round-off stays within 1024 eps of the typical term's
+    (4e-8 of it at the step rule's h); an element's derivative still counts,
+    at that weight. Where no element exceeds F M, the weights are all 1 and c
+    is what it was."""
+    values = [np.abs(np.asarray(y, np.float64)) for y in outputs]
+    sizes = np.concatenate([v[np.isfinite(v) & (v > 0)] for v in values]) if values else np.zeros(0)
+    if not sizes.size:
+        return [np.ones(v.shape) for v in values]
+    cap = OUTLIER_FACTOR * float(np.median(sizes))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return [np.where(np.isfinite(v) & (v > cap), cap / v, 1.0) for v in values]
+
+
 def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = None):
     """The unit's local function as a ``Model``: floating tensors of the call
     (inputs) and the unit's trainable weights -> <c, its outputs> (module
@@ -43,6 +75,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = 
     outputs = tf.nest.flatten(call.outputs)
     rng = np.random.default_rng([seed, call.order])
     cotangents = [rng.standard_normal(tuple(outputs[i].shape)) for i in floating]
+    cotangents = [c * w for c, w in zip(cotangents, outlier_weights([outputs[i] for i in floating]))]
     norm = np.sqrt(sum(float(np.sum(c * c)) for c in cotangents)) or 1.0
     cotangents = [c / norm for c in cotangents]  # a unit vector (the package docstring)
 
