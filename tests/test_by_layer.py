@@ -946,3 +946,63 @@ def test_an_output_holding_its_mask_as_minus_1e9_leaves_the_other_changes_resolv
     else:
         assert unit.verdict == "pass" and not unit.failed, verdicts
         assert set(verdicts.values()) == {"pass"}
+
+
+@pytest.mark.parametrize("name, wrong", [
+    ("keras_masked_step.py", False), ("by_layer_own_masking.py", False), ("by_layer_own_masking_wrong.py", True),
+])
+def test_a_units_keras_mask_is_its_output_so_a_padded_step_is_a_jump_of_the_unit(name, wrong):
+    """A masking layer (Keras' Masking, and a user's own whose
+    ``compute_mask`` reads its float input) on a batch whose step [0, 2] is
+    padding. The layer's floating output there is 0 = x, continuous in x, but
+    moving an element unmasks the step: the mask the layer emits flips, and
+    the recurrent layer after it reads that step. The unit's outputs include
+    that mask, so the pass finds the jump the whole model has (TensorFlow's 0
+    is the masked piece's gradient) on exactly the padded step's two elements.
+    Before, the unit compared its float output alone, whose derivative there
+    is 1 (2 for the doubling layer) against 0: the correct models failed the
+    pass as a mismatch. The twin whose custom gradient gives the kept steps
+    1.8 where the layer doubles them still fails on every kept element, each
+    off by the relative error |1.8 - 2| / 2 = 0.1."""
+    model, layers, notes, ordered = layers_of(name)
+    unit, after = ordered[0], ordered[1:]
+    (pair,) = unit.pairs
+    assert sorted(tuple(k.input_index) for k in pair.kinks if k.jump) == [(0, 2, 0), (0, 2, 1)]
+    assert all(not r.failed for r in after), [(r.label, r.verdict) for r in after]
+    if wrong:
+        assert unit.verdict == "mismatch" and unit.failed
+        kept = {(b, t, i) for b in range(2) for t in range(3) for i in range(2)} - {(0, 2, 0), (0, 2, 1)}
+        assert pair.n_failing == len(kept) == 10
+        assert {tuple(e.input_index) for e in pair.failing} <= kept
+        assert all(abs(e.rel_error - 0.1) < 1e-6 for e in pair.failing), [e.rel_error for e in pair.failing]
+    else:
+        assert unit.verdict == "kink" and not unit.failed, [(p.input, p.verdict) for p in unit.pairs]
+
+
+@pytest.mark.parametrize("name, wrong", [("by_layer_masked_mean.py", False), ("by_layer_masked_mean_wrong.py", True)])
+def test_a_unit_is_checked_with_the_mask_keras_hands_its_call(name, wrong):
+    """A user's pooling layer averages the steps its ``mask`` keeps, a mask
+    ``Layer.__call__`` fills in from its input (Masking, then a Dense that
+    passes it on, called in turn by a subclassed model; a Sequential or
+    functional model passes it explicitly). The wrong twin's gradient divides
+    by every step: right wherever nothing is masked, so the pass, which
+    called the layer without its mask, passed it. The unit's call now holds the mask the model handed
+    it (the padding placed by construction: step 2 of the first sequence),
+    and the twin fails on exactly the kept steps of that sequence, each off by
+    the relative error |1/3 - 1/2| / (1/2) = 1/3; the second sequence, with
+    nothing masked, and the padded step (masked: 0 both ways) agree."""
+    from gradcli.analyses.layers.capture import capture_calls
+    from gradcli.model.loading import load_model
+
+    model, layers, notes, ordered = layers_of(name)
+    unit = layers["net/masked_mean"]
+    (call,) = [c for c in capture_calls(load_model(fixture(name)), None) if c.path == "net/masked_mean"]
+    np.testing.assert_array_equal(np.asarray(call.kwargs["mask"]), [[True, True, False], [True, True, True]])
+    assert all(not r.failed for r in ordered if r is not unit), [(r.label, r.verdict) for r in ordered]
+    if wrong:
+        (pair,) = unit.pairs
+        assert unit.verdict == "mismatch" and pair.n_failing == 4
+        assert sorted(tuple(e.input_index) for e in pair.failing) == [(0, 0, 0), (0, 0, 1), (0, 1, 0), (0, 1, 1)]
+        assert all(abs(e.rel_error - 1 / 3) < 1e-6 for e in pair.failing), [e.rel_error for e in pair.failing]
+    else:
+        assert unit.verdict == "pass" and not unit.failed

@@ -50,7 +50,9 @@ has no trace shared with other units (no stateless call): each goes to
 The local function and the proof that it is the layer's own: the unit's
 float64 clone is called with ``stateless_call(weights, frozen, *args,
 **kwargs)``: the captured arguments with the floating tensors replaced by the
-checked values (a mask, a ``training`` flag stay as captured). Its output is
+checked values (a mask, a ``training`` flag stay as captured; a mask
+``Layer.__call__`` fills in from its input's Keras mask is captured with
+them, ``capture.with_input_masks``). Its output is
 contracted with a fixed random cotangent c (a standard normal draw scaled to
 unit norm, seeded by the check's seed and the call's position): the checked
 function is the scalar
@@ -67,7 +69,11 @@ rather than shrinking against a sum that grows with the layer's width
 An output element beyond 1024 times the median magnitude of the unit's
 outputs (a mask folded in as -1e9) has its entry of c scaled down to that
 size before the normalisation (``local.outlier_weights``): its round-off
-would set the scalar's alone.
+would set the scalar's alone. A Keras mask the unit emits (``Masking``, a
+``compute_mask`` that reads the input) is one of its outputs, read by the
+layers after it: it enters the scalar as its 0/1 values with entries of c of
+its own (``traces.contracted``), so a step that flips it is a jump of the
+unit, as of the whole model.
 The user's own
 call for ``verdicts.same_function`` is the original layer object called with
 the same arguments (``layer(*args, **kwargs)``), with a tape on its variables:

@@ -56,9 +56,10 @@ def _record(units: dict[int, str], sink: list, keep: bool):
         finally:
             _recording.inside = False
         counts[id(self)] = counts.get(id(self), 0) + 1
+        kwargs = with_input_masks(self, args, kwargs)
         if keep:
             sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], args, kwargs,
-                                  trainable, frozen, outputs))
+                                  trainable, frozen, outputs, masked=_masked(outputs)))
         else:
             sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], _shapes(args),
                                   _shapes(kwargs), _shapes(trainable), [], _shapes(outputs), seconds=seconds))
@@ -70,6 +71,53 @@ def _record(units: dict[int, str], sink: list, keep: bool):
     finally:
         keras.layers.Layer.__call__ = original
         _recording.inside = False
+
+
+def with_input_masks(layer, args: tuple, kwargs: dict) -> dict:
+    """``kwargs`` with the mask arguments ``Layer.__call__`` fills in from its
+    inputs' Keras masks, as it passes them to ``call``: ``mask`` for a call of
+    one tensor argument, ``NAME_mask`` beside each tensor argument ``NAME``
+    of several (a ``MultiHeadAttention``'s ``query_mask``), where the call
+    takes it, was not given it and the input carries a mask. A unit is
+    checked as the model called it: an LSTM after a ``Masking`` skips the
+    padded steps, and its local function (a mask stays as captured) skips
+    them too, where without the mask it computed them."""
+    import inspect
+
+    import tensorflow as tf
+
+    from gradcli.analyses.layers.traces import call_method
+
+    try:
+        parameters = inspect.signature(call_method(layer)).parameters
+        bound = inspect.signature(call_method(layer)).bind_partial(layer, *args, **kwargs).arguments
+    except (TypeError, ValueError):
+        return kwargs
+
+    def tensors(value) -> bool:
+        leaves = tf.nest.flatten(value)
+        return bool(leaves) and all(hasattr(t, "dtype") and hasattr(t, "shape") for t in leaves)
+
+    def mask_of(value):
+        masks = tf.nest.map_structure(lambda t: getattr(t, "_keras_mask", None), value)
+        return masks if any(m is not None for m in tf.nest.flatten(masks)) else None
+
+    names = [n for n in list(bound)[1:] if tensors(bound[n])]
+    wanted = {"mask": names[0]} if len(names) == 1 else {f"{n}_mask": n for n in names}
+    added = {
+        argument: mask for argument, source in wanted.items()
+        if argument in parameters and bound.get(argument) is None
+        and (mask := mask_of(bound[source])) is not None
+    }
+    return {**kwargs, **added} if added else kwargs
+
+
+def _masked(outputs) -> bool:
+    """Whether an output of the call carries a Keras mask (read before
+    ``in_dtype`` casts it: a cast tensor has none)."""
+    import tensorflow as tf
+
+    return any(getattr(t, "_keras_mask", None) is not None for t in tf.nest.flatten(outputs))
 
 
 def _shapes(structure):

@@ -44,11 +44,9 @@ class Traced:
                 filled[i] = v
             args, kwargs = tf.nest.pack_sequence_as(structure, filled)
             out, _ = stateless(layer, call.policies, list(values[count:]), list(frozen), *args, **kwargs)
-            outs = tf.nest.flatten(out)
-            terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
             # In the captured output's dtype (the check's, ``capture.in_dtype``)
             # whatever the layer computes in: ``probe``'s map_fn declares it.
-            return tf.cast(tf.add_n(terms) if len(terms) > 1 else terms[0], output_dtype)
+            return tf.cast(contracted(layer, out, args, floating, cotangents), output_dtype)
 
         def probe(values, frozen, cotangents, tangents, which, probes, signed, seeds):
             def point(i):  # x_m + s u_m for the planned input m, x elsewhere (finite_diff's x + d s)
@@ -169,6 +167,51 @@ class Traced:
                     self.coarser = True
                 stack.extend(out for op in tensor.consumers() for out in op.outputs)
         return self.coarser
+
+
+def contracted(layer, out, args, floating: list, cotangents: list, own: bool = False):
+    """<c, the unit's outputs>: its floating outputs (at the ``floating``
+    positions of the flattened ``out``) with the first cotangents, and the
+    Keras masks it emits (``emitted_masks``) with the rest, when there are
+    more. A mask is an output of the unit, read by the layers after it (an
+    LSTM skips the steps it masks): it enters as its 0/1 values, piecewise
+    constant, so its derivative is 0 and it moves the scalar only where a step
+    flips it. There the unit's output jumps, as the whole model's does: the
+    ladder reads the jump (``verdicts.kink``), where without it the unit's
+    floating output alone (Masking's ``x * any(x != 0)``, equal to x on a
+    padded step) has derivative 1 against TensorFlow's 0, the gradient of
+    the piece the mask selects."""
+    import tensorflow as tf
+
+    outs = tf.nest.flatten(out)
+    terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
+    if len(cotangents) > len(floating):
+        dtype = outs[floating[0]].dtype
+        masks = emitted_masks(layer, out, args, own)
+        terms += [tf.reduce_sum(tf.cast(c, dtype) * tf.cast(tf.cast(m, tf.bool), dtype))
+                  for m, c in zip(masks, cotangents[len(floating):])]
+    return tf.add_n(terms) if len(terms) > 1 else terms[0]
+
+
+def emitted_masks(layer, out, args, own: bool = False) -> list:
+    """The Keras masks a unit's call emits with its outputs, as
+    ``Layer.__call__`` attaches them for these arguments: the masks its
+    ``call`` set (Masking's), else ``compute_mask(first argument, None)`` for
+    a layer that supports masking (no previous mask: the local function's
+    arguments carry none). ``own``: ``out`` is ``Layer.__call__``'s own
+    output, which carries them already."""
+    import tensorflow as tf
+
+    leaves = tf.nest.flatten(out)
+    masks = [getattr(t, "_keras_mask", None) for t in leaves]
+    if not own and not all(m is not None for m in masks):
+        masks = []
+        if getattr(layer, "supports_masking", False) and args:
+            try:
+                masks = tf.nest.flatten(layer.compute_mask(args[0], None))
+            except Exception:  # noqa: BLE001 - no mask the layer can compute: none emitted
+                masks = []
+    return [m for m in masks if m is not None]
 
 
 def constant_tensor(value):
