@@ -123,6 +123,23 @@ def test_fitting_a_value_to_an_input_never_loses_information(value, target):
         assert np.all(error <= info.eps * np.abs(widened[finite]) + info.smallest_subnormal)
 
 
+@FAST
+@given(hnp.arrays(np.float64, hnp.array_shapes(min_dims=2, max_dims=2, min_side=0, max_side=5),
+                  elements=st.floats(allow_nan=True, allow_infinity=True)))
+def test_the_largest_magnitude_is_the_max_of_the_magnitudes_bit_for_bit(value):
+    """The step rule's max |x| (``finite_diff.largest_magnitude``), taken
+    without an array of magnitudes, is numpy's ``np.abs(x).max(initial=0)``
+    to the bit, infinities, signed zeros and empty rows included; a NaN
+    stays NaN (its sign bit, which no arithmetic reads, aside)."""
+    from gradcli.numerics.finite_diff import largest_magnitude
+
+    for axis in (None, 1):
+        found, truth = largest_magnitude(value, axis=axis), np.abs(value).max(axis=axis, initial=0.0)
+        np.testing.assert_array_equal(found, truth)
+        numbers = ~np.isnan(truth)
+        assert np.array_equal(np.signbit(found)[numbers], np.signbit(truth)[numbers])
+
+
 numbers = st.floats(-1e3, 1e3, allow_nan=False)
 
 
