@@ -1006,3 +1006,30 @@ def test_a_unit_is_checked_with_the_mask_keras_hands_its_call(name, wrong):
         assert all(abs(e.rel_error - 1 / 3) < 1e-6 for e in pair.failing), [e.rel_error for e in pair.failing]
     else:
         assert unit.verdict == "pass" and not unit.failed
+
+
+@pytest.mark.parametrize("name", ["by_layer_masked_attention.py", "by_layer_masked_mean.py", "keras_masked_step.py"])
+def test_each_units_call_rebuilt_from_its_capture_returns_what_the_models_call_returned(name):
+    """A unit is checked as the model called it: its call rebuilt from the
+    capture (arguments, the mask arguments Keras filled in, the masks its
+    inputs carried), run by the local function's own stateless call, returns
+    the outputs the model's forward pass recorded. Keras' MultiHeadAttention
+    reads the query's mask from the query and deletes it there: rebuilt
+    without it, its padded query rows differed; an LSTM or pooling layer
+    without its ``mask`` argument computed the padded steps."""
+    import tensorflow as tf
+
+    from gradcli.analyses.layers.capture import capture_calls
+    from gradcli.analyses.layers.traces import call_parts, with_masks
+    from gradcli.model.keras_float64 import stateless
+    from gradcli.model.loading import load_model
+
+    calls = capture_calls(load_model(fixture(name)), None)
+    assert any(c.input_masks for c in calls)
+    for call in calls:
+        structure, leaves, _, floating = call_parts(call)
+        args, kwargs = tf.nest.pack_sequence_as(structure, with_masks(list(leaves), call.input_masks))
+        out, _ = stateless(call.layer, call.policies, call.trainable, call.non_trainable, *args, **kwargs)
+        for i in floating:
+            np.testing.assert_allclose(np.asarray(tf.nest.flatten(out)[i]), np.asarray(tf.nest.flatten(call.outputs)[i]),
+                                       rtol=1e-12, atol=1e-15, err_msg=call.path)

@@ -52,7 +52,9 @@ float64 clone is called with ``stateless_call(weights, frozen, *args,
 **kwargs)``: the captured arguments with the floating tensors replaced by the
 checked values (a mask, a ``training`` flag stay as captured; a mask
 ``Layer.__call__`` fills in from its input's Keras mask is captured with
-them, ``capture.with_input_masks``). Its output is
+them, ``capture.with_input_masks``, and the Keras mask each argument carried
+is set on the checked value again, ``traces.with_masks``: Keras'
+MultiHeadAttention reads the query's there). Its output is
 contracted with a fixed random cotangent c (a standard normal draw scaled to
 unit norm, seeded by the check's seed and the call's position): the checked
 function is the scalar

@@ -47,6 +47,10 @@ def _record(units: dict[int, str], sink: list, keep: bool):
         if id(self) not in units or getattr(_recording, "inside", False) or threading.get_ident() != owner:
             return original(self, *args, **kwargs)
         _recording.inside = True
+        # Before the call: a call may take the masks off its inputs (Keras'
+        # MultiHeadAttention reads the query's and deletes it).
+        given = with_input_masks(self, args, kwargs) if keep else kwargs
+        masks = input_masks(self, args, given) if keep else []
         started = time.perf_counter()
         try:
             outputs = original(self, *args, **kwargs)
@@ -56,10 +60,9 @@ def _record(units: dict[int, str], sink: list, keep: bool):
         finally:
             _recording.inside = False
         counts[id(self)] = counts.get(id(self), 0) + 1
-        kwargs = with_input_masks(self, args, kwargs)
         if keep:
-            sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], args, kwargs,
-                                  trainable, frozen, outputs, masked=_masked(outputs)))
+            sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], args, given,
+                                  trainable, frozen, outputs, masked=_masked(outputs), input_masks=masks))
         else:
             sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], _shapes(args),
                                   _shapes(kwargs), _shapes(trainable), [], _shapes(outputs), seconds=seconds))
@@ -110,6 +113,20 @@ def with_input_masks(layer, args: tuple, kwargs: dict) -> dict:
         and (mask := mask_of(bound[source])) is not None
     }
     return {**kwargs, **added} if added else kwargs
+
+
+def input_masks(layer, args: tuple, kwargs: dict) -> list:
+    """The Keras mask each leaf of the call's arguments carried (None where
+    none), in the order of ``traces.call_parts``' leaves; [] when none did.
+    The local function puts them back on the checked values
+    (``traces.with_masks``): a layer may read them there rather than from its
+    mask arguments (MultiHeadAttention's query mask)."""
+    import tensorflow as tf
+
+    from gradcli.analyses.layers.traces import accepted_kwargs
+
+    masks = [getattr(t, "_keras_mask", None) for t in tf.nest.flatten((list(args), accepted_kwargs(layer, kwargs)))]
+    return masks if any(m is not None for m in masks) else []
 
 
 def _masked(outputs) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.analyses.layers.traces import Traced, call_method, call_parts, contracted, emitted_masks
+from gradcli.analyses.layers.traces import Traced, call_method, call_parts, contracted, emitted_masks, with_masks
 from gradcli.analyses.layers.units import PROJECTED, LayerCall, point_tensors
 from gradcli.errors import GradcliError
 from gradcli.model.keras_float64 import stateless
@@ -69,7 +69,7 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = 
 
     def rebuild(values):
         filled = [values[inputs[i]] if i in inputs else leaf for i, leaf in enumerate(leaves)]
-        args, kwargs = tf.nest.pack_sequence_as(structure, filled)
+        args, kwargs = tf.nest.pack_sequence_as(structure, with_masks(filled, call.input_masks))
         return args, kwargs
 
     outputs = tf.nest.flatten(call.outputs)

@@ -42,7 +42,7 @@ class Traced:
             filled = list(leaves)
             for i, v in zip(positions, values[:count]):
                 filled[i] = v
-            args, kwargs = tf.nest.pack_sequence_as(structure, filled)
+            args, kwargs = tf.nest.pack_sequence_as(structure, with_masks(filled, call.input_masks))
             out, _ = stateless(layer, call.policies, list(values[count:]), list(frozen), *args, **kwargs)
             # In the captured output's dtype (the check's, ``capture.in_dtype``)
             # whatever the layer computes in: ``probe``'s map_fn declares it.
@@ -193,6 +193,21 @@ def contracted(layer, out, args, floating: list, cotangents: list, own: bool = F
     return tf.add_n(terms) if len(terms) > 1 else terms[0]
 
 
+def with_masks(leaves: list, masks: list) -> list:
+    """``leaves`` (a unit call's argument leaves, the checked values in place)
+    with the Keras mask each carried in the model's call set on it again
+    (``capture.input_masks``): a layer reads a mask there as well as from its
+    mask arguments (Keras' MultiHeadAttention takes the query's from the
+    query)."""
+    for leaf, mask in zip(leaves, masks):
+        if mask is not None and hasattr(leaf, "dtype") and not isinstance(leaf, np.ndarray):
+            try:
+                leaf._keras_mask = mask
+            except AttributeError:  # a value that takes no attribute: no mask to read
+                pass
+    return leaves
+
+
 def emitted_masks(layer, out, args, own: bool = False) -> list:
     """The Keras masks a unit's call emits with its outputs, as
     ``Layer.__call__`` attaches them for these arguments: the masks its
@@ -241,7 +256,7 @@ def call_parts(call: LayerCall):
     """(structure, leaves, {leaf index: input name}, floating output positions)."""
     import tensorflow as tf
 
-    structure = (list(call.args), _accepted(call.layer, call.kwargs))
+    structure = (list(call.args), accepted_kwargs(call.layer, call.kwargs))
     leaves = tf.nest.flatten(structure)
     names = _argument_names(call.layer, call.args, structure[1])
     inputs = {i: names[i] for i, leaf in enumerate(leaves) if floating_tensor(leaf)}
@@ -298,7 +313,7 @@ def signature(call: LayerCall, structure=None, leaves=None, inputs=None):
     )
 
 
-def _accepted(layer, kwargs: dict) -> dict:
+def accepted_kwargs(layer, kwargs: dict) -> dict:
     """The keyword arguments the layer's ``call`` takes: ``Layer.__call__``
     drops ``training`` and ``mask`` for a ``call`` without them, and
     ``stateless_call`` passes its keywords to ``call`` as they are."""

@@ -41,6 +41,7 @@ class LayerCall:
     policies: bool = False  # computed in float64 by switching dtype policies (``keras_float64``)
     seconds: float = 0.0  # the call's eager seconds in the shape pass (``plan``'s estimate)
     masked: bool = False  # its outputs carried a Keras mask (``traces.emitted_masks``)
+    input_masks: list = field(default_factory=list)  # per argument leaf, its Keras mask (``capture.input_masks``)
 
 
 def layer_units(root) -> dict[int, str]:
