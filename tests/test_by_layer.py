@@ -1008,7 +1008,10 @@ def test_a_unit_is_checked_with_the_mask_keras_hands_its_call(name, wrong):
         assert unit.verdict == "pass" and not unit.failed
 
 
-@pytest.mark.parametrize("name", ["by_layer_masked_attention.py", "by_layer_masked_mean.py", "keras_masked_step.py"])
+@pytest.mark.parametrize("name", [
+    "by_layer_masked_attention.py", "by_layer_shared_masked_attention.py", "by_layer_masked_mean.py",
+    "keras_masked_step.py",
+])
 def test_each_units_call_rebuilt_from_its_capture_returns_what_the_models_call_returned(name):
     """A unit is checked as the model called it: its call rebuilt from the
     capture (arguments, the mask arguments Keras filled in, the masks its
@@ -1020,12 +1023,15 @@ def test_each_units_call_rebuilt_from_its_capture_returns_what_the_models_call_r
     import tensorflow as tf
 
     from gradcli.analyses.layers.capture import capture_calls
-    from gradcli.analyses.layers.traces import call_parts, with_masks
+    from gradcli.analyses.layers.traces import call_parts, signature, with_masks
     from gradcli.model.keras_float64 import stateless
     from gradcli.model.loading import load_model
 
     calls = capture_calls(load_model(fixture(name)), None)
     assert any(c.input_masks for c in calls)
+    shared = [c for c in calls if c.path == "net/attend"]
+    if len(shared) == 2:  # one layer, two paddings: two local functions (the masks are in the signature)
+        assert signature(shared[0]) != signature(shared[1])
     for call in calls:
         structure, leaves, _, floating = call_parts(call)
         args, kwargs = tf.nest.pack_sequence_as(structure, with_masks(list(leaves), call.input_masks))

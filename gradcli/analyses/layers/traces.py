@@ -318,6 +318,9 @@ def signature(call: LayerCall, structure=None, leaves=None, inputs=None):
         shapes(call.trainable), shapes(call.non_trainable),
         tuple((dims(tuple(getattr(v, "shape", ()))), str(getattr(v, "dtype", "")))
               for v in tf.nest.flatten(call.outputs)),
+        # The masks the arguments carry (``with_masks``), by value: the trace
+        # sets them on its arguments.
+        tuple(None if m is None else (tuple(m.shape), hash(np.asarray(m).tobytes())) for m in call.input_masks),
     )
 
 
