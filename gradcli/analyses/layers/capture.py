@@ -92,8 +92,8 @@ def with_input_masks(layer, args: tuple, kwargs: dict) -> dict:
     from gradcli.analyses.layers.traces import call_method
 
     try:
-        parameters = inspect.signature(call_method(layer)).parameters
-        bound = inspect.signature(call_method(layer)).bind_partial(layer, *args, **kwargs).arguments
+        signature = inspect.signature(call_method(layer))
+        parameters, bound = signature.parameters, signature.bind_partial(layer, *args, **kwargs).arguments
     except (TypeError, ValueError):
         return kwargs
 
