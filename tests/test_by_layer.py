@@ -1039,3 +1039,21 @@ def test_each_units_call_rebuilt_from_its_capture_returns_what_the_models_call_r
         for i in floating:
             np.testing.assert_allclose(np.asarray(tf.nest.flatten(out)[i]), np.asarray(tf.nest.flatten(call.outputs)[i]),
                                        rtol=1e-12, atol=1e-15, err_msg=call.path)
+
+
+@pytest.mark.parametrize("name, emitted", [
+    ("keras_masked_step.py", {"sequential/masking": [(2, 3)], "sequential/lstm": []}),
+    ("by_layer_masked_mean.py", {"net/masking": [(2, 3)], "net/dense": [], "net/masked_mean": []}),
+    ("by_layer_masked_attention.py", {"net/embed": [(2, 4)], "net/attend": [], "net/head": []}),
+])
+def test_a_unit_emits_the_masks_it_makes_not_the_ones_it_passes_on(name, emitted):
+    """The masks that are outputs of a unit (entries of its c): Masking's and
+    an embedding's (``mask_zero``), one per batch row and step; none for a
+    Dense or an attention that hands on the mask that came in (the
+    attention's output mask is its query's, which it deletes from the query
+    during its call), nor for a layer that emits none (an LSTM returning its
+    last state, a pooling)."""
+    from gradcli.analyses.layers.capture import capture_calls
+    from gradcli.model.loading import load_model
+
+    assert {c.path: c.emitted for c in capture_calls(load_model(fixture(name)), None)} == emitted

@@ -25,6 +25,7 @@ from gradcli.analyses.layers.units import (
     point_tensors,
     runner_of,
 )
+from gradcli.analyses.layers.traces import accepted_kwargs, call_method, emitted_masks, mask_context
 from gradcli.model.core import weight_name, weight_names
 
 
@@ -61,8 +62,11 @@ def _record(units: dict[int, str], sink: list, keep: bool):
             _recording.inside = False
         counts[id(self)] = counts.get(id(self), 0) + 1
         if keep:
-            sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], args, given,
-                                  trainable, frozen, outputs, masked=_masked(outputs), input_masks=masks))
+            call = LayerCall(self, None, units[id(self)], counts[id(self)], args, given,
+                             trainable, frozen, outputs, input_masks=masks)
+            # Before ``in_dtype`` casts the outputs (a cast tensor has no mask).
+            call.emitted = [tuple(m.shape) for m in emitted_masks(self, outputs, None, mask_context(call), own=True)]
+            sink.append(call)
         else:
             sink.append(LayerCall(self, None, units[id(self)], counts[id(self)], _shapes(args),
                                   _shapes(kwargs), _shapes(trainable), [], _shapes(outputs), seconds=seconds))
@@ -88,8 +92,6 @@ def with_input_masks(layer, args: tuple, kwargs: dict) -> dict:
     import inspect
 
     import tensorflow as tf
-
-    from gradcli.analyses.layers.traces import call_method
 
     try:
         signature = inspect.signature(call_method(layer))
@@ -123,18 +125,8 @@ def input_masks(layer, args: tuple, kwargs: dict) -> list:
     mask arguments (MultiHeadAttention's query mask)."""
     import tensorflow as tf
 
-    from gradcli.analyses.layers.traces import accepted_kwargs
-
     masks = [getattr(t, "_keras_mask", None) for t in tf.nest.flatten((list(args), accepted_kwargs(layer, kwargs)))]
     return masks if any(m is not None for m in masks) else []
-
-
-def _masked(outputs) -> bool:
-    """Whether an output of the call carries a Keras mask (read before
-    ``in_dtype`` casts it: a cast tensor has none)."""
-    import tensorflow as tf
-
-    return any(getattr(t, "_keras_mask", None) is not None for t in tf.nest.flatten(outputs))
 
 
 def _shapes(structure):

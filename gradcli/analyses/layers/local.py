@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gradcli.analyses.layers.traces import Traced, call_method, call_parts, contracted, emitted_masks, with_masks
+from gradcli.analyses.layers.traces import Traced, call_method, call_parts, contracted, mask_context, with_masks
 from gradcli.analyses.layers.units import PROJECTED, LayerCall, point_tensors
 from gradcli.errors import GradcliError
 from gradcli.model.keras_float64 import stateless
@@ -76,16 +76,16 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = 
     rng = np.random.default_rng([seed, call.order])
     cotangents = [rng.standard_normal(tuple(outputs[i].shape)) for i in floating]
     cotangents = [c * w for c, w in zip(cotangents, outlier_weights([outputs[i] for i in floating]))]
-    if call.masked and tree is None:  # its masks' entries after the outputs' (``traces.contracted``)
-        args, kwargs = rebuild({n: tf.constant(v) for n, v in point.items() if n in inputs.values()})
-        out, _ = stateless(layer, call.policies, [tf.constant(v) for v in call.trainable], frozen, *args, **kwargs)
-        cotangents += [rng.standard_normal(tuple(m.shape)) for m in emitted_masks(layer, out, (args, kwargs))]
+    # The emitted masks' entries after the outputs' (``traces.contracted``).
+    cotangents += [rng.standard_normal(shape) for shape in call.emitted]
     norm = np.sqrt(sum(float(np.sum(c * c)) for c in cotangents)) or 1.0
     cotangents = [c / norm for c in cotangents]  # a unit vector (the package docstring)
 
-    def project(out, arguments: tuple, own: bool = False) -> dict:
+    context = mask_context(call)
+
+    def project(out, args, own: bool = False) -> dict:
         """<c, output>: the layer's floating outputs (and masks) contracted with the cotangents."""
-        return {PROJECTED: contracted(layer, out, arguments, floating, cotangents, own)}
+        return {PROJECTED: contracted(layer, out, args, context, floating, cotangents, own)}
 
     wrt = list(inputs.values()) + weights
     if traced is not None:
@@ -99,18 +99,18 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = 
         def function(values: dict) -> dict:
             args, kwargs = rebuild(values)
             with substitute.substituted(values):
-                return project(body(layer, *args, **kwargs), (args, kwargs))
+                return project(body(layer, *args, **kwargs), args)
     else:
         def function(values: dict) -> dict:
             args, kwargs = rebuild(values)
             out, _ = stateless(layer, call.policies, [values[n] for n in weights], frozen, *args, **kwargs)
-            return project(out, (args, kwargs))
+            return project(out, args)
 
     own_call = None
     if own is not None:
         def own_function(data: dict) -> dict:
             args, kwargs = rebuild(data)
-            return project(own(*args, **kwargs), (args, kwargs), own=True)
+            return project(own(*args, **kwargs), args, own=True)
 
         own_variables = (
             [tree.weights.slots[n][2] for n in weights] if tree is not None else own.trainable_variables

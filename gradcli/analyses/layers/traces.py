@@ -33,6 +33,7 @@ class Traced:
 
         layer, positions = call.layer, list(inputs)
         count = len(positions)
+        context = mask_context(call)
         output_dtype = tf.nest.flatten(call.outputs)[floating[0]].dtype
 
         def value(values, frozen, cotangents):
@@ -46,7 +47,7 @@ class Traced:
             out, _ = stateless(layer, call.policies, list(values[count:]), list(frozen), *args, **kwargs)
             # In the captured output's dtype (the check's, ``capture.in_dtype``)
             # whatever the layer computes in: ``probe``'s map_fn declares it.
-            return tf.cast(contracted(layer, out, (args, kwargs), floating, cotangents), output_dtype)
+            return tf.cast(contracted(layer, out, args, context, floating, cotangents), output_dtype)
 
         def probe(values, frozen, cotangents, tangents, which, probes, signed, seeds):
             def point(i):  # x_m + s u_m for the planned input m, x elsewhere (finite_diff's x + d s)
@@ -169,28 +170,50 @@ class Traced:
         return self.coarser
 
 
-def contracted(layer, out, arguments: tuple, floating: list, cotangents: list, own: bool = False):
+def contracted(layer, out, args, context: tuple, floating: list, cotangents: list, own: bool = False):
     """<c, the unit's outputs>: its floating outputs (at the ``floating``
     positions of the flattened ``out``) with the first cotangents, and the
-    Keras masks it emits (``emitted_masks``; ``arguments``: the call's
-    (args, kwargs)) with the rest, when there are more. A mask is an output
-    of the unit, read by the layers after it (an LSTM skips the steps it
-    masks): it enters as its 0/1 values, piecewise constant, so its
-    derivative is 0 and it moves the scalar only where a step flips it. There
-    the unit's output jumps, as the whole model's does: the ladder reads the
-    jump (``verdicts.kink``), where without it the unit's floating output
-    alone (Masking's, equal to x on a padded step) has derivative 1 against
-    TensorFlow's 0, the gradient of the piece the mask selects."""
+    Keras masks it emits (``emitted_masks``; ``args``: the call's positional
+    arguments, ``context``: its ``mask_context``) with the rest, when there
+    are more. A mask is an output of the unit, read by the layers after it
+    (an LSTM skips the steps it masks): it enters as its 0/1 values,
+    piecewise constant, so its derivative is 0 and it moves the scalar only
+    where a step flips it. There the unit's output jumps, as the whole
+    model's does: the ladder reads the jump (``verdicts.kink``), where
+    without it the unit's floating output alone (Masking's, equal to x on a
+    padded step) has derivative 1 against TensorFlow's 0, the gradient of
+    the piece the mask selects."""
     import tensorflow as tf
 
     outs = tf.nest.flatten(out)
     terms = [tf.reduce_sum(tf.cast(c, outs[i].dtype) * outs[i]) for i, c in zip(floating, cotangents)]
     if len(cotangents) > len(floating):
         dtype = outs[floating[0]].dtype
-        masks = emitted_masks(layer, out, arguments, own)
+        masks = emitted_masks(layer, out, args[0] if args else None, context, own)
         terms += [tf.reduce_sum(tf.cast(c, dtype) * tf.cast(tf.cast(m, tf.bool), dtype))
                   for m, c in zip(masks, cotangents[len(floating):])]
     return tf.add_n(terms) if len(terms) > 1 else terms[0]
+
+
+def mask_context(call: LayerCall) -> tuple:
+    """(previous, passed) of a unit call, read from its capture (a call may
+    delete the masks its arguments carry: Keras' MultiHeadAttention does):
+    the previous mask ``Layer.__call__`` hands ``compute_mask`` (the ``mask``
+    argument, else the masks its first argument carried) and the ids of every
+    mask that came in (``capture.input_masks``, the ``mask`` argument): a
+    mask emitted as it came in is passed through, an input of the unit."""
+    import tensorflow as tf
+
+    given = call.kwargs.get("mask") if isinstance(call.kwargs, dict) else None
+    previous = given
+    if previous is None and call.args and call.input_masks:
+        first = tf.nest.flatten(call.args[0])
+        carried = call.input_masks[: len(first)]
+        if any(m is not None for m in carried):
+            previous = tf.nest.pack_sequence_as(call.args[0], carried)
+    passed = {id(m) for m in call.input_masks if m is not None}
+    passed |= {id(m) for m in tf.nest.flatten(given) if m is not None}
+    return previous, passed
 
 
 def with_masks(leaves: list, masks: list) -> list:
@@ -208,32 +231,24 @@ def with_masks(leaves: list, masks: list) -> list:
     return leaves
 
 
-def emitted_masks(layer, out, arguments: tuple, own: bool = False) -> list:
+def emitted_masks(layer, out, first, context: tuple, own: bool = False) -> list:
     """The Keras masks a unit's call emits with its outputs, as
-    ``Layer.__call__`` attaches them for these arguments ((args, kwargs)): the
-    masks its ``call`` set (Masking's), else, for a layer that supports
-    masking, ``compute_mask(first argument, previous mask)``, the previous
-    mask being the ``mask`` argument or else the one the first argument
-    carries (``with_masks`` set it again), less those it passes through
-    unchanged. ``own``: ``out`` is ``Layer.__call__``'s own output, which
-    carries them already."""
+    ``Layer.__call__`` attaches them: the masks its ``call`` set (Masking's),
+    else, for a layer that supports masking, ``compute_mask(first argument,
+    previous mask)`` (``context``: ``mask_context``), less those passed
+    through as they came in. ``own``: ``out`` is ``Layer.__call__``'s own
+    output, which carries them already."""
     import tensorflow as tf
 
-    args, kwargs = arguments
-    previous = kwargs.get("mask")
-    if previous is None and args:
-        previous = tf.nest.map_structure(lambda t: getattr(t, "_keras_mask", None), args[0])
+    previous, passed = context
     masks = [getattr(t, "_keras_mask", None) for t in tf.nest.flatten(out)]
     if not own and not all(m is not None for m in masks):
         masks = []
-        if getattr(layer, "supports_masking", False) and args:
+        if getattr(layer, "supports_masking", False) and first is not None:
             try:
-                masks = tf.nest.flatten(layer.compute_mask(args[0], previous))
+                masks = tf.nest.flatten(layer.compute_mask(first, previous))
             except Exception:  # noqa: BLE001 - no mask the layer can compute: none emitted
                 masks = []
-    # A mask passed through as it came in (a Dense after Masking) is an input
-    # of the unit, constant in what is checked: it adds nothing.
-    passed = {id(m) for m in tf.nest.flatten(previous) if m is not None}
     return [m for m in masks if m is not None and id(m) not in passed]
 
 

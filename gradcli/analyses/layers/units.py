@@ -40,7 +40,7 @@ class LayerCall:
     tree: object = None  # the ``ModuleTree`` of a tf.Module unit
     policies: bool = False  # computed in float64 by switching dtype policies (``keras_float64``)
     seconds: float = 0.0  # the call's eager seconds in the shape pass (``plan``'s estimate)
-    masked: bool = False  # its outputs carried a Keras mask (``traces.emitted_masks``)
+    emitted: list = field(default_factory=list)  # shapes of the Keras masks it emits (``capture.emitted_shapes``)
     input_masks: list = field(default_factory=list)  # per argument leaf, its Keras mask (``capture.input_masks``)
 
 
