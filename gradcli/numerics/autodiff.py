@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
+from gradcli.numerics import jvp_functions
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
@@ -162,30 +163,9 @@ def forward(accumulator, y, zeros: bool = False):
 def forward_accumulator(primals, tangents):
     """``tf.autodiff.ForwardAccumulator``, entered under ``FORWARD_MODE`` (module
     docstring). Use as ``with forward_accumulator(p, t) as acc``."""
-    with FORWARD_MODE:
-        _bound_jvp_functions()
+    with FORWARD_MODE, jvp_functions.kept():
         with tf.autodiff.ForwardAccumulator(primals, tangents) as accumulator:
             yield accumulator
-
-
-#: Bound on TensorFlow's process-wide cache of forward-mode op functions, one
-#: per op signature a JVP meets (35-56 for a 2-layer keras-hub transformer).
-JVP_FUNCTIONS_MAX = 4096
-
-
-def _bound_jvp_functions() -> None:
-    """Empty that cache past ``JVP_FUNCTIONS_MAX``: a signature not in it is
-    looked up by a scan of every entry, so a process that checks many models
-    (a test suite, an API caller) paid more for each, while each entry emptied
-    is traced again (about 24 ms) when next met. Eight test modules in one
-    process: 152 s unbounded, 129 s at 256, 124 s at 1024, 114 s at 4096. The
-    per-op trace counts go too (past 32 TensorFlow relaxes an op's shapes)."""
-    from tensorflow.python.eager import forwardprop
-
-    cache = getattr(forwardprop, "_jvp_function_cache", None)
-    if cache is not None and len(cache) > JVP_FUNCTIONS_MAX:
-        cache.clear()
-        getattr(forwardprop, "_TRACE_COUNT", {}).clear()
 
 
 def sources_of(function: Callable, values: dict, wrt: list[str]) -> tuple[dict, list]:
