@@ -82,7 +82,7 @@ def test_a_model_that_never_finishes_is_stopped_by_timeout_and_the_batch_goes_on
     junit = tmp_path / "report.xml"
     started = time.monotonic()
     # 4 s of the model's own: its worker's start-up (importing TensorFlow) is not
-    # counted, and square.py's own check takes about 0.5 s (1.5 s on a busy machine)
+    # counted, and square.py's own check takes 0.06 s (measured in its worker)
     done = real_gradcli("check", hang, square, "--timeout", "4", "--json", "--junit-xml", junit)
     assert done.returncode == 3, shown(done)
     assert time.monotonic() - started < 150, shown(done)  # stopped, not waited out (generous)
