@@ -888,6 +888,66 @@ def test_forward_mode_of_the_settled_inputs_is_the_traces_jvp_along_their_joint_
     np.testing.assert_allclose(jvps[o], eager[o], rtol=1e-10)
 
 
+def test_the_quick_checks_draws_are_fastchecks_from_the_seed_and_kept_for_the_same_shapes():
+    """``quick.Draws`` draws what ``FastCheck.run`` draws from the check's seed
+    (the cotangents, then each input's tangents in order, in the input's
+    dtype), and serves the same arrays, read-only, to the next unit of those
+    shapes. Truth: numpy's generator from the seed, drawn here."""
+    from gradcli.analyses.layers.quick import Draws
+
+    points = [np.zeros((2, 3), np.float32), np.zeros(4)]
+    draws = Draws()
+    cotangents, tangents, moves = draws.of(7, 3, (2,), points)
+    rng = np.random.default_rng(7)
+    np.testing.assert_array_equal(cotangents, rng.standard_normal((3, 2)))
+    np.testing.assert_array_equal(tangents[0], rng.standard_normal((3, 2, 3)).astype(np.float32))
+    np.testing.assert_array_equal(tangents[1], rng.standard_normal((3, 4)))
+    assert tangents[0].dtype == np.float32 and tangents[1].dtype == np.float64
+    for array, tensor in zip(tangents, moves):
+        np.testing.assert_array_equal(tensor.numpy(), array)
+    assert draws.of(7, 3, (2,), [np.ones((2, 3), np.float32), np.ones(4)]) == (cotangents, tangents, moves)
+    with pytest.raises(ValueError, match="read-only"):
+        tangents[1][0] = 1.0
+    _, again, _ = draws.of(7, 3, (2,), [np.zeros((2, 3), np.float64), np.zeros(4)])  # another dtype: drawn again
+    rng = np.random.default_rng(7)
+    rng.standard_normal((3, 2))
+    np.testing.assert_array_equal(again[0], rng.standard_normal((3, 2, 3)))
+    assert draws.of(8, 3, (2,), points)[0][0, 0] != cotangents[0, 0]  # another seed
+
+
+def test_units_of_one_shape_share_their_draws_and_every_figure_is_as_fresh_draws_give(monkeypatch):
+    """Three Dense layers of one shape: the quick check draws once for the
+    second and third (the first unit's draws are served again), and every
+    figure of every unit is bit for bit what the pass gives when each unit
+    draws afresh."""
+    from gradcli.analyses.check import check_layers
+    from gradcli.analyses.layers import quick
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    def figures():
+        model = load_model(fixture("by_layer_same_shapes.py"))
+        results, _ = check_layers(model, CheckOptions(by_layer=True))
+        assert [(r.label, r.mode, r.verdict) for r in results] == [
+            (f"same_shapes/dense_{i}", "fast", "pass") for i in range(3)]
+        return [[(p.input, p.verdict, p.max_abs_error, p.max_rel_error, p.fd_error, p.warnings) for p in r.pairs]
+                for r in results]
+
+    drawn, of = [], quick.Draws.of
+
+    def counted(self, *args):
+        before = self.drawn
+        served = of(self, *args)
+        drawn.append(served is not before)
+        return served
+
+    monkeypatch.setattr(quick.Draws, "of", counted)
+    shared = figures()
+    assert drawn == [True, False, False]
+    monkeypatch.setattr(quick.Draws, "of", lambda self, *args: of(quick.Draws(), *args))
+    assert figures() == shared
+
+
 def test_the_whole_models_check_confirms_the_key_bias_zero_element_by_element():
     """The same model checked in full (the default): each element of the key
     bias's column is round-off at the default step (an error estimate of 2e-6

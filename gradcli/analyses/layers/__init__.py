@@ -104,7 +104,9 @@ product of the unit taken in *one* call of ``Traced.probe``: the
 finite-difference points of all its inputs and probes (``numerics.finite_diff``
 plans them, step rule and Richardson unchanged, ``BatchedDifferences``), the P
 VJPs (one forward pass, P backward passes) and the P JVPs along the joint
-tangents (forward mode traced op by op, as eagerly). Then
+tangents (forward mode traced op by op, as eagerly). Every unit draws from
+the check's seed, so units of one shape draw the same numbers: the pass keeps
+the last unit's draws and their tensors for the next (``Draws``). Then
 ``verdicts.same_function.prove`` compares that traced function with the
 user's own layer object, called eagerly: a shared trace that computed another
 function (state the configuration does not show) is caught there. The quick

@@ -14,7 +14,7 @@ import numpy as np
 from gradcli.analyses.layers.capture import ModuleTree, capture_calls
 from gradcli.analyses.layers.local import layer_model
 from gradcli.analyses.layers.plan import LayerPlan, plan_layers
-from gradcli.analyses.layers.quick import quick_check
+from gradcli.analyses.layers.quick import Draws, quick_check
 from gradcli.analyses.layers.ties import at_broken_ties, only_kinks
 from gradcli.analyses.layers.traces import call_site, traced_of
 from gradcli.analyses.layers.units import LayerCall, unit_mode
@@ -42,9 +42,9 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_mod
     report("layers", 0, len(calls), f"estimated {estimate:.0f} s")
     captured = capture_calls(model, plan.root) if not isinstance(plan.root, ModuleTree) else plan.root.capture()
     wanted = {(c.path, c.index) for c in calls}
-    results, traces = [], {}
+    results, traces, draws = [], {}, Draws()
     for done, call in enumerate((c for c in captured if (c.path, c.index) in wanted), start=1):
-        results.append(_check_call(model, call, options, traces, check_model))
+        results.append(_check_call(model, call, options, traces, draws, check_model))
         report("layers", done, len(calls), call.path)
     results.sort(key=lambda r: (not r.failed, r.verdict != LAYER_ERROR))
     seconds = time.perf_counter() - started
@@ -61,7 +61,7 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_mod
     return results, notes
 
 
-def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, check_model) -> LayerResult:
+def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, draws: Draws, check_model) -> LayerResult:
     """One unit call: the quick check through its signature's traces when it
     runs by projections, ``check_model`` when it runs in full or the quick
     check does not settle it (the package docstring); the row's verdict is
@@ -82,7 +82,7 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, ch
         result.weights = sum(int(np.size(local.point[n])) for n in local.wrt if n in call.names)
         result.elements = sum(int(np.size(local.point[n])) for n in local.wrt if n not in call.names)
         own = dataclasses.replace(own, mode=unit_mode(result.weights + result.elements, len(local.outputs)))
-        quick = quick_check(local, traced, own) if own.mode == "fast" and traced is not None else None
+        quick = quick_check(local, traced, own, draws) if own.mode == "fast" and traced is not None else None
         if quick is not None and not quick.unsettled:
             result.mode, result.pairs, result.call_proof, result.notes = "fast", quick.pairs, quick.proof, quick.notes
         else:

@@ -15,7 +15,7 @@ import numpy as np
 
 from gradcli.analyses.layers.local import layer_model
 from gradcli.analyses.layers.moves import MOVED, ORDERED_BREAK, moved_off
-from gradcli.analyses.layers.quick import quick_check
+from gradcli.analyses.layers.quick import Draws, quick_check
 from gradcli.analyses.layers.traces import call_parts
 from gradcli.analyses.layers.units import LayerCall
 from gradcli.numerics import autodiff
@@ -60,7 +60,7 @@ def at_broken_ties(parent, call: LayerCall, options: CheckOptions, checked, chec
     nearby = dataclasses.replace(call, args=tuple(args), kwargs=kwargs)
     quick = None
     if traced is not None and options.mode == "fast":
-        quick = quick_check(layer_model(parent, nearby, options.rng_seed, traced), traced, options)
+        quick = quick_check(layer_model(parent, nearby, options.rng_seed, traced), traced, options, Draws())
     again = None if quick is not None and not quick.unsettled else check_model(layer_model(parent, nearby, options.rng_seed), options)
     return judge_at_ties(checked, again, MOVED)
 
