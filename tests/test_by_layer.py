@@ -828,16 +828,90 @@ def test_a_model_with_two_outputs_gets_a_joint_row_for_each_output():
     assert result.ok
 
 
-def test_a_layer_input_left_inconclusive_is_checked_alone_and_the_others_keep_the_quick_verdicts():
+def test_an_input_inconclusive_at_the_default_step_is_settled_by_the_round_off_retry_through_the_trace(
+        monkeypatch):
     """Keras' MultiHeadAttention with large values: the key bias's derivative
     is exactly 0 (the softmax ignores a shift shared by every key of a query),
-    and the quick check's projections of it are round-off, inconclusive. The
-    layer once went whole to check_model (every input again) and stayed
-    inconclusive there: a correct layer failed. Now the other nine inputs keep
-    the quick check's passes, the key bias alone is checked again, and its
+    and the quick check's projections of it at the default step are
+    round-off, inconclusive. The quick check retries it as ``FastCheck.run``
+    does (``ROUNDOFF_RETRY``), the points at each larger step taken through
+    the unit's trace: at 256 times the step they agree, and the unit is
+    settled there. (The key bias once went alone to ``check_model`` on the
+    unit's eager call: another trace of the layer and eager JVPs, 0.7-3 s of
+    each BERT-base layer.) With every input settled, forward mode is checked
+    along the joint tangent of all ten: the JVPs the unit's first traced call
+    took, with no call for JVPs alone. Truth for those: the eager JVPs along
+    that tangent (TensorFlow's ForwardAccumulator op by op), to round-off."""
+    import gradcli
+    from gradcli.analyses.check.products import ModelProducts
+    from gradcli.analyses.layers import quick, traces
+
+    taken, served, eagerly = [], quick.TracedProducts.batched_jvp, ModelProducts.batched_jvp
+    points, probe = [], traces.Traced.probe
+
+    def spy(self, tangents, outputs):
+        jvps = served(self, tangents, outputs)
+        taken.append((tuple(tangents), jvps, eagerly(self.fallback, tangents, outputs)))
+        return jvps
+
+    monkeypatch.setattr(quick.TracedProducts, "batched_jvp", spy)
+    monkeypatch.setattr(traces.Traced, "probe", lambda self, *a: points.append(len(a[4][0])) or probe(self, *a))
+    result = gradcli.check(fixture("by_layer_attention_key_bias.py"), mode="fast", by_layer=True)
+    (model,) = result.models
+    assert model.error is None, model.error
+    (attention,) = [r for r in model.layers if r.path.endswith("/attention")]
+    assert attention.mode == "fast" and attention.verdict == "pass" and not attention.failed
+    assert not any("checked again on their own" in n for n in attention.notes), attention.notes
+    pairs = {p.input: p for p in attention.pairs}
+    inputs = ("query", "value", "query/kernel", "query/bias", "key/kernel", "key/bias",
+              "value/kernel", "value/bias", "attention_output/kernel", "attention_output/bias")
+    assert tuple(pairs) == inputs
+    assert all(p.verdict == "pass" for p in pairs.values())
+    key_bias = pairs.pop("key/bias")
+    assert [w for w in key_bias.warnings if "at 256 times the step they agree" in w
+            and w.startswith("at the default step round-off left the projections inconclusive")], key_bias.warnings
+    assert not any(p.warnings for p in pairs.values())
+    assert result.ok
+    (names, jvps, eager), = [t for t in taken if "query" in t[0]]
+    assert names == inputs and 0 not in points  # no call planning no point (JVPs alone)
+    (o,) = jvps
+    np.testing.assert_allclose(jvps[o], eager[o], rtol=1e-10)
+
+
+def _quick_retry_settles_nothing(monkeypatch):
+    """The quick check's round-off retry leaves every inconclusive pair as it
+    is (as where even 4096 times the step is round-off); ``check_model``'s
+    retry is untouched."""
+    from gradcli.analyses.check.full import FullCheck
+    from gradcli.analyses.layers import quick
+
+    inside, retry, run_traced = [], FullCheck.retry_larger_step, quick.run_traced
+
+    def traced(*args):
+        inside.append(True)
+        try:
+            return run_traced(*args)
+        finally:
+            inside.pop()
+
+    def retried(pair, compared_at, what="projections"):
+        return pair if inside else retry(pair, compared_at, what)
+
+    monkeypatch.setattr(quick, "run_traced", traced)
+    monkeypatch.setattr(FullCheck, "retry_larger_step", staticmethod(retried))
+
+
+def test_an_input_the_quick_retry_leaves_inconclusive_is_checked_alone_and_the_others_keep_their_verdicts(
+        monkeypatch):
+    """The same layer with the quick check's retry settling nothing: the key
+    bias is left inconclusive there. The layer once went whole to
+    check_model (every input again) and stayed inconclusive there: a correct
+    layer failed. The other nine inputs keep the quick check's passes, the
+    key bias alone is checked again on the unit's eager call, and its
     round-off retry confirms the 0 at 256 times the step."""
     import gradcli
 
+    _quick_retry_settles_nothing(monkeypatch)
     result = gradcli.check(fixture("by_layer_attention_key_bias.py"), mode="fast", by_layer=True)
     (model,) = result.models
     assert model.error is None, model.error
@@ -856,7 +930,8 @@ def test_a_layer_input_left_inconclusive_is_checked_alone_and_the_others_keep_th
 
 
 def test_forward_mode_of_the_settled_inputs_is_the_traces_jvp_along_their_joint_tangent(monkeypatch):
-    """With the key bias left unsettled, forward mode is still checked for the
+    """With the key bias left unsettled (``_quick_retry_settles_nothing``),
+    forward mode is still checked for the
     other nine inputs along their joint tangent (the key bias's tangent zero),
     and taken from the unit's own trace, not eagerly op by op (4.7 s of a
     7.1M-weight BERT layer's 19). Independent truth: the eager
@@ -874,6 +949,7 @@ def test_forward_mode_of_the_settled_inputs_is_the_traces_jvp_along_their_joint_
         taken.append((tuple(tangents), jvps, eagerly(self.fallback, tangents, outputs)))
         return jvps
 
+    _quick_retry_settles_nothing(monkeypatch)
     monkeypatch.setattr(quick.TracedProducts, "batched_jvp", spy)
     monkeypatch.setattr(ModelProducts, "batched_jvp", lambda self, *a: eager_calls.append(a) or eagerly(self, *a))
     result = gradcli.check(fixture("by_layer_attention_key_bias.py"), mode="fast", by_layer=True)

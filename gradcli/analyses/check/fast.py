@@ -39,11 +39,9 @@ class FastCheck(FullCheck):
             numeric[name] = self.fd.along(name, tangents[name])
             failed_outputs = []
             for o in self.outputs:
-                pair = self.project(name, o, tangents[name], cotangents[o], reverse[o], numeric[name])
-                if pair.verdict == INCONCLUSIVE:
-                    pair = self.retry_larger_step(pair, lambda scale: self.project(
-                        name, o, tangents[name], cotangents[o], reverse[o],
-                        self.fd.along(name, tangents[name], step_scale=scale)))
+                pair = self.project_retried(
+                    name, o, tangents[name], cotangents[o], reverse[o], numeric[name],
+                    lambda scale: self.fd.along(name, tangents[name], step_scale=scale))
                 # A projection still too noisy to judge is settled element by
                 # element too: each element's differences resolve what a
                 # projection over every element at once could not (an
@@ -76,6 +74,16 @@ class FastCheck(FullCheck):
             for o in outputs
         }
         self.mark_forward(pairs, *self.checked_forward(pairs, tangents, cotangents, along, reverse_projection))
+
+    def project_retried(self, name, o, tangents, cotangents, reverse, numeric, along_at) -> PairResult:
+        """``project``, and for a pair inconclusive there the round-off retry
+        (``retry_larger_step``), its differences at each larger step
+        ``along_at(scale)``."""
+        pair = self.project(name, o, tangents, cotangents, reverse, numeric)
+        if pair.verdict != INCONCLUSIVE:
+            return pair
+        return self.retry_larger_step(
+            pair, lambda scale: self.project(name, o, tangents, cotangents, reverse, along_at(scale)))
 
     def project(self, name, o, tangents, cotangents, reverse, numeric) -> PairResult:
         """One pair's probes in reverse mode against finite differences."""

@@ -112,9 +112,11 @@ user's own layer object, called eagerly: a shared trace that computed another
 function (state the configuration does not show) is caught there. The quick
 check settles a unit only when every pair passes (or is a confirmed ``zero``,
 reported without the graph site that cuts it) and the proof finds no other
-function. A unit whose pairs all pass (or are confirmed zeros) but some
-``inconclusive`` (finite differences too noisy to judge: an attention key's
-bias, whose derivative is exactly 0, in a unit of large outputs) keeps those
+function. A pair ``inconclusive`` at the default step (finite differences too
+noisy to judge: an attention key's bias, whose derivative is exactly 0, in a
+unit of large outputs) gets ``FastCheck.run``'s round-off retry, each larger
+step's points taken in one more call of the trace. A unit whose pairs all
+pass (or are confirmed zeros) but some still inconclusive keeps those
 verdicts, and ``check_model`` checks only the inconclusive inputs, on the
 unit's own eager call (the round-off retry, then element by element), proved
 over every input (alone, an input whose gradient is round-off gives the proof

@@ -32,14 +32,16 @@ class BatchedDifferences:
         self.served: list | None = None
         self.input = 0
         self.sizes: list[int] = []
-        self.steps: dict[str, np.ndarray] = {}  # each input's steps, as planned
+        self.steps: dict[tuple, np.ndarray] = {}  # (input, step scale): its steps, as planned
 
-    def plan_passes(self, wrt, tangents) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(input index, probe, signed step) of every point, in order."""
+    def plan_passes(self, wrt, tangents, names=None, step_scale: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(input index in ``wrt``, probe, signed step) of every point of
+        ``names`` (every input by default) at ``step_scale`` times the step
+        rule's step (the round-off retry), in order."""
         self.planning = []
-        for i, n in enumerate(wrt):
-            self.input = i
-            self.along(n, tangents[n])
+        for n in wrt if names is None else names:
+            self.input = wrt.index(n)
+            self.along(n, tangents[n], step_scale)
         planned, self.planning = self.planning, None
         self.differences.evaluations = 0
         which = np.concatenate([np.full(2 * len(s), i, np.int32) for i, s in planned])
@@ -48,24 +50,25 @@ class BatchedDifferences:
         self.sizes = [2 * len(s) for _, s in planned]
         return which, probe, signed
 
-    def serve(self, wrt, tangents, values) -> dict:
-        """``along`` for every input, on the values of the planned points."""
+    def serve(self, wrt, tangents, values, names=None, step_scale: float = 1.0) -> dict:
+        """``along`` for every input of ``names`` (as planned), on the values
+        of the planned points."""
         values = np.asarray(values).astype(self.differences.point[wrt[0]].dtype)
         self.served = np.split(values, np.cumsum(self.sizes)[:-1])
         try:
-            return {n: self.along(n, tangents[n]) for n in wrt}
+            return {n: self.along(n, tangents[n], step_scale) for n in (wrt if names is None else names)}
         finally:
             self.served = None
 
-    def along(self, name: str, directions: np.ndarray):
+    def along(self, name: str, directions: np.ndarray, step_scale: float = 1.0):
         """``FiniteDifferences.along`` (its step rule) without embedding the
         directions in the group's vector: the points are formed inside the
         traced call (a conv kernel's embedding is tens of megabytes, twice per
         unit)."""
-        fd = self.differences
-        if self.served is None or name not in self.steps:  # served with the steps it was planned with
-            self.steps[name] = fd.direction_steps({name: directions})  # (an embedding's: 1.1 s of numpy)
-        h = self.steps[name]
+        fd, key = self.differences, (name, step_scale)
+        if self.served is None or key not in self.steps:  # served with the steps it was planned with
+            self.steps[key] = fd.direction_steps({name: directions}, step_scale)  # (an embedding's: 1.1 s of numpy)
+        h = self.steps[key]
         return fd.richardson(fd.group(name), "directions", np.empty((len(h), 0)), h)
 
     def evaluate_pairs(self, group, kind, part, steps, remaining: int = 0):

@@ -45,12 +45,14 @@ def quick_check(local, traced: "Traced", options: CheckOptions, draws: "Draws") 
     """The unit's random projections in one call of its signature's trace
     (the package docstring): a ``Quick`` when every pair passes (or is a
     confirmed zero) or is inconclusive, and the proof finds no other function;
-    None sends the unit to ``check_model``. An inconclusive pair (finite
-    differences too noisy to confirm it, an attention key's bias whose
-    derivative is 0 in a unit of large outputs) is no failure found: its
-    input is left to ``check_model``, whose element-wise re-check settles
-    what projections cannot, while the other inputs keep the quick check's
-    verdicts. ``draws``: the pass's ``Draws``, the projections' random numbers."""
+    None sends the unit to ``check_model``. A pair inconclusive at the
+    default step (finite differences too noisy to confirm it, an attention
+    key's bias whose derivative is 0 in a unit of large outputs) gets the
+    round-off retry through the trace (``run_traced``); one still
+    inconclusive is no failure found: its input is left to ``check_model``,
+    whose element-wise re-check settles what projections cannot, while the
+    other inputs keep the quick check's verdicts. ``draws``: the pass's
+    ``Draws``, the projections' random numbers."""
     # Imported here: ``analyses.check``'s package runs the layer pass, which
     # imports this module (the check modules named do not).
     from gradcli.analyses.check.fast import FastCheck
@@ -126,7 +128,9 @@ def run_traced(check, products: TracedProducts, traced: Traced, draws: "Draws") 
     product of the unit taken in one call of its signature's trace: the
     finite-difference engine plans its points first (``BatchedDifferences``),
     the call evaluates them with the P VJPs and the P JVPs along the joint
-    tangents, and the engine then forms its quotients from them. (pairs, the
+    tangents, and the engine then forms its quotients from them. A pair
+    inconclusive there gets ``FastCheck.run``'s round-off retry, each larger
+    step's points planned and taken in one more call. (pairs, the
     first probe's (cotangents, VJP)): that product is the proof's
     (``same_function.prove``'s ``taken``), one backward pass through the trace
     fewer per unit."""
@@ -139,10 +143,21 @@ def run_traced(check, products: TracedProducts, traced: Traced, draws: "Draws") 
     weights, frozen, cots = model.function.bound
     point = [constant_tensor(model.point[n]) for n in wrt]
     values, jvps, grads = traced.probe(point, frozen, cots, moves, plan, cotangents[o])
-    numeric = check.fd.evaluator.serve(wrt, tangents, values)
+    evaluator = check.fd.evaluator
+    numeric = evaluator.serve(wrt, tangents, values)
     reverse = {o: [dict(zip(wrt, g)) for g in grads]}
     first_vjp = ({o: cotangents[o][0]}, reverse[o][0])
-    pairs = [check.project(n, o, tangents[n], cotangents[o], reverse[o], numeric[n]) for n in wrt]
+
+    def retried(n: str, scale: float):  # one input's differences at ``scale`` times the step, in one call
+        plan = evaluator.plan_passes(wrt, tangents, [n], scale)
+        values, _, _ = traced.probe(point, frozen, cots, moves, plan, cotangents[o])
+        return evaluator.serve(wrt, tangents, values, [n], scale)[n]
+
+    pairs = [
+        check.project_retried(n, o, tangents[n], cotangents[o], reverse[o], numeric[n],
+                              lambda scale, n=n: retried(n, scale))
+        for n in wrt
+    ]
     settled = [p for p in pairs if p.verdict != INCONCLUSIVE]
     if any(p.failed for p in settled) or not settled or check.options.autodiff != "both":
         return pairs, first_vjp
