@@ -116,6 +116,16 @@ class Traced:
         function.bound = (weights, frozen, cotangents)
         return function
 
+    def graph(self, local):
+        """The graph of the local function at the unit's shapes: the trace
+        already made, looked up by the shapes and dtypes of the point (no
+        copy of its values)."""
+        import tensorflow as tf
+
+        weights, frozen, cotangents = local.function.bound
+        specs = [tf.TensorSpec(np.shape(local.point[n]), np.asarray(local.point[n]).dtype) for n in weights]
+        return self.value.get_concrete_function(specs, frozen, cotangents).graph
+
     def nonsmooth(self, local) -> bool:
         """Whether the traced local function holds a non-smooth op (the step
         rule of its probes, ``finite_diff.dense_step_size``); read once per
@@ -123,9 +133,7 @@ class Traced:
         from gradcli.verdicts.excuses import has_nonsmooth_op
 
         if self._nonsmooth is None:
-            weights, frozen, cotangents = local.function.bound
-            values = [constant_tensor(local.point[n]) for n in weights]
-            self._nonsmooth = has_nonsmooth_op(self.value.get_concrete_function(values, frozen, cotangents).graph)
+            self._nonsmooth = has_nonsmooth_op(self.graph(local))
         return self._nonsmooth
 
     def custom_gradients(self, local) -> bool:
@@ -137,9 +145,7 @@ class Traced:
         from gradcli.verdicts.graph import holds_custom_gradient
 
         if self._custom is None:
-            weights, frozen, cotangents = local.function.bound
-            values = [constant_tensor(local.point[n]) for n in weights]
-            self._custom = holds_custom_gradient(self.value.get_concrete_function(values, frozen, cotangents).graph)
+            self._custom = holds_custom_gradient(self.graph(local))
         return self._custom
 
     def computes_below(self, local) -> bool:
@@ -153,11 +159,9 @@ class Traced:
         from gradcli.verdicts.graph_ops import carries, precision_dtype
 
         if self.coarser is None:
-            weights, frozen, cotangents = local.function.bound
-            values = [constant_tensor(local.point[n]) for n in weights]
-            graph = self.value.get_concrete_function(values, frozen, cotangents).graph
+            graph = self.graph(local)
             finest = machine_eps(local.dtype)
-            stack = [t for t in graph.inputs[: len(values)]]
+            stack = [t for t in graph.inputs[: len(local.function.bound[0])]]
             seen, self.coarser = set(), False
             while stack and not self.coarser:
                 tensor = stack.pop()
