@@ -130,7 +130,8 @@ def run_traced(check, products: TracedProducts, traced: Traced, draws: "Draws") 
     the call evaluates them with the P VJPs and the P JVPs along the joint
     tangents, and the engine then forms its quotients from them. A pair
     inconclusive there gets ``FastCheck.run``'s round-off retry, each larger
-    step's points planned and taken in one more call. (pairs, the
+    step's points planned and taken in one call of the points alone
+    (``Traced.points``). (pairs, the
     first probe's (cotangents, VJP)): that product is the proof's
     (``same_function.prove``'s ``taken``), one backward pass through the trace
     fewer per unit."""
@@ -150,8 +151,7 @@ def run_traced(check, products: TracedProducts, traced: Traced, draws: "Draws") 
 
     def retried(n: str, scale: float):  # one input's differences at ``scale`` times the step, in one call
         plan = evaluator.plan_passes(wrt, tangents, [n], scale)
-        values, _, _ = traced.probe(point, frozen, cots, moves, plan, cotangents[o])
-        return evaluator.serve(wrt, tangents, values, [n], scale)[n]
+        return evaluator.serve(wrt, tangents, traced.points(point, frozen, cots, moves, plan), [n], scale)[n]
 
     pairs = [
         check.project_retried(n, o, tangents[n], cotangents[o], reverse[o], numeric[n],
