@@ -101,6 +101,7 @@ def one(path: str) -> dict:
     from gradcli.tf_import import import_tensorflow
 
     tf = import_tensorflow()
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))  # its neighbours import, as gradcli loads it
     spec = importlib.util.spec_from_file_location("bench_model", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
