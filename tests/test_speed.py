@@ -436,6 +436,29 @@ def test_auto_times_its_largest_input_for_every_input(monkeypatch):
     assert fd.evaluations == 2 * 3 * 512
 
 
+def test_the_rate_is_timed_once_per_function_and_taken_by_later_predictions(monkeypatch):
+    """A second prediction of the same function (another failing input's
+    re-check) takes the rate the first one timed: no chunk evaluated, and the
+    prediction is that rate times the new input's directions, so the two
+    predictions are in the ratio of their elements exactly (1,600 to 1,760).
+    Another function (``anew``) times its own."""
+    from gradcli.numerics import finite_diff
+
+    monkeypatch.setattr(finite_diff, "SHARED_GROUP_MAX", 1000)  # W and x in groups of their own
+    model = load_model(fixture("auto_wide.py"), wrt=["W", "x"])
+    chunks = []
+    chunk = FiniteDifferences._chunk
+    monkeypatch.setattr(FiniteDifferences, "_chunk", lambda self, *a, **k: chunks.append(a[0]) or chunk(self, *a, **k))
+    fd = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=model.wrt)
+    both = fd.predict_axes_seconds(["x", "W"])
+    assert len(chunks) == 3 and both > 0
+    alone = fd.predict_axes_seconds(["W"])
+    assert len(chunks) == 3 and fd.evaluations == 2 * 3 * 512
+    assert alone / both == pytest.approx(1600 / 1760, rel=1e-12)
+    other = fd.anew(function=model.function)
+    assert other.predict_axes_seconds(["W"]) > 0 and len(chunks) == 6
+
+
 def test_auto_times_a_model_whose_eager_call_is_slow_but_whose_evaluations_are_fast(monkeypatch):
     """auto_slow_eager.py sleeps 100 ms in every eager call (once per trace).
     Its 2,000 elements at 2 evaluations of 100 ms / TRACE_SPEEDUP (200) each
