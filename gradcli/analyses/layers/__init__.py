@@ -115,9 +115,9 @@ reported without the graph site that cuts it) and the proof finds no other
 function. A pair ``inconclusive`` at the default step (finite differences too
 noisy to judge: an attention key's bias, whose derivative is exactly 0, in a
 unit of large outputs) gets ``FastCheck.run``'s round-off retry, each larger
-step's points taken in one more call of the trace. A unit whose pairs all
-pass (or are confirmed zeros) but some still inconclusive keeps those
-verdicts, and ``check_model`` checks only the inconclusive inputs, on the
+step's points taken in one call of the points alone (``Traced.points``). A
+unit whose pairs all pass (or are confirmed zeros) but some still
+inconclusive keeps those verdicts, and ``check_model`` checks only the inconclusive inputs, on the
 unit's own eager call (the round-off retry, then element by element), proved
 over every input (alone, an input whose gradient is round-off gives the proof
 no scale). Everything else goes to ``check_model`` on the unit's own eager

@@ -150,8 +150,8 @@ def run_traced(check, products: TracedProducts, traced: Traced, draws: "Draws") 
     first_vjp = ({o: cotangents[o][0]}, reverse[o][0])
 
     def retried(n: str, scale: float):  # one input's differences at ``scale`` times the step, in one call
-        plan = evaluator.plan_passes(wrt, tangents, [n], scale)
-        return evaluator.serve(wrt, tangents, traced.points(point, frozen, cots, moves, plan), [n], scale)[n]
+        planned = evaluator.plan_passes(wrt, tangents, [n], scale)
+        return evaluator.serve(wrt, tangents, traced.points(point, frozen, cots, moves, planned), [n], scale)[n]
 
     pairs = [
         check.project_retried(n, o, tangents[n], cotangents[o], reverse[o], numeric[n],

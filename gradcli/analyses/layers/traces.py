@@ -111,9 +111,9 @@ class Traced:
                 [[None if g is None else np.asarray(g) for g in row] for row in grads])
 
     def points(self, values, frozen, cotangents, tangents, plan):
-        """f at the planned points alone, as numpy (the round-off retry's
-        points: without ``probe``'s products, a third of a BERT layer's
-        passes in each retry's call)."""
+        """f at the planned points alone, as numpy: the round-off retry's
+        points, without ``probe``'s VJPs and JVPs (10 of the 22 passes of a
+        BERT layer that a retry's call through ``probe`` took)."""
         which, probes, signed = plan
         return np.asarray(self._points(
             values, frozen, cotangents, tangents, constant_tensor(which), constant_tensor(probes),
