@@ -993,7 +993,8 @@ def test_the_quick_checks_draws_are_fastchecks_from_the_seed_and_kept_for_the_sa
 
 def test_units_of_one_shape_share_their_draws_and_every_figure_is_as_fresh_draws_give(monkeypatch):
     """Three Dense layers of one shape: the quick check draws once for the
-    second and third (the first unit's draws are served again), and every
+    second and third (the first unit's draws are served again) and drops
+    them after the third (no unit of its signature follows), and every
     figure of every unit is bit for bit what the pass gives when each unit
     draws afresh."""
     from gradcli.analyses.check import check_layers
@@ -1009,7 +1010,7 @@ def test_units_of_one_shape_share_their_draws_and_every_figure_is_as_fresh_draws
         return [[(p.input, p.verdict, p.max_abs_error, p.max_rel_error, p.fd_error, p.warnings) for p in r.pairs]
                 for r in results]
 
-    drawn, of = [], quick.Draws.of
+    drawn, of, release = [], quick.Draws.of, quick.Draws.release
 
     def counted(self, *args):
         before = self.drawn
@@ -1017,9 +1018,12 @@ def test_units_of_one_shape_share_their_draws_and_every_figure_is_as_fresh_draws
         drawn.append(served is not before)
         return served
 
+    released = []
     monkeypatch.setattr(quick.Draws, "of", counted)
+    monkeypatch.setattr(quick.Draws, "release", lambda self: released.append(self.drawn is not None) or release(self))
     shared = figures()
     assert drawn == [True, False, False]
+    assert released == [True]  # after the last unit alone: no unit of its signature follows
     monkeypatch.setattr(quick.Draws, "of", lambda self, *args: of(quick.Draws(), *args))
     assert figures() == shared
 

@@ -184,14 +184,20 @@ class Draws:
     ``FastCheck.run`` draws (from the check's seed: the cotangents, then each
     input's tangents, in order), with the tangents as tensors. Every unit
     draws from the same seed, so units of the same output shape and input
-    shapes and dtypes draw the same numbers: the last unit's are kept and
-    served again (read-only), and the twelve transformer layers of a
+    shapes and dtypes draw the same numbers: the last unit's are kept, while
+    the next unit is of the same signature, and served again (read-only),
+    and the twelve transformer layers of a
     BERT-base draw and convert their 21M numbers once, not twelve times
     (0.27 s of drawing and 0.25 s of copying into tensors a layer)."""
 
     def __init__(self):
         self.key = None
         self.drawn = None
+
+    def release(self) -> None:
+        """Drop the kept draws (the next unit is of another signature:
+        ``analyses.layers.run``)."""
+        self.key = self.drawn = None
 
     def of(self, seed: int, probes: int, output_shape, points: list) -> tuple:
         """(cotangents [probes, *output_shape], each point's tangents
