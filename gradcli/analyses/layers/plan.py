@@ -137,10 +137,7 @@ def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> fl
         if unit_mode(sum(s.size for s in shapes)) == "full":
             full += 1
             continue
-        try:
-            key = signature(call)
-        except Exception:  # noqa: BLE001 - an estimate: count it as its own
-            key = id(call)
+        key = planned_signature(call)
         signatures[key] = max(SECONDS_PER_SIGNATURE, TRACE_CALLS * call.seconds, signatures.get(key, 0.0))
         evaluations = 2 * 2 * probes * len(shapes) + QUICK_PRODUCT_CALLS * probes
         elements = probes * sum(s.size for s in shapes)
@@ -189,3 +186,13 @@ def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], option
         "Check the whole model only ({@by_layer=false}), or some layers ({@layers} NAME)",
         options.max_memory,
     )
+
+
+def planned_signature(call):
+    """``traces.signature`` of a planned call, or the call as its own
+    signature where that cannot be read: the estimate and the pass's kept
+    draws (``analyses.layers.run``) need a key, not the reason."""
+    try:
+        return signature(call)
+    except Exception:  # noqa: BLE001 - its own signature
+        return id(call)

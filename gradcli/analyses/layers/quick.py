@@ -184,11 +184,11 @@ class Draws:
     ``FastCheck.run`` draws (from the check's seed: the cotangents, then each
     input's tangents, in order), with the tangents as tensors. Every unit
     draws from the same seed, so units of the same output shape and input
-    shapes and dtypes draw the same numbers: the last unit's are kept, while
-    the next unit is of the same signature, and served again (read-only),
-    and the twelve transformer layers of a
-    BERT-base draw and convert their 21M numbers once, not twelve times
-    (0.27 s of drawing and 0.25 s of copying into tensors a layer)."""
+    shapes and dtypes draw the same numbers. The last unit's are kept
+    (read-only) and served again while the next unit is of the same
+    signature (``release`` drops them otherwise): the twelve transformer
+    layers of a BERT-base draw and convert their 21M numbers once, not twelve
+    times (0.27 s of drawing and 0.25 s of copying into tensors a layer)."""
 
     def __init__(self):
         self.key = None

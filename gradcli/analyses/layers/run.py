@@ -13,10 +13,10 @@ import numpy as np
 
 from gradcli.analyses.layers.capture import ModuleTree, capture_calls
 from gradcli.analyses.layers.local import layer_model
-from gradcli.analyses.layers.plan import LayerPlan, plan_layers
+from gradcli.analyses.layers.plan import LayerPlan, plan_layers, planned_signature
 from gradcli.analyses.layers.quick import Draws, quick_check
 from gradcli.analyses.layers.ties import at_broken_ties, only_kinks
-from gradcli.analyses.layers.traces import call_site, signature, traced_of
+from gradcli.analyses.layers.traces import call_site, traced_of
 from gradcli.analyses.layers.units import LayerCall, unit_mode
 from gradcli.errors import GradcliError, debugging, internal_error_message
 from gradcli.options import CheckOptions
@@ -65,16 +65,11 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_mod
 
 def _next_of_same_signature(calls: list) -> dict:
     """(path, call index) -> whether the next planned unit has the same
-    signature (``traces.signature``). The quick check's draws are kept for
+    signature (``plan.planned_signature``). The quick check's draws are kept for
     the next unit only then (``quick.Draws``): else they would sit beside its
     work until it draws (GPT-2 small's token embedding: 0.7 GB more at the
     process's peak)."""
-    keys = []
-    for call in calls:
-        try:
-            keys.append(signature(call))
-        except Exception:  # noqa: BLE001 - as the estimate counts it: its own signature
-            keys.append(id(call))
+    keys = [planned_signature(c) for c in calls]
     return {(c.path, c.index): i + 1 < len(keys) and keys[i + 1] == keys[i] for i, c in enumerate(calls)}
 
 
