@@ -54,6 +54,27 @@ def pytest_cmdline_main(config):
         option.dist = "loadgroup"
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """An xdist worker (``config.workerinput``, set on workers only) ends here:
+    its results were sent at session finish (xdist's ``workerfinished``) and
+    every plugin has unconfigured. The atexit handlers run, as at any exit
+    (gradcli's own ends the workers a test left running and removes their
+    folders), then the process ends without the interpreter's finalization.
+    That finalization is TensorFlow's teardown after hundreds of checks, and
+    the main process waited for it at the end of every run: from the last
+    test to the summary, 8.5 s of a full run (both cores idle) and 4.1 s of a
+    two-module run, against 1.7 s with this exit."""
+    if not hasattr(config, "workerinput"):
+        return
+    import atexit
+
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def as_a_terminal_job() -> None:
     """``preexec_fn`` of a command a test sends Ctrl-C (SIGINT) to: SIGINT and
     SIGQUIT at their defaults, as in a terminal's foreground job. A shell that
