@@ -390,6 +390,37 @@ def test_a_full_stdout_is_exit_3_with_one_line():
     assert done.stderr.strip().splitlines() == ["Error: cannot write the report: No space left on device"]
 
 
+def test_a_command_run_in_its_own_process_ends_with_its_report_code_and_exit_handlers(tmp_path):
+    """Checked in gradcli's own process (``GRADCLI_IN_PROCESS``, TensorFlow
+    imported there), the command skips the interpreter's finalization
+    (``cli._exit``): what an exit does for the run must still happen. The
+    report is whole on stdout, the exit code is the verdict's, and the model's
+    own exit handler ran."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT, fixture
+
+    marker = tmp_path / "marker"
+    done = subprocess.run(
+        [sys.executable, "-m", "gradcli", "check", fixture("atexit_marker.py"), "--json"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "GRADCLI_IN_PROCESS": "1", "GRADCLI_TEST_MARKER": str(marker)},
+    )
+    assert done.returncode == 0, done.stderr
+    (model,) = json.loads(done.stdout)["result"]["models"]
+    assert model["ok"] and model["pairs"][0]["verdict"] == "pass"
+    assert marker.read_text() == "ran"
+    failing = subprocess.run(
+        [sys.executable, "-m", "gradcli", "check", sample("buggy_custom_gradient.py"), "-q"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "GRADCLI_IN_PROCESS": "1"},
+    )
+    assert failing.returncode == 1, failing.stderr
+    assert failing.stdout.strip().splitlines()[-1] == "0 of 1 model passed"
+
+
 def test_a_usage_error_after_parsing_still_prints_its_json_document():
     run = run_cli("vjp", SQUARE, "--set", "x=abc", "--json")
     assert run.exit_code == 2, run
