@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from gradcli.cli import cli
+from gradcli.cli import cli, end_process
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = ROOT / "sample_models"
@@ -58,7 +58,8 @@ def pytest_cmdline_main(config):
 def pytest_unconfigure(config):
     """An xdist worker (``config.workerinput``, set on workers only) ends here:
     its results were sent at session finish (xdist's ``workerfinished``) and
-    every plugin has unconfigured. The atexit handlers run, as at any exit
+    every plugin has unconfigured. It ends as a gradcli command run in its
+    own process does (``gradcli.cli.end_process``): the atexit handlers run
     (gradcli's own ends the workers a test left running and removes their
     folders), then the process ends without the interpreter's finalization.
     That finalization is TensorFlow's teardown after hundreds of checks, and
@@ -67,12 +68,7 @@ def pytest_unconfigure(config):
     two-module run, against 1.7 s with this exit."""
     if not hasattr(config, "workerinput"):
         return
-    import atexit
-
-    atexit._run_exitfuncs()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    end_process(0)
 
 
 def as_a_terminal_job() -> None:

@@ -84,16 +84,11 @@ class GradcliGroup(click.Group):
 def _exit(code: int) -> None:
     """End the program with ``code``. Once TensorFlow is imported in this
     process (a check run in it: ``GRADCLI_IN_PROCESS``), without the
-    interpreter's finalization, which is TensorFlow's teardown: 0.8-0.9 s of
-    every such run (square.py in this process: 3.47 s -> 2.53 s) with nothing
-    of the run left for it to do. What an exit does for the run is done here:
-    stdout and stderr flushed (a stdout that fails now is the failed write it
-    is, exit 3, as during the run) and the atexit handlers run (logging's
-    flush, the ending of any worker still running)."""
+    interpreter's finalization (``end_process``): stdout is flushed first,
+    and a stdout that fails now is the failed write it is (exit 3, as during
+    the run)."""
     if "tensorflow" not in sys.modules:
         sys.exit(code)
-    import atexit
-
     try:
         if sys.stdout is not None:
             sys.stdout.flush()
@@ -101,6 +96,20 @@ def _exit(code: int) -> None:
         code = _stream_error(exc) if _writing_failed(exc) else EXIT_MODEL
     except ValueError:  # closed by the model: nothing to flush
         pass
+    end_process(code)
+
+
+def end_process(code: int) -> None:
+    """End this process with ``code`` once what an exit does for the work is
+    done: the atexit handlers run (logging's flush, the ending of any worker
+    still running and the removal of its folder) and stdout and stderr are
+    flushed. The interpreter's finalization that ``sys.exit`` would run next
+    is TensorFlow's teardown, with nothing of the work left for it: 0.8-0.9 s
+    of a command that checked in its own process (square.py: 3.46 -> 2.56 s,
+    median of 8 paired runs), seconds in a test worker after hundreds of
+    checks (``tests/conftest.py``)."""
+    import atexit
+
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:
