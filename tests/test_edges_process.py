@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import marshal
 import os
 import shutil
 import signal
@@ -191,6 +192,30 @@ def test_a_standard_module_is_never_shadowed_by_a_model_folder(tmp_path):
     standard = sys.modules["json"]
     module = import_model_file(str(tmp_path / "model.py"))
     assert module.SEEN is standard and sys.modules["json"] is standard
+
+
+def test_a_model_imported_under_a_file_size_limit_leaves_no_cut_bytecode(tmp_path):
+    """Under ``ulimit -f`` CPython 3.11 writes a ``.pyc`` past the limit cut
+    short, with a valid header, and every later import of that module fails
+    ("marshal data too short"). A model file, and the neighbour it imports,
+    imported by gradcli under a 300-byte limit leave no such file: whatever
+    bytecode is left (PYTHONPYCACHEPREFIX gathers it) loads whole.
+    Truth: each file's 200 assignments compile to far more than 300 bytes."""
+    body = "".join(f"VALUE_{i} = {i} * 2.0\n" for i in range(200))
+    (tmp_path / "neighbour.py").write_text(body)
+    model = tmp_path / "model.py"
+    model.write_text("import neighbour\n" + body)
+    cache = tmp_path / "bytecode"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(ROOT), PYTHONPYCACHEPREFIX=str(cache))
+    code = ("import resource; resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300)); "
+            "from gradcli.model.importing import import_model_file; "
+            f"print(import_model_file({str(model)!r}).neighbour.VALUE_199)")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["398.0"], shown(done)
+    left = sorted((cache / str(tmp_path).lstrip(os.sep)).glob("*.pyc"))  # the prefix mirrors the folder
+    for pyc in left:  # a 16-byte header, then the code object, whole
+        marshal.loads(pyc.read_bytes()[16:])
 
 
 # --- Ctrl-C --------------------------------------------------------------------

@@ -165,9 +165,12 @@ def own_modules(*folders: str):
     set_aside = {name: sys.modules.pop(name) for name in aside}
     before = set(sys.modules)
     sys.path[:0] = folders
+    no_bytecode_before = sys.dont_write_bytecode
+    sys.dont_write_bytecode = no_bytecode_before or bytecode_would_be_cut()
     try:
         yield
     finally:
+        sys.dont_write_bytecode = no_bytecode_before
         # Before sys.path is restored: a namespace package's path is computed
         # from sys.path, and would no longer name the folders it came from.
         shared = {name.partition(".")[0] for name in before}
@@ -177,6 +180,21 @@ def own_modules(*folders: str):
             del sys.modules[name]
         sys.path[:] = saved_path
         sys.modules.update(set_aside)
+
+
+def bytecode_would_be_cut() -> bool:
+    """Whether this process has a finite file-size limit (``ulimit -f``).
+    CPython's bytecode cache writes a ``.pyc`` with one unchecked write and
+    renames it into place, so past the limit a cut ``.pyc`` stays in
+    ``__pycache__`` with a valid header, and every later import of its module,
+    in any process, fails ("EOFError: marshal data too short") until it is
+    deleted."""
+    try:
+        import resource
+    except ImportError:  # no such limit where there is no resource module
+        return False
+    soft, _ = resource.getrlimit(resource.RLIMIT_FSIZE)
+    return soft != resource.RLIM_INFINITY
 
 
 def _local_names(folder: str) -> set[str]:
