@@ -556,7 +556,10 @@ def test_the_joint_check_streams_its_probes_with_the_same_draws_and_verdicts(mon
     assert drawn[:3] == [[0], [1], [2]]  # the first pass: one probe's directions at a time
 
     # The directions: as numpy draws them at once (cotangents first, then each input's).
-    draws = joint.JointDraws(model, list(model.outputs), 3, options.rng_seed)
+    from gradcli.numerics.finite_diff import FiniteDifferences
+
+    fd = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=list(model.wrt), joint=True)
+    draws = joint.JointDraws(model, list(model.outputs), 3, options.rng_seed, fd)
     rng = np.random.default_rng(options.rng_seed)
     for o in model.outputs:
         assert np.array_equal(draws.cotangents[o], rng.standard_normal((3,) + np.shape(model.outputs[o])))
@@ -566,6 +569,8 @@ def test_the_joint_check_streams_its_probes_with_the_same_draws_and_verdicts(mon
         taken = draws.tangents(chunk)
         for n in model.wrt:
             assert np.array_equal(taken[n], expected[n][chunk])
+            assert np.shares_memory(taken[n], taken.block)  # each input's view into one block
+        assert fd.joint_steps(taken)[1] is taken.block  # differenced as it is: no copy of the directions
 
     for a, b in zip(held.pairs, streamed.pairs, strict=True):
         assert a.input.endswith("inputs jointly")
@@ -616,6 +621,39 @@ def test_the_joint_check_runs_beside_the_layer_pass_with_the_same_numbers(monkey
         assert (a.explanation, a.warnings) == (b.explanation, b.warnings)
     assert [(r.path, r.verdict) for r in beside.layers] == [(r.path, r.verdict) for r in alone.layers]
     assert [r.path for r in beside.layers if r.failed] == ["net/swish"]
+
+
+def test_a_joint_check_and_layer_pass_that_fit_the_memory_limit_only_one_at_a_time_run_one_after_the_other(
+        monkeypatch):
+    """Each of the two fits the limit alone (their guards pass) but not both
+    at once: the joint check runs after the layer pass, on the caller's
+    thread, a note says why, and the numbers are those of the run beside.
+    Truth: the limit is set between the larger prediction and their sum."""
+    import threading
+
+    from gradcli.analyses.check import check_model
+    from gradcli.analyses.check.mode import require_joint_memory
+    from gradcli.analyses.layers.plan import plan_layers
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    model = load_model(fixture("by_layer_functional.py"))
+    options = CheckOptions(mode="fast", by_layer=True)
+    joint = require_joint_memory(model, sum(int(np.size(model.point[n])) for n in model.wrt), options)
+    layers = plan_layers(model, options).memory
+    assert 0 < min(joint, layers)
+    threads = _joint_threads(monkeypatch)
+    beside = check_model(model, options)
+    after = check_model(model, CheckOptions(mode="fast", by_layer=True, max_memory=max(joint, layers) + 1))
+    assert threads == ["gradcli-joint-check", threading.current_thread().name]
+    ran_after = [n for n in after.notes if n.startswith("the whole-model joint check ran after the layer pass")]
+    assert len(ran_after) == 1 and "side by side they would need about" in ran_after[0]
+    assert not any(n.startswith("the whole-model joint check ran after") for n in beside.notes)
+    for a, b in zip(beside.pairs, after.pairs, strict=True):
+        assert (a.input, a.verdict, a.failed) == (b.input, b.verdict, b.failed) == ("all 5 inputs jointly", "mismatch", True)
+        assert a.power.absolute == b.power.absolute
+        assert (a.explanation, a.warnings) == (b.explanation, b.warnings)
+    assert [(r.path, r.verdict) for r in beside.layers] == [(r.path, r.verdict) for r in after.layers]
 
 
 @pytest.mark.parametrize("name", ["by_layer_subclassed.py", "by_layer_modules.py", "keras_training_mode.py"])

@@ -31,7 +31,7 @@ compute each point, never answer from an earlier one.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Callable, Protocol
 
 import numpy as np
 
@@ -99,6 +99,22 @@ class PairEvaluator(Protocol):
         the caller's evaluator forms the points itself); ``steps``: s_j
         (``[k]``); ``remaining``: directions still to come after this chunk."""
         ...
+
+
+class Points:
+    """``count`` points made one at a time as they are evaluated
+    (``make(i)``: point i's moved inputs): ``each_point`` holds one moved copy
+    of the inputs at a time, not all of them (a whole GPT-2 small is 1 GB a
+    point in float64)."""
+
+    def __init__(self, count: int, make: Callable[[int], dict]):
+        self.count, self.make = count, make
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self):
+        return (self.make(i) for i in range(self.count))
 
 
 class ModelEvaluator:
@@ -199,7 +215,8 @@ class ModelEvaluator:
         """f at the +s and -s sides of ``count`` points (``each_point``):
         ``moved(j, sign)`` gives point j's moved inputs. Per side, output ->
         ``[count, *output_shape]`` in ``dtype``."""
-        both = self.each_point([moved(j, sign) for j in range(count) for sign in SIGNS], dtype)
+        both = self.each_point(Points(count * len(SIGNS), lambda i: moved(i // len(SIGNS), SIGNS[i % len(SIGNS)])),
+                               dtype)
         both = {o: v.reshape((count, len(SIGNS)) + v.shape[1:]) for o, v in both.items()}
         return tuple({o: v[:, i] for o, v in both.items()} for i in range(len(SIGNS)))
 
@@ -210,20 +227,26 @@ class ModelEvaluator:
         takes many points (``traced.many``) while their copies are small.
         Output -> ``[len(points), *output_shape]`` in ``dtype``."""
         fd = self.differences
-        if "eager inputs" not in self.traces:
-            self.traces["eager inputs"] = {n: tf.constant(v) for n, v in fd.point.items()}
-        fixed = self.traces["eager inputs"]
+        fixed = self.traces.setdefault("eager inputs", {})  # each unmoved input's tensor, made once
+
+        def inputs(moved: dict) -> dict:  # every input, in the point's order
+            for n in fd.point.keys() - moved.keys() - fixed.keys():
+                fixed[n] = tf.constant(fd.point[n])
+            return {n: moved[n] if n in moved else fixed[n] for n in fd.point}
+
         many = getattr(fd.traced, "many", None)  # a trace that takes the points at once
         if many is not None and len(points) * sum(v.size for v in fd.point.values()) <= MANY_MAX_ELEMENTS:
-            points = [{**fixed, **p} for p in points]
+            points = [inputs(p) for p in points]
             result = many({n: tf.stack([p[n] for p in points]) for n in fd.point})
             return {o: np.asarray(tf.cast(result[o], dtype)) for o in fd.outputs}
         evaluate = fd.traced or fd.function
         values = {o: [] for o in fd.outputs}
-        for moved in points:
-            result = evaluate(fresh({**fixed, **moved}))
+        for moved in points:  # one point alive at a time (``Points``)
+            result = evaluate(fresh(inputs(moved)))
+            del moved
             for o in fd.outputs:
                 values[o].append(np.asarray(tf.cast(result[o], dtype)))
+            del result
         return {o: np.stack(v) for o, v in values.items()}
 
     def _in_place(self, group, part, steps, remaining: int = 0):

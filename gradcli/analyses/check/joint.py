@@ -39,7 +39,7 @@ class JointCheck(FastCheck):
 
     def run(self) -> list[PairResult]:
         model = self.model
-        draws = self.draws = JointDraws(model, self.outputs, self.options.probes, self.options.rng_seed)
+        draws = self.draws = JointDraws(model, self.outputs, self.options.probes, self.options.rng_seed, self.fd)
         label = joint_input(len(model.wrt))
         parts, sums, wrong = [], {o: [] for o in self.outputs}, {}
         for chunk in draws.chunks:  # one chunk of probes' directions held at a time
@@ -217,43 +217,47 @@ class JointDraws:
     generator: each output's cotangents ``[probes, *shape]`` (held: an
     output's size), then each input's tangents ``[probes, *shape]``, given a
     chunk of probes at a time (``tangents``). Every probe's directions of a
-    model of 109M weights are 2.6 GB in float64 for 3 probes, and a copy each
-    for the points and the gradients; a chunk holds as many probes as
-    ``JOINT_CHUNK_BYTES`` (all of them, for any model but a large one), and a
-    later chunk is drawn again from the generator's state recorded before
-    each (input, probe): normals drawn in parts are the normals drawn at
-    once, so the directions are the same however they are chunked."""
+    model of 109M weights are 0.88 GB in float64; a chunk holds as many
+    probes as ``JOINT_CHUNK_BYTES`` (all of them, for any model but a large
+    one), and a later chunk is drawn again from the generator's state
+    recorded before each (input, probe): normals drawn in parts are the
+    normals drawn at once, so the directions are the same however they are
+    chunked. A chunk's tangents are views into one block laid out as the
+    finite differences move the inputs (``fd.laid_out``), so the differences
+    along them copy nothing."""
 
-    def __init__(self, model, outputs, probes: int, seed):
+    def __init__(self, model, outputs, probes: int, seed, fd):
         rng = np.random.default_rng(seed)  # the draws of FastCheck.run
         self.cotangents = {o: rng.standard_normal((probes,) + np.shape(model.outputs[o])) for o in outputs}
-        self.probes = probes
-        self.inputs = {n: (np.shape(model.point[n]), np.asarray(model.point[n]).dtype) for n in model.wrt}
-        per_probe = sum(int(np.prod(shape)) * dtype.itemsize for shape, dtype in self.inputs.values())
+        self.probes, self.fd = probes, fd
+        self.inputs = {n: np.shape(model.point[n]) for n in model.wrt}
+        per_probe = sum(int(np.size(model.point[n])) * np.asarray(model.point[n]).dtype.itemsize for n in model.wrt)
         per_chunk = joint_chunk_probes(per_probe, probes)
         self.chunks = [range(s, min(s + per_chunk, probes)) for s in range(0, probes, per_chunk)]
         self._rng, self._held, self._states = rng, None, {}
         if len(self.chunks) == 1:
-            self._held = {n: rng.standard_normal((probes,) + shape).astype(dtype, copy=False)
-                          for n, (shape, dtype) in self.inputs.items()}
+            self._held = fd.laid_out(model.wrt, rows=probes)
+            for n, shape in self.inputs.items():  # input by input, every probe: FastCheck.run's order
+                self._held[n][...] = rng.standard_normal((probes,) + shape)
             return
-        for n, (shape, _) in self.inputs.items():  # one pass to record where each probe's normals start
+        for n, shape in self.inputs.items():  # one pass to record where each probe's normals start
             for p in range(probes):
                 self._states[n, p] = rng.bit_generator.state
                 rng.standard_normal(shape)
 
     def tangents(self, probes) -> dict:
-        """Each input's tangents of ``probes`` (indices), ``[len(probes), *shape]``."""
+        """Each input's tangents of ``probes`` (indices), ``[len(probes), *shape]``:
+        views into one block (``fd.laid_out``)."""
         probes = list(probes)
         if self._held is not None:
-            return {n: t[probes] for n, t in self._held.items()}
-        taken = {}
-        for n, (shape, dtype) in self.inputs.items():
-            rows = np.empty((len(probes),) + shape, dtype)
+            if probes == list(range(self.probes)):
+                return self._held
+            return self.fd.laid_out(self.inputs, block=self._held.block[probes])
+        taken = self.fd.laid_out(self.inputs, rows=len(probes))
+        for n, shape in self.inputs.items():
             for row, p in enumerate(probes):
                 self._rng.bit_generator.state = self._states[n, p]
-                rows[row] = self._rng.standard_normal(shape)
-            taken[n] = rows
+                taken[n][row] = self._rng.standard_normal(shape)
         return taken
 
 

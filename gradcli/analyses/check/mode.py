@@ -51,7 +51,7 @@ def require_full_memory(model: Model, outputs, size: int, order: int, max_memory
     )
 
 
-def require_joint_memory(model: Model, size: int, options: CheckOptions) -> None:
+def require_joint_memory(model: Model, size: int, options: CheckOptions) -> int:
     """``JointCheck`` holds one chunk of its probes' joint directions at a
     time (``joint.JointDraws``), so its working set is ``JOINT_BLOCKS_PER_PROBE``
     copies of the model's elements per probe of a chunk, plus
@@ -62,12 +62,14 @@ def require_joint_memory(model: Model, size: int, options: CheckOptions) -> None
 
     itemsize = max(np.asarray(model.point[n]).dtype.itemsize for n in model.wrt)
     chunk = joint_chunk_probes(size * itemsize, options.probes)
+    predicted = dense_bytes((JOINT_BLOCKS_PER_PROBE * chunk + JOINT_BLOCKS_FIXED) * size, itemsize, copies=1)
     require_memory(
-        dense_bytes((JOINT_BLOCKS_PER_PROBE * chunk + JOINT_BLOCKS_FIXED) * size, itemsize, copies=1),
+        predicted,
         f"the whole-model check along joint directions ({options.probes} probes x {size} elements)",
         "Use fewer {@probes}, or check the whole model input by input ({@by_layer=false})",
         options.max_memory,
     )
+    return predicted
 
 
 def choose_mode(fd: FiniteDifferences, wrt, budget: float, forward_seconds: float | None = None

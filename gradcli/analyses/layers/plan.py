@@ -84,6 +84,7 @@ class LayerPlan:
     estimate: float = 0.0
     seconds: float = 0.0  # the shape pass's
     skipped: str | None = None
+    memory: int = 0  # the pass's predicted peak (``require_layer_memory``)
 
 
 def plan_layers(model, options: CheckOptions) -> LayerPlan:
@@ -118,9 +119,10 @@ def plan_layers(model, options: CheckOptions) -> LayerPlan:
     if options.layers and not calls:
         known = ", ".join(dict.fromkeys(c.path for c in shapes))
         raise UsageError(f"match no layer (layers: {known[:400]})", param="layers", bad_value=True)
-    require_layer_memory(shapes, calls, options)
+    memory = require_layer_memory(shapes, calls, options)
     estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1), options.probes)
-    return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started)
+    return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started,
+                     memory=memory)
 
 
 def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> float:
@@ -155,8 +157,9 @@ def _selected(call: LayerCall, patterns) -> bool:
     return any(fnmatch.fnmatchcase(t, p) for p in patterns for t in tails)
 
 
-def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], options: CheckOptions) -> None:
-    """The memory rule of the package docstring, from the shape pass."""
+def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], options: CheckOptions) -> int:
+    """The memory rule of the package docstring, from the shape pass: the
+    predicted bytes, once they fit."""
     from gradcli.memory import dense_bytes, require_memory
 
     def sizes(call):
@@ -179,13 +182,15 @@ def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], option
             working = max(working, dense_bytes(6 * n + 4 * outputs))
         else:
             working = max(working, dense_bytes(FAST_COPIES * options.probes * (n + outputs), copies=1))
+    predicted = dense_bytes(activations, copies=1) + working
     require_memory(
-        dense_bytes(activations, copies=1) + working,
+        predicted,
         f"the layer-by-layer pass ({len(shapes)} layer calls' activations in float64, and the "
         "largest layer's check)",
         "Check the whole model only ({@by_layer=false}), or some layers ({@layers} NAME)",
         options.max_memory,
     )
+    return predicted
 
 
 def planned_signature(call):
