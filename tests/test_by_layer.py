@@ -332,10 +332,10 @@ def test_whole_model_is_checked_along_joint_directions_when_the_layer_pass_runs(
 
 
 def test_memory_guard_refuses_the_joint_check_before_any_work():
-    # (2 probes' worth + 2 points) x 107 elements (4 weights and x) x 8 bytes x 4 copies
-    # with 50 probes is about 350 kB; the layer pass of this model needs about 20 kB.
+    # (2 blocks a probe x 50 probes + 3) x 107 elements (4 weights and x) x 8
+    # bytes is 88 kB (rules.JOINT_BLOCKS_*); the layer pass of this model needs about 21 kB.
     path = fixture("by_layer_functional.py")
-    run = gradcli("check", path, "--mode", "fast", "--by-layer", "--probes", "50", "--max-memory", "100000")
+    run = gradcli("check", path, "--mode", "fast", "--by-layer", "--probes", "50", "--max-memory", "60000")
     assert run.exit_code == 2, run
     line = error_line(run)
     assert "the whole-model check along joint directions (50 probes x 107 elements)" in line
@@ -623,16 +623,23 @@ def test_the_joint_check_runs_beside_the_layer_pass_with_the_same_numbers(monkey
     assert [r.path for r in beside.layers if r.failed] == ["net/swish"]
 
 
-def test_a_joint_check_and_layer_pass_that_fit_the_memory_limit_only_one_at_a_time_run_one_after_the_other(
-        monkeypatch):
-    """Each of the two fits the limit alone (their guards pass) but not both
-    at once: the joint check runs after the layer pass, on the caller's
-    thread, a note says why, and the numbers are those of the run beside.
-    Truth: the limit is set between the larger prediction and their sum."""
+@pytest.mark.parametrize("beside_the_last", [True, False])
+def test_the_joint_check_waits_for_the_layers_it_fits_the_memory_limit_beside_only_one_at_a_time(
+        monkeypatch, beside_the_last):
+    """Each of the two checks fits the limit alone (their guards pass), but
+    the joint check and some layer's check not at once: the joint check starts
+    once those layers are checked (on its own thread), or runs after the pass
+    when the last layer is one of them (on the caller's); a note says which
+    and why; the numbers are those of the run beside every layer.
+    Truth: by_layer_functional.py's predicted peaks, read from the two guards:
+    its first layer (net/d1) needs the most, its last (net/d2) the next most;
+    the limit is set between the joint check plus one and plus the other, or
+    above every check alone and below the joint check plus net/d2."""
     import threading
 
-    from gradcli.analyses.check import check_model
+    from gradcli.analyses.check import JointCheck, check_model
     from gradcli.analyses.check.mode import require_joint_memory
+    from gradcli.analyses.layers import run as layer_run
     from gradcli.analyses.layers.plan import plan_layers
     from gradcli.model.loading import load_model
     from gradcli.options import CheckOptions
@@ -640,20 +647,49 @@ def test_a_joint_check_and_layer_pass_that_fit_the_memory_limit_only_one_at_a_ti
     model = load_model(fixture("by_layer_functional.py"))
     options = CheckOptions(mode="fast", by_layer=True)
     joint = require_joint_memory(model, sum(int(np.size(model.point[n])) for n in model.wrt), options)
-    layers = plan_layers(model, options).memory
-    assert 0 < min(joint, layers)
+    plan = plan_layers(model, options)
+    need = {key[0]: joint + plan.memory(key) for key in plan.unit_memory}
+    assert list(need) == ["net/d1", "net/swish", "net/d2"]
+    assert need["net/d1"] > need["net/d2"] > need["net/swish"]
+    alone = max(joint, *(plan.memory(k) for k in plan.unit_memory))
+    if beside_the_last:  # only net/d1 is too large beside the joint check
+        limit = (need["net/d1"] + need["net/d2"]) // 2
+    else:  # net/d2, the last, is too
+        assert need["net/d2"] > alone
+        limit = (alone + need["net/d2"]) // 2
+    assert alone <= limit
+
+    events = []  # the joint check's start and each layer's end, in order
     threads = _joint_threads(monkeypatch)
+    run, checked = JointCheck.run, layer_run._check_call
+
+    def layer_checked(parent, call, *args):
+        result = checked(parent, call, *args)
+        events.append(call.path)
+        return result
+
+    monkeypatch.setattr(JointCheck, "run", lambda self: events.append("joint") or run(self))
+    monkeypatch.setattr(layer_run, "_check_call", layer_checked)
     beside = check_model(model, options)
-    after = check_model(model, CheckOptions(mode="fast", by_layer=True, max_memory=max(joint, layers) + 1))
-    assert threads == ["gradcli-joint-check", threading.current_thread().name]
-    ran_after = [n for n in after.notes if n.startswith("the whole-model joint check ran after the layer pass")]
-    assert len(ran_after) == 1 and "side by side they would need about" in ran_after[0]
-    assert not any(n.startswith("the whole-model joint check ran after") for n in beside.notes)
-    for a, b in zip(beside.pairs, after.pairs, strict=True):
+    assert events[0] == "joint"  # beside every layer: started before the pass
+    events.clear()
+    waited = check_model(model, CheckOptions(mode="fast", by_layer=True, max_memory=limit))
+    notes = [n for n in waited.notes if n.startswith("the whole-model joint check")]
+    assert not any(n.startswith("the whole-model joint check ran after") or "started once" in n for n in beside.notes)
+    if beside_the_last:
+        assert events.index("joint") > events.index("net/d1")  # not beside net/d1
+        assert threads[-1] == "gradcli-joint-check"
+        assert notes[-1].startswith("the whole-model joint check started once layer net/d1 was checked, not "
+                                    "beside it: beside it they would need about")
+    else:
+        assert events[-1] == "joint" and threads[-1] == threading.current_thread().name
+        assert notes[-1].startswith("the whole-model joint check ran after the layer pass, not beside it: "
+                                    "beside layer net/d1 they would need about")
+    for a, b in zip(beside.pairs, waited.pairs, strict=True):
         assert (a.input, a.verdict, a.failed) == (b.input, b.verdict, b.failed) == ("all 5 inputs jointly", "mismatch", True)
         assert a.power.absolute == b.power.absolute
         assert (a.explanation, a.warnings) == (b.explanation, b.warnings)
-    assert [(r.path, r.verdict) for r in beside.layers] == [(r.path, r.verdict) for r in after.layers]
+    assert [(r.path, r.verdict) for r in beside.layers] == [(r.path, r.verdict) for r in waited.layers]
 
 
 @pytest.mark.parametrize("name", ["by_layer_subclassed.py", "by_layer_modules.py", "keras_training_mode.py"])
@@ -735,7 +771,7 @@ def test_a_joint_check_outlasting_the_layer_pass_shows_as_a_stage(monkeypatch):
         return run(self)
 
     monkeypatch.setattr(check.JointCheck, "run", slow_joint)
-    monkeypatch.setattr(check_module, "check_layers", lambda model, options, plan=None: ([], []))
+    monkeypatch.setattr(check_module, "check_layers", lambda model, options, plan=None, unit_done=None: ([], []))
     reports = []
     with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total, detail))):
         result = check_model(load_model(fixture("by_layer_functional_ok.py")), CheckOptions(mode="fast", by_layer=True))

@@ -228,7 +228,7 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
     layered = layer_plan.wants_layers(model, options, mode)
     # The pass's refusals (no such layer, its memory) come before any work.
     plan = layer_plan.plan_layers(model, options) if layered else None
-    side_by_side = False
+    waiting = None  # the units the joint check waits for (``BesideThePass``); None: it runs after the pass
     if layered and mode == "fast" and len(model.wrt) > 1 and fd.joint_group(model.wrt):
         # Where in the model is the layer pass's to say: one joint projection
         # settles the whole model at a cost that does not grow with its inputs.
@@ -238,20 +238,22 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
             f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
             "the layer table says where"
         )
-        side_by_side = model.pure_call and _fit_side_by_side(joint_memory, plan, options, result.notes)
+        if model.pure_call:
+            waiting = _units_too_large_beside(joint_memory, plan, options, result.notes)
     check = checker(model, outputs, fd, tol, options, graph, products)
     layers_failed = check.layer_verdict = Future()  # the layer pass's verdict, which the joint row reads
-    joint = beside(check.run) if side_by_side else None
+    start = BesideThePass(check.run, waiting)
     try:
         if layered:  # where in the model: analyses.layers (a failing layer explains a failing joint row)
-            result.layers, layer_notes = check_layers(model, options, plan)
+            result.layers, layer_notes = check_layers(model, options, plan, unit_done=start.unit_done)
             result.notes += layer_notes
             _internal_layer_errors(result)
     except BaseException as exc:
         layers_failed.set_result(False)
-        if joint is not None and isinstance(exc, Exception):  # an interrupt does not wait for it
-            concurrent.futures.wait([joint])  # never leave it running past this model
+        if start.joint is not None and isinstance(exc, Exception):  # an interrupt does not wait for it
+            concurrent.futures.wait([start.joint])  # never leave it running past this model
         raise
+    joint = start.joint
     layers_failed.set_result(any(r.failed for r in result.layers))
     if joint is not None and not joint.done():  # the layer pass ended first: say what is left
         progress.report(JOINT_STAGE, 0, None, joint_input(len(model.wrt)))
@@ -273,21 +275,49 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
         raise diagnose.raised(exc, model, in_autodiff(exc), graph) from None
 
 
-def _fit_side_by_side(joint_memory: int, plan, options: CheckOptions, notes: list) -> bool:
-    """Whether the joint check runs beside the layer pass (``beside``): when
-    the two predicted peaks (``require_joint_memory``, ``LayerPlan.memory``)
-    fit the memory limit together, as each was made to fit alone. Else the
-    joint check runs after the pass, and a note says why: GPT-2 small's shapes
-    side by side peaked at 14.4-14.9 GB, one after the other at 11.2 GB
-    (bench/README.md)."""
+def _units_too_large_beside(joint_memory: int, plan, options: CheckOptions, notes: list) -> set | None:
+    """The layer units the joint check must not run beside (``BesideThePass``):
+    those whose predicted peak (``LayerPlan.memory``) and the joint check's
+    (``require_joint_memory``) fit the memory limit only one at a time, as
+    each was made to fit alone. None when the last unit is one of them: the
+    joint check then runs after the pass. A note says which and why. GPT-2
+    small's shapes (its token embedding table is 38.6M of its 124M weights):
+    side by side, 14.4-14.9 GB peak (bench/README.md)."""
     from gradcli.memory import over_limit
 
-    over = over_limit(joint_memory + plan.memory, options.max_memory)
-    if over is None:
-        return True
-    notes.append(f"the whole-model joint check ran after the layer pass, not beside it: side by side they "
-                 f"would need {over}")
-    return False
+    keys = list(plan.unit_memory)  # in the pass's order
+    too_large = {k for k in keys if over_limit(joint_memory + plan.memory(k), options.max_memory)}
+    if not too_large:
+        return too_large
+    largest = max(too_large, key=plan.memory)
+    over = over_limit(joint_memory + plan.memory(largest), options.max_memory)
+    if keys[-1] in too_large:
+        notes.append(f"the whole-model joint check ran after the layer pass, not beside it: beside layer "
+                     f"{largest[0]} they would need {over}")
+        return None
+    notes.append(f"the whole-model joint check started once layer {largest[0]} was checked"
+                 + (f" (and {len(too_large) - 1} more)" if len(too_large) > 1 else "")
+                 + f", not beside it: beside it they would need {over}")
+    return too_large
+
+
+class BesideThePass:
+    """Starts the joint check (``work``) beside the layer pass (``beside``)
+    once none of the units in ``waiting`` is left to check: at once when it
+    is empty, never when it is None (the caller runs the check after the
+    pass). ``unit_done`` is the pass's callback; ``joint`` the running
+    check's Future, or None while it has not started."""
+
+    def __init__(self, work, waiting: set | None):
+        self.work, self.waiting, self.joint = work, waiting, None
+        if waiting is not None and not waiting:
+            self.joint = beside(work)
+
+    def unit_done(self, key) -> None:
+        if self.waiting and key in self.waiting:
+            self.waiting.discard(key)
+            if not self.waiting:
+                self.joint = beside(self.work)
 
 
 def _internal_layer_errors(result: ModelResult) -> None:
@@ -302,10 +332,10 @@ def _internal_layer_errors(result: ModelResult) -> None:
         result.error_code = EXIT_MODEL
 
 
-def check_layers(model: Model, options: CheckOptions, plan=None):
+def check_layers(model: Model, options: CheckOptions, plan=None, unit_done=None):
     """The layer pass (``analyses.layers.run.check_layers``), its units checked
     by this module's ``check_model``."""
-    return layer_run.check_layers(model, options, plan, check_model)
+    return layer_run.check_layers(model, options, plan, check_model, unit_done)
 
 
 def _check_user_gradients(result, graph, tol) -> None:

@@ -67,16 +67,21 @@ JOINT_FORWARD_PROBES = 1
 #: probe (one batch of differences for them all, as for any small model).
 JOINT_CHUNK_BYTES = 256 * 2**20
 #: The joint check's memory guard (``mode.require_joint_memory``), in copies
-#: of the model's elements (blocks): per probe of a chunk, its tangents, their
-#: embedding in the group's flat vector, and its gradient; and, whatever the
-#: chunk, the points evaluated one at a time (each input's moved copy, its
-#: tensor, and the model's own cast of it) and the held tensors of the point.
-#: Calibrated on keras-hub's BertBackbone at BERT-base's shapes (109.5M
-#: weights in float64, one probe a chunk): the check's peak was 5.95 GB over
-#: the loaded model's, against 7 blocks x 0.876 GB = 6.1 GB predicted. (Before
-#: the probes were streamed, holding all three took 22.7 GB and grew.)
-JOINT_BLOCKS_PER_PROBE = 3
-JOINT_BLOCKS_FIXED = 4
+#: of the model's elements (blocks): per probe of a chunk, its tangents (one
+#: block, laid out as the finite differences move the inputs, so never copied
+#: for them) and its gradient; and, whatever the chunk, the one point
+#: evaluated at a time (its tensor and the call's fresh copy of it) and one
+#: more for the moved copies and casts on the way. Measured on keras-hub's
+#: GPT2Backbone at GPT-2 small's shapes (124.4M weights in float64, one probe
+#: a chunk), run after the layer pass: the joint check's peak was 2.5-2.9 GB
+#: over the pass's end, against 5 blocks x 0.995 GB = 5.0 GB predicted.
+#: (While the tangents were copied into a block of their own, and again for
+#: the second Richardson level, and every point was made before the first
+#: was evaluated, the count was 3 per probe and 4 more, and BERT-base's joint
+#: check measured 5.95 GB; before the probes were streamed, holding all three
+#: took 22.7 GB and grew.)
+JOINT_BLOCKS_PER_PROBE = 2
+JOINT_BLOCKS_FIXED = 3
 #: The round-off retry (``FullCheck.retry_larger_step``): an inconclusive pair
 #: (every element within tolerance, but an error estimate over a tenth of the
 #: derivatives: round-off swamps them) is differenced again at these many

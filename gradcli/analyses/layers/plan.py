@@ -84,7 +84,12 @@ class LayerPlan:
     estimate: float = 0.0
     seconds: float = 0.0  # the shape pass's
     skipped: str | None = None
-    memory: int = 0  # the pass's predicted peak (``require_layer_memory``)
+    activations: int = 0  # bytes of the captured activations (``require_layer_memory``)
+    unit_memory: dict = field(default_factory=dict)  # (path, index) -> bytes of that unit's check
+
+    def memory(self, key) -> int:
+        """The pass's predicted bytes while unit ``key`` is checked."""
+        return self.activations + self.unit_memory.get(key, 0)
 
 
 def plan_layers(model, options: CheckOptions) -> LayerPlan:
@@ -119,10 +124,10 @@ def plan_layers(model, options: CheckOptions) -> LayerPlan:
     if options.layers and not calls:
         known = ", ".join(dict.fromkeys(c.path for c in shapes))
         raise UsageError(f"match no layer (layers: {known[:400]})", param="layers", bad_value=True)
-    memory = require_layer_memory(shapes, calls, options)
+    activations, unit_memory = require_layer_memory(shapes, calls, options)
     estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1), options.probes)
     return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started,
-                     memory=memory)
+                     activations=activations, unit_memory=unit_memory)
 
 
 def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> float:
@@ -157,9 +162,11 @@ def _selected(call: LayerCall, patterns) -> bool:
     return any(fnmatch.fnmatchcase(t, p) for p in patterns for t in tails)
 
 
-def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], options: CheckOptions) -> int:
-    """The memory rule of the package docstring, from the shape pass: the
-    predicted bytes, once they fit."""
+def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], options: CheckOptions
+                         ) -> tuple[int, dict]:
+    """The memory rule of the package docstring, from the shape pass: once the
+    captured activations and the largest unit's working set fit, (the
+    activations' bytes, each unit's working set by (path, index))."""
     from gradcli.memory import dense_bytes, require_memory
 
     def sizes(call):
@@ -171,26 +178,26 @@ def require_layer_memory(shapes: list[LayerCall], calls: list[LayerCall], option
         return inputs, weights, outputs
 
     activations = 0
-    working = 0
     for call in shapes:
         inputs, _, outputs = sizes(call)
         activations += inputs + outputs
+    working = {}
     for call in calls:
         inputs, weights, outputs = sizes(call)
         n = inputs + weights
         if unit_mode(n, 1) == "full":
-            working = max(working, dense_bytes(6 * n + 4 * outputs))
+            working[call.path, call.index] = dense_bytes(6 * n + 4 * outputs)
         else:
-            working = max(working, dense_bytes(FAST_COPIES * options.probes * (n + outputs), copies=1))
-    predicted = dense_bytes(activations, copies=1) + working
+            working[call.path, call.index] = dense_bytes(FAST_COPIES * options.probes * (n + outputs), copies=1)
+    activations = dense_bytes(activations, copies=1)
     require_memory(
-        predicted,
+        activations + max(working.values(), default=0),
         f"the layer-by-layer pass ({len(shapes)} layer calls' activations in float64, and the "
         "largest layer's check)",
         "Check the whole model only ({@by_layer=false}), or some layers ({@layers} NAME)",
         options.max_memory,
     )
-    return predicted
+    return activations, working
 
 
 def planned_signature(call):

@@ -27,13 +27,15 @@ from gradcli.verdicts import same_function
 from gradcli.verdicts.ties import judge_layer, layer_error, layer_row
 
 
-def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_model) -> tuple[list[LayerResult], list[str]]:
+def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_model, unit_done=None
+                 ) -> tuple[list[LayerResult], list[str]]:
     """The layer-by-layer pass of ``model`` (a Keras ``Model``): one result per
     checked unit call, failures first, and notes for the model's report.
     ``plan``: ``plan_layers``' result when the caller took it already (None:
     taken here). ``check_model``: the whole check a unit goes to when the
     quick check does not settle it (``analyses.check.check_model``, passed in:
-    the pass does not import the check that runs it)."""
+    the pass does not import the check that runs it). ``unit_done((path,
+    index))``, if given, is called as each unit's check ends."""
     plan = plan_layers(model, options) if plan is None else plan
     if plan.skipped:
         return [], [plan.skipped]
@@ -48,6 +50,8 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_mod
         if not kept_for_next.get((call.path, call.index)):
             draws.release()
         report("layers", done, len(calls), call.path)
+        if unit_done is not None:
+            unit_done((call.path, call.index))
     results.sort(key=lambda r: (not r.failed, r.verdict != LAYER_ERROR))
     seconds = time.perf_counter() - started
     full = sum(r.mode == "full" for r in results)
