@@ -781,6 +781,30 @@ def test_a_joint_check_outlasting_the_layer_pass_shows_as_a_stage(monkeypatch):
     assert [p.verdict for p in result.pairs] == ["pass"]
 
 
+def test_the_layer_stage_names_the_unit_being_checked_while_it_runs():
+    """A line printed while a slow unit runs names that unit, with the pass's
+    estimate up front, not the unit checked before it (a BERT-base's failing
+    layer ran for two minutes under the name of the layer before it): each
+    unit's check after the first starts with its own report (the first, with
+    the stage's: the estimate; a report of 0 done restarts a stage), and
+    ends with the count."""
+    from gradcli import progress
+    from gradcli.analyses.check import check_model
+    from gradcli.model.loading import load_model
+    from gradcli.options import CheckOptions
+
+    reports = []
+    with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total, detail))):
+        check_model(load_model(fixture("by_layer_functional.py")), CheckOptions(mode="fast", by_layer=True))
+    layers = [r[1:] for r in reports if r[0] == "layers"]
+    estimated = layers[0][2]
+    assert layers[0][:2] == (0, 3) and estimated.startswith("estimated ") and estimated.endswith(" s")
+    assert [r for r in layers if r[0] == 0] == [(0, 3, estimated)]
+    for k, path in enumerate(["net/swish", "net/d2"], start=1):
+        started, ended = layers.index((k, 3, f"{path}; {estimated} up front")), layers.index((k + 1, 3, path))
+        assert started < ended
+
+
 def test_activations_are_captured_from_the_capturing_thread_only():
     # The joint check runs the same layers beside the pass: its calls must not
     # be recorded as more calls of the units (a layer would read "call 1 of 2").

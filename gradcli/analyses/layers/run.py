@@ -46,6 +46,8 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_mod
     wanted = {(c.path, c.index) for c in calls}
     results, traces, draws, kept_for_next = [], {}, Draws(), _next_of_same_signature(calls)
     for done, call in enumerate((c for c in captured if (c.path, c.index) in wanted), start=1):
+        if done > 1:  # the unit being checked, which a line printed while it runs names (the first: the estimate)
+            report("layers", done - 1, len(calls), f"{call.path}; estimated {estimate:.0f} s up front")
         results.append(_check_call(model, call, options, traces, draws, check_model))
         if not kept_for_next.get((call.path, call.index)):
             draws.release()
