@@ -239,6 +239,8 @@ class JointDraws:
             self._held = fd.laid_out(model.wrt, rows=probes)
             for n, shape in self.inputs.items():  # input by input, every probe: FastCheck.run's order
                 self._held[n][...] = rng.standard_normal((probes,) + shape)
+            for array in [self._held.block, *self._held.values()]:
+                array.flags.writeable = False  # served again to every caller, not copied
             return
         for n, shape in self.inputs.items():  # one pass to record where each probe's normals start
             for p in range(probes):
