@@ -203,11 +203,34 @@ def test_output_in_a_read_only_folder_is_exit_2(tmp_path):
     assert run.exit_code == 2 and "is not writable" in error_line(run), run
 
 
+def test_a_device_or_fifo_is_written_in_place_whatever_its_folder_allows(tmp_path, monkeypatch):
+    """An existing target that is not a regular file (/dev/stdout, a FIFO) is
+    written where it is, nothing created beside it: a folder the user cannot
+    write, as /dev is to anyone but root, does not refuse it (`--junit-xml
+    /dev/stdout` run by a user was exit 2). Its own permission still counts.
+    Truth: a FIFO in a folder whose write permission is denied here."""
+    from gradcli.cli.options import problem_with_output
+
+    folder = tmp_path / "locked"
+    folder.mkdir()
+    fifo = folder / "pipe"
+    os.mkfifo(fifo)
+    access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode, *args, **kwargs: (
+        False if os.fspath(path) == str(folder) and mode == os.W_OK else access(path, mode, *args, **kwargs)))
+    assert problem_with_output(str(fifo), None) == ""
+    assert problem_with_output(str(folder / "report.xml"), None) == f"{folder / 'report.xml'} is not writable"
+    os.chmod(fifo, 0o400)
+    if not access(fifo, os.W_OK):  # root writes whatever the bits say
+        assert problem_with_output(str(fifo), None) == f"{fifo} is not writable"
+
+
 @pytest.mark.parametrize("command, flag, name", OUTPUTS)
 def test_output_where_no_file_can_be_created_is_exit_2_before_the_model_runs(command, flag, name, tmp_path):
-    """/proc passes every permission check (as root too) and refuses new files:
-    the check creates the temporary file the writer would, so the run stops
-    before the model is imported, not with exit 3 after the work."""
+    """/proc refuses new files. For root it passes every permission check,
+    so the check creates the temporary file the writer would; for any other
+    user its permission bits refuse it first. Either way the run stops before
+    the model is imported, not with exit 3 after the work."""
     marker = tmp_path / "ran"
     model = tmp_path / "model.py"
     model.write_text(f"open({str(marker)!r}, 'w').close()\ndef model(x):\n    return x * x\ninputs = {{'x': [1.0, 2.0]}}\n")
@@ -215,9 +238,9 @@ def test_output_where_no_file_can_be_created_is_exit_2_before_the_model_runs(com
     extra = ["--tangent", "x=[1, 0]"] if command == "jvp" else []
     run = run_cli(command, model, *extra, flag, target)
     assert run.exit_code == 2, run
+    why = ": cannot create a file in /proc (No such file or directory)" if os.access("/proc", os.W_OK) else ""
     assert error_line(run) == (
-        f"Error: Invalid value for '{flag}': {target} is not writable: cannot create a file in /proc "
-        f"(No such file or directory) (see 'gradcli {command} --help')"
+        f"Error: Invalid value for '{flag}': {target} is not writable{why} (see 'gradcli {command} --help')"
     )
     assert not marker.exists(), "the model file was imported before the usage error"
 

@@ -18,6 +18,8 @@ import os
 
 import click
 
+from gradcli.render.writing import exists_but_not_regular
+
 
 class OutputPath(click.ParamType):
     """A file gradcli will write: checked when the option is read, so a bad
@@ -69,6 +71,8 @@ def problem_with_output(path: str, suffix: str | None) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"folder of {path} does not exist"
+    if exists_but_not_regular(path):  # /dev/stdout, a FIFO: written in place, nothing created beside it
+        return "" if os.access(path, os.W_OK) else f"{path} is not writable"
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         return f"{path} is not writable"
     return _cannot_create_beside(path)
@@ -78,16 +82,9 @@ def _cannot_create_beside(path: str) -> str:
     """Try what the writer will do (``gradcli.render.writing.replace_file``):
     create a temporary file in the target's folder, then remove it. Permission
     bits do not tell (root may write anywhere by them; /proc refuses new files
-    whatever they say). A target that exists and is not a regular file
-    (/dev/stdout, a FIFO) is written in place, so nothing is created for it."""
-    import stat
+    whatever they say)."""
     import tempfile
 
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return ""
-    except OSError:
-        pass
     folder, name = os.path.split(os.path.realpath(path))
     try:
         handle, temp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
