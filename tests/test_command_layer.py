@@ -203,6 +203,17 @@ def test_output_in_a_read_only_folder_is_exit_2(tmp_path):
     assert run.exit_code == 2 and "is not writable" in error_line(run), run
 
 
+def test_an_output_path_that_is_a_link_loop_is_exit_2_in_one_line(tmp_path):
+    """A report path no stat can resolve (a link to itself) is a usage error
+    when the option is read, not gradcli's internal error after the work."""
+    loop = tmp_path / "loop.xml"
+    loop.symlink_to(loop)
+    run = run_cli("check", SQUARE, "--junit-xml", loop)
+    assert run.exit_code == 2, run
+    assert error_line(run) == (f"Error: Invalid value for '--junit-xml': {loop} is not writable: "
+                               "Too many levels of symbolic links (see 'gradcli check --help')")
+
+
 def test_a_device_or_fifo_is_written_in_place_whatever_its_folder_allows(tmp_path, monkeypatch):
     """An existing target that is not a regular file (/dev/stdout, a FIFO) is
     written where it is, nothing created beside it: a folder the user cannot

@@ -71,7 +71,11 @@ def problem_with_output(path: str, suffix: str | None) -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         return f"folder of {path} does not exist"
-    if exists_but_not_regular(path):  # /dev/stdout, a FIFO: written in place, nothing created beside it
+    try:
+        in_place = exists_but_not_regular(path)  # /dev/stdout, a FIFO: written in place, nothing created beside it
+    except OSError as exc:  # a link that loops, a folder that cannot be searched: the writer could not open it
+        return f"{path} is not writable: {exc.strerror or exc}"
+    if in_place:
         return "" if os.access(path, os.W_OK) else f"{path} is not writable"
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         return f"{path} is not writable"
