@@ -5,10 +5,22 @@ while importing, which TF_CPP_MIN_LOG_LEVEL does not fully silence. gradcli
 keeps stderr for its own messages, so file descriptor 2 points at /dev/null for
 the duration of the import only. A Python exception raised by the import still
 reaches the caller.
+
+Keras imports ``matplotlib.pyplot`` when it is installed (for one plotting
+helper), which costs every process a quarter of a second or more, and builds
+matplotlib's font cache (``keep_out_of_home`` gives that cache a fresh folder,
+so it is rebuilt at every start). gradcli draws with pyplot only under
+``--plot``, and a model hardly ever does. So while TensorFlow is imported,
+pyplot is found as usual but loaded lazily (``importlib.util.LazyLoader``): it
+runs the first time anything reads an attribute of it (Keras' helper, a
+model, ``--plot``), exactly as it would have at import.
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import os
 import sys
 
@@ -47,6 +59,24 @@ def keep_out_of_home() -> None:
         os.mkdir(os.environ[variable])
 
 
+class LazyPyplot(importlib.abc.MetaPathFinder):
+    """Finds ``matplotlib.pyplot`` as Python's own path finder does, with its
+    loader wrapped in ``LazyLoader``: the module is made and registered at
+    import, and runs at its first attribute access (the module docstring).
+    Installed only while TensorFlow is imported."""
+
+    LAZY = "matplotlib.pyplot"
+
+    def find_spec(self, name, path, target=None):
+        if name != self.LAZY:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        return spec
+
+
 def import_tensorflow():
     if "tensorflow" in sys.modules:
         return sys.modules["tensorflow"]
@@ -60,11 +90,14 @@ def import_tensorflow():
 
         return tensorflow
     devnull = os.open(os.devnull, os.O_WRONLY)
+    deferred = LazyPyplot()
+    sys.meta_path.insert(0, deferred)
     try:
         os.dup2(devnull, 2)
         import tensorflow
         import keras  # noqa: F401 - its import logs too
     finally:
+        sys.meta_path.remove(deferred)
         os.dup2(saved, 2)
         os.close(saved)
         os.close(devnull)

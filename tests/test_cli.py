@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.machinery
+import sys
+
+import pytest
+
 from conftest import fresh_process, gradcli
 
 
@@ -76,3 +81,29 @@ def test_the_suite_runs_on_every_core_unless_told_otherwise():
         outputs[extra] = done.stdout
     assert "created: 2/2 workers" in outputs[()], outputs[()]
     assert "workers" not in outputs[("-p", "no:xdist")] and "workers" not in outputs[("-n", "0")]
+
+
+def test_keras_imports_pyplot_lazily_with_tensorflow():
+    """Keras imports matplotlib.pyplot with TensorFlow when matplotlib is
+    installed. While gradcli imports TensorFlow, pyplot is found by Python's
+    own path finder with its loader made lazy: the module object is made and
+    registered, and runs only when an attribute of it is first read. The
+    finder is gone once the import is done."""
+    pytest.importorskip("matplotlib")
+    import importlib.util
+
+    import matplotlib
+
+    from gradcli.tf_import import LazyPyplot, import_tensorflow
+
+    import_tensorflow()
+    assert not any(isinstance(finder, LazyPyplot) for finder in sys.meta_path)
+    assert LazyPyplot().find_spec("matplotlib.figure", matplotlib.__path__) is None  # pyplot only
+    spec = LazyPyplot().find_spec("matplotlib.pyplot", matplotlib.__path__)
+    assert isinstance(spec.loader, importlib.util.LazyLoader)
+    assert spec.origin == importlib.machinery.PathFinder.find_spec("matplotlib.pyplot", matplotlib.__path__).origin
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    # Not run: its namespace holds only what the import system set.
+    assert "figure" not in object.__getattribute__(module, "__dict__")
+    assert type(module).__name__ == "_LazyModule"
