@@ -456,6 +456,28 @@ class FiniteDifferences:
         self._rate = rate
         return rate * sum(self.point[n].size for n in dict.fromkeys(names))
 
+    def timed_rows(self, name: str) -> int:
+        """How many leading elements of ``name`` the timing
+        (``predict_axes_seconds``) has evaluated along their axes at the first
+        pass's steps: a check that keeps them pays nothing for their first
+        pass (``take_timed``)."""
+        group, start = self.group(name), self.offset(name)
+        rows: set[int] = set()
+        for timed_group, kind, part, _ in self._timed:
+            if timed_group == group and kind == "axes":
+                rows.update((np.frombuffer(part, dtype=np.int64) - start).tolist())
+        leading = 0
+        while leading in rows:
+            leading += 1
+        return leading
+
+    def take_timed(self, other: "FiniteDifferences") -> None:
+        """The chunks ``other``'s timing evaluated, for a function equal to
+        ``other``'s on them: the same group, rows and steps are the same points
+        (``FastCheck.sampled_pairs``: a sample and its prefix). The first pass
+        takes each once, as it takes its own."""
+        self._timed.update(other._timed)
+
     def evaluate(self, name: str, points: np.ndarray) -> dict[str, np.ndarray]:
         """The outputs at each of ``points`` (shape ``[k, *input_shape]``) for input
         ``name``, other inputs at the point: the same batched (or eager fallback)

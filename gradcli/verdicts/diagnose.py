@@ -30,6 +30,7 @@ from gradcli.verdicts.kink import MAX_KINKS, SCAN_COLUMNS, kink_suspects
 from gradcli.verdicts.ladder import (
     COLUMNS_PER_BATCH,
     DEEP_LADDER,
+    FIRST_COLUMNS,
     JUMP_RATIO,
     JUMP_ROUNDOFF,
     JUMP_STEPS,
@@ -50,7 +51,7 @@ from gradcli.verdicts.refine import refine
 from gradcli.verdicts.tied_kinks import SHARED_TESTED, TIE_ROWS_SHOWN, TIE_SEED, shared_kinks, tie_direction
 
 __all__ = [
-    "COLUMNS_PER_BATCH", "DEEP_LADDER", "JUMP_RATIO", "JUMP_ROUNDOFF", "JUMP_STEPS", "LADDER",
+    "COLUMNS_PER_BATCH", "DEEP_LADDER", "FIRST_COLUMNS", "JUMP_RATIO", "JUMP_ROUNDOFF", "JUMP_STEPS", "LADDER",
     "MAX_KINKS", "SCAN_COLUMNS", "SHARED_TESTED", "SURROGATE_STEPS", "TIE_ROWS_SHOWN", "TIE_SEED",
     "directional_slopes", "explain", "first_nonfinite", "kink_suspects", "nonfinite_analytic",
     "nonfinite_culprit", "nonfinite_step", "raised", "refine", "require_finite", "shared_kinks",
