@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import check_json, fixture, gradcli, line_of, pairs, sample
+from conftest import check_json, fixture, gradcli, line_of, only_model, pairs, sample
 
 
 # -- kink ---------------------------------------------------------------------
@@ -479,3 +479,42 @@ def test_a_forward_mode_failure_is_named_without_searching_gradients(monkeypatch
     model = load_model(sample("square.py"))
     error = diagnose.raised(RuntimeError("OrderedDict mutated during iteration"), model, True, forward=True)
     assert "computing forward mode (a JVP) raised RuntimeError: OrderedDict mutated during iteration" in str(error)
+
+
+@pytest.mark.parametrize("model, verdict, batches", [
+    # Every failing element a mismatch: the first batch settles the verdict.
+    ("ladder_wrong_40.py", "mismatch", [8]),
+    # Every failing element a kink: all forty examined, in batches doubling from 8.
+    ("ladder_kinks_40.py", "kink", [8, 16, 16]),
+])
+def test_the_ladders_stop_after_the_first_batch_holding_a_sure_mismatch(monkeypatch, model, verdict, batches):
+    """The ladders of a failing pair's columns run worst first in batches of 8
+    doubling to 64 (``ladder.FIRST_COLUMNS``), and stop after the batch that
+    holds an element surely a mismatch: the verdict is then mismatch whatever
+    the rest are. Forty wrong elements (custom gradient 4 x**2 for 3 x**2) stop
+    after 8 columns, every analytic value 4/3 of the closed form; forty kinks
+    (relu at 0) are all examined, each earned."""
+    from gradcli.verdicts import ladder
+
+    columns = []
+    real = ladder.one_sided_ladder
+
+    def counted(fd, name, output, f0, cols, *args, **kwargs):
+        columns.append(len(cols))
+        return real(fd, name, output, f0, cols, *args, **kwargs)
+
+    monkeypatch.setattr(ladder, "one_sided_ladder", counted)
+    run, doc = check_json(fixture(model), "--mode", "full")
+    (pair,) = only_model(doc)["pairs"]
+    assert pair["verdict"] == verdict, pair
+    assert columns == batches
+    x = np.linspace(1.1, 5.0, 40)
+    if verdict == "mismatch":
+        assert pair["n_failing"] == 40
+        for element in pair["failing"]:
+            (i,) = element["input_index"]
+            assert element["analytic"] == pytest.approx(4 * x[i] ** 2, rel=1e-12)
+            assert element["numeric"] == pytest.approx(3 * x[i] ** 2, rel=1e-7)
+    else:
+        assert pair["n_kinks"] == 40 and pair["n_failing"] == 0 and run.exit_code == 0
+        assert all((k["left"], k["right"], k["analytic"]) == (0.0, 1.0, 0.0) for k in pair["kinks"])

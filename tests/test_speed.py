@@ -503,3 +503,37 @@ def test_budget_is_read_from_pyproject(tmp_path, monkeypatch):
     model = run.result["models"][0]
     assert model["mode"] == "fast", run
     assert any("over the 0 s budget" in n for n in model["notes"])
+
+
+def test_a_cut_sample_takes_the_first_pass_its_timing_evaluated(monkeypatch):
+    """A sampled re-check (``FastCheck.sampled_pairs``) checks the model as a
+    function of the drawn elements, in the order drawn: here 1,600 of W's
+    (auto_wide.py), timed on its first three chunks of 512. Cut to a prefix
+    that keeps the 1,536 elements the timing evaluated (``timed_rows``), its
+    first pass takes those chunks as they are (``take_timed``): no chunk at
+    the first pass's steps is evaluated again, and D(h) equals, to the bit,
+    the whole model's along the same elements."""
+    from gradcli.analyses.check.fast import sampled_model
+
+    model = load_model(fixture("auto_wide.py"), wrt=["W"])
+    outputs = list(model.outputs)
+    drawn = np.random.default_rng(5).permutation(model.point["W"].size)
+    timed = FiniteDifferences(*_of(sampled_model(model, "W", drawn)), outputs, wrt=["W"])
+    assert timed.predict_axes_seconds(["W"]) > 0 and timed.timed_rows("W") == 3 * 512
+    cut = FiniteDifferences(*_of(sampled_model(model, "W", drawn[:1536])), outputs, wrt=["W"])
+    cut.take_timed(timed)
+    first_pass = cut.axis_steps("W", np.arange(1536)).tobytes()
+    evaluated = []
+    chunk = FiniteDifferences._chunk
+    monkeypatch.setattr(FiniteDifferences, "_chunk", lambda self, group, kind, part, steps, *a, **k: (
+        evaluated.append(np.asarray(steps).tobytes()) or chunk(self, group, kind, part, steps, *a, **k)))
+    taken = cut.along_axes("W")
+    assert not any(steps in first_pass for steps in evaluated)  # none of its steps again
+    whole = FiniteDifferences(model.function, model.point, outputs, wrt=["W"]).along_axes("W", drawn[:1536])
+    for o in outputs:
+        np.testing.assert_array_equal(taken.values[o], whole.values[o])
+
+
+def _of(model):
+    """A model's (function, point), as ``FiniteDifferences`` takes them."""
+    return model.function, model.point
