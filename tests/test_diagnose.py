@@ -518,3 +518,47 @@ def test_the_ladders_stop_after_the_first_batch_holding_a_sure_mismatch(monkeypa
     else:
         assert pair["n_kinks"] == 40 and pair["n_failing"] == 0 and run.exit_code == 0
         assert all((k["left"], k["right"], k["analytic"]) == (0.0, 1.0, 0.0) for k in pair["kinks"])
+
+
+def test_a_later_pairs_culprit_search_replays_the_ops_found_right_and_finds_the_same(monkeypatch):
+    """Both pairs of culprit_two_inputs.py fail at the wrong rule of ``sq``,
+    past the same right ops. The second pair's search takes the first's
+    verdict on each op it found right, replaying the draws its check took
+    (``culprit.RecordedDraws``), and checks only the rest: fewer local checks,
+    and every report (culprit, its figures to the bit) as when each search
+    checks every op itself."""
+    from gradcli.verdicts import culprit
+
+    checked = []
+    real = culprit.check_op
+
+    def counted(graph, op, *args, **kwargs):
+        checked.append(op.name)
+        return real(graph, op, *args, **kwargs)
+
+    monkeypatch.setattr(culprit, "check_op", counted)
+    runs = {}
+    for replay in (True, False):
+        if not replay:  # no record is fit to replay: every search checks every op
+            monkeypatch.setattr(culprit.RecordedDraws, "replayable",
+                                property(lambda self: False, lambda self, value: None), raising=False)
+        checked.clear()
+        run = gradcli("check", fixture("culprit_two_inputs.py"), "--mode", "full", "--json")
+        runs[replay] = (run.exit_code, {p["input"]: p for p in only_model(run.json())["pairs"]}, list(checked))
+    (code, replayed, fewer), (_, each, all_ops) = runs[True], runs[False]
+    assert code == 1 and set(replayed) == {"a", "b"}
+    for name in ("a", "b"):
+        assert replayed[name]["verdict"] == "mismatch"
+        assert "sq" in replayed[name]["culprit"]["site"]["description"]
+        assert replayed[name]["culprit"] == each[name]["culprit"]
+        assert replayed[name]["failing"] == each[name]["failing"]
+    assert len(fewer) < len(all_ops) and set(fewer) <= set(all_ops)
+    # Closed form: the rule's 3 h against the truth 2 h, so the analytic
+    # derivative is 3/2 of the numeric one at every element.
+    a, b = np.linspace(0.3, 1.2, 6), np.linspace(-0.8, 0.9, 6)
+    h = np.tanh(a * b) + np.sin(a) * np.cos(b)
+    dh_da = (1 - np.tanh(a * b) ** 2) * b + np.cos(a) * np.cos(b)
+    for element in replayed["a"]["failing"]:
+        (i,) = element["input_index"]
+        assert element["analytic"] == pytest.approx(3 * h[i] * dh_da[i], rel=1e-9)
+        assert element["numeric"] == pytest.approx(2 * h[i] * dh_da[i], rel=1e-7)

@@ -148,19 +148,61 @@ def _first_wrong(graph, ops, feeds, feed_values, seen, tol, rng, to, order):
     scan to the output (``to``), an op whose gradient to the output cannot be
     resolved (``UNRESOLVED``) ends the scan: the ops before it would be blamed
     for an error that may enter at it (every op after the culprit must be
-    shown right)."""
+    shown right).
+
+    An op found right (or not checkable alone) is kept in the graph with the
+    draws its check took (``graph.cleared_ops``; the feeds are the model's
+    inputs and the values those at the point, the same for every pair of a
+    graph): a later pair's search replays those draws on its own generator
+    and goes on, so every op it does check sees the draws it saw before. A
+    unit whose one wrong op fails many pairs (a wrong GELU inside a BERT
+    layer fails nine) checked the same right ops once per pair: eight
+    searches of 59 ops, 29 s of the unit's 153 s."""
     for count, op in enumerate(ops, start=1):
-        try:
-            found = check_op(graph, op, feeds, feed_values, seen, tol, rng, to, order)
-        except Exception:  # an op that cannot be fed or differenced alone: skip it
+        key = (op.name, None if to is None else to.name, order, repr(tol))
+        cleared = graph.cleared_ops.get(key)
+        if cleared is not None:
+            cleared.replay(rng)
             continue
+        draws = RecordedDraws(rng)
+        try:
+            found = check_op(graph, op, feeds, feed_values, seen, tol, draws, to, order)
+        except Exception:  # an op that cannot be fed or differenced alone: skip it
+            found = None
         if found is UNRESOLVED:
             if to is not None:
                 return None
             continue
         if found is not None:
             return op, found, count
+        if draws.replayable:
+            graph.cleared_ops[key] = draws
     return None
+
+
+class RecordedDraws:
+    """A numpy ``Generator`` whose ``standard_normal`` calls (the only draws a
+    local check takes) are recorded by size, so that the same calls can be
+    replayed on another generator (``_first_wrong``). Any other use of it is
+    passed on and makes the record unfit to replay."""
+
+    def __init__(self, rng):
+        self.rng, self.sizes, self.replayable = rng, [], True
+
+    def standard_normal(self, size=None, *args, **kwargs):
+        if args or kwargs:
+            self.replayable = False
+        self.sizes.append(size)
+        return self.rng.standard_normal(size, *args, **kwargs)
+
+    def __getattr__(self, name):
+        self.replayable = False
+        return getattr(self.rng, name)
+
+    def replay(self, rng) -> None:
+        """Advance ``rng`` as the recorded calls advanced theirs."""
+        for size in self.sizes:
+            rng.standard_normal(size)
 
 
 def _inside_library_wrapper(graph, op, tol, rng, order):

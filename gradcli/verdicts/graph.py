@@ -134,6 +134,10 @@ class TracedGraph:
         self.run_note: str | None = None  # why ``callable`` gave no graph to run
         #: an op's local check, cut out of this graph once (``local_check._cut_out``)
         self.cut_outs: dict = {}
+        #: ops a culprit search found right, with the draws their checks took
+        #: (``culprit._first_wrong``): a later pair's search of this graph
+        #: replays the draws instead of checking them again
+        self.cleared_ops: dict = {}
 
     #: whether the model's function calls ``tf.function``s (``trace``)
     calls_functions = False
