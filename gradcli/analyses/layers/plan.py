@@ -34,10 +34,15 @@ FAST_COPIES = 6
 #: one of ``Traced.probe``, and the first backward function of the proof),
 #: per fast unit (one traced call, the proof's eager call of the user's layer,
 #: the comparisons), per full unit (``check_model``), and forward passes of the
-#: model for the arithmetic that grows with the layers' size.
-SECONDS_PER_SIGNATURE = 0.5
+#: model for the arithmetic that grows with the layers' size. Recalibrated on
+#: ResNet-50 (the sixteenth round of bench/README.md), whose pass of 25.9 s
+#: was estimated at 52 s: a signature's first unit took 0.19 s (median; mean
+#: 0.22 s, 21 signatures with repeats) more than the later units of its
+#: signature, against 0.5 s counted; its 24 full units 0.11 s each, against
+#: 0.25 s.
+SECONDS_PER_SIGNATURE = 0.25
 SECONDS_PER_UNIT = 0.05
-SECONDS_PER_FULL_UNIT = 0.25
+SECONDS_PER_FULL_UNIT = 0.12
 FORWARD_MULTIPLE = 40.0
 #: ... and, for a unit whose own arithmetic is large, its evaluations: the
 #: quick check evaluates the unit at 2 steps x 2 levels per probe of each of
@@ -57,8 +62,10 @@ TRACE_CALLS = 100
 #: compares every element in numpy and in the traced call. Measured on
 #: BERT-base's token embedding (23.4M weights, 3 probes, the joint check
 #: running beside): 19.4 s, 0.28 microseconds an element a probe, where its
-#: eager call of 2.2 ms counted 0.05 s.
-SECONDS_PER_ELEMENT = 0.25e-6
+#: eager call of 2.2 ms counted 0.05 s; since its draws are one block, never
+#: copied (the fifteenth round), 8.4-9.6 s: 0.12-0.14 microseconds. (A
+#: ResNet-50 3x3 kernel of 2.36M weights took 0.04-0.07.)
+SECONDS_PER_ELEMENT = 0.13e-6
 
 
 def wants_layers(model, options: CheckOptions, mode: str) -> bool:
