@@ -648,6 +648,7 @@ def test_the_joint_check_waits_for_the_layers_it_fits_the_memory_limit_beside_on
     options = CheckOptions(mode="fast", by_layer=True)
     joint = require_joint_memory(model, sum(int(np.size(model.point[n])) for n in model.wrt), options)
     plan = plan_layers(model, options)
+    assert 0 < min(joint, *plan.unit_memory.values())
     need = {key[0]: joint + plan.memory(key) for key in plan.unit_memory}
     assert list(need) == ["net/d1", "net/swish", "net/d2"]
     assert need["net/d1"] > need["net/d2"] > need["net/swish"]
@@ -676,13 +677,14 @@ def test_the_joint_check_waits_for_the_layers_it_fits_the_memory_limit_beside_on
     waited = check_model(model, CheckOptions(mode="fast", by_layer=True, max_memory=limit))
     notes = [n for n in waited.notes if n.startswith("the whole-model joint check")]
     assert not any(n.startswith("the whole-model joint check ran after") or "started once" in n for n in beside.notes)
+    assert len(notes) == 1
     if beside_the_last:
         assert events.index("joint") > events.index("net/d1")  # not beside net/d1
-        assert threads[-1] == "gradcli-joint-check"
+        assert threads == ["gradcli-joint-check", "gradcli-joint-check"]
         assert notes[-1].startswith("the whole-model joint check started once layer net/d1 was checked, not "
                                     "beside it: beside it they would need about")
     else:
-        assert events[-1] == "joint" and threads[-1] == threading.current_thread().name
+        assert events[-1] == "joint" and threads == ["gradcli-joint-check", threading.current_thread().name]
         assert notes[-1].startswith("the whole-model joint check ran after the layer pass, not beside it: "
                                     "beside layer net/d1 they would need about")
     for a, b in zip(beside.pairs, waited.pairs, strict=True):
