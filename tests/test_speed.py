@@ -194,6 +194,40 @@ def test_xla_where_it_pays_and_on_two_workers_gives_the_same_differences(monkeyp
     assert np.max(xla.errors["y"]) < 1e-6  # not vacuous: 8 ulps of f (about 1e3) over h
 
 
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_in_place_loop_traces_the_model_once_and_evaluates_each_point_exactly(compiled):
+    """One point an iteration: the loop's body holds one call of the model, so
+    tracing the loop runs the model's Python once (a body holding both points
+    of a direction ran it twice), plain and under XLA. Each value is the
+    model at x with element i set to x_i + s (then x_i - s) and every other
+    element as it was: y = sum(c * x**2) with c = 1..5, so up - down is
+    4 c_i x_i s_i and up + down is 2 (sum(c x**2) + c_i s_i**2), bit for bit
+    in powers of two."""
+    import tensorflow as tf
+
+    from gradcli.numerics.in_place import InPlaceLoop
+
+    calls = []
+    c = tf.constant([1.0, 2.0, 3.0, 4.0, 5.0], tf.float64)
+
+    def evaluate(v):
+        calls.append(1)
+        return {"y": tf.reduce_sum(c * v * v)}
+
+    x = np.array([0.5, -1.0, 2.0, 0.25, 4.0])
+    loop = InPlaceLoop(evaluate, x, ["y"], {"y": ()}, compiled, 4)
+    part, steps = np.array([3, 0, 4]), np.array([0.5, 0.25, 2.0])  # padded to 4 per call
+    up, down = loop(part, steps)
+    assert len(calls) == 1
+    total = float(np.sum(np.arange(1, 6) * x**2))
+    ci = np.arange(1, 6)[part]
+    np.testing.assert_array_equal(up["y"] - down["y"], 4 * ci * x[part] * steps)
+    np.testing.assert_array_equal(up["y"] + down["y"], 2 * (total + ci * steps**2))
+    up_again, _ = loop(part[:1], steps[:1])  # the variable holds x again after every point
+    np.testing.assert_array_equal(up_again["y"], up["y"][:1])
+    assert len(calls) == 1  # one trace for every call
+
+
 def test_the_xla_rule_compiles_only_float64_groups_predicted_over_the_threshold():
     from gradcli.numerics.in_place import XLA_PAYS_SECONDS, InPlaceLoop
 

@@ -9,9 +9,9 @@ is the default (the model itself); a caller that evaluates the points
 elsewhere (``analyses.layers``'s one traced call per unit) supplies its own.
 
 How ``ModelEvaluator`` evaluates points. Unit directions (the full check) run
-in place: one traced ``tf.while_loop`` per input group sets x_i + s in a
-variable holding the group, evaluates the model, sets x_i - s, evaluates, and
-restores x_i. The model reads the variable without a copy, so an evaluation
+in place: one traced ``tf.while_loop`` per input group sets x_i + s (then
+x_i - s) in a variable holding the group, evaluates the model, and restores
+x_i, one point an iteration (one call of the model in the loop's body). The model reads the variable without a copy, so an evaluation
 costs the model's own arithmetic; building a batch of perturbed copies instead
 costs a copy of the whole input per point, which made the full check's work
 grow as n**2 in memory traffic (bench/README.md has the measurements). Inputs

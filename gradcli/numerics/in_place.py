@@ -5,8 +5,9 @@ copy of the input costs a write and a read of the whole input per evaluation,
 so the check's memory traffic grows as n**2; at 43k parameters that traffic,
 not the model's arithmetic, was most of the time (bench/README.md). Here one
 traced ``tf.while_loop`` holds the input group in a variable and, per
-direction, writes x_i + s, evaluates, writes x_i - s, evaluates, and writes x_i
-back. The model reads the variable without a copy, so an evaluation costs the
+point, writes x_i + s (or x_i - s), evaluates, and writes x_i back: one point
+an iteration, so the loop's body holds one call of the model and the model is
+traced once per loop. The model reads the variable without a copy, so an evaluation costs the
 model's own arithmetic plus a few small ops.
 
 How a group's loop runs (``InPlaceLoop``), each rule measured in
@@ -162,18 +163,19 @@ class InPlaceLoop:
 
     def _call(self, compiled, variable, part, plus, minus, at):
         """One loop call on ``variable``, its arguments padded to a multiple of
-        ``length``: one shape, so one trace (and one XLA compilation)."""
+        ``length``: one shape, so one trace (and one XLA compilation). The loop
+        takes the 2k points interleaved (x_i + s, then x_i - s, per direction)."""
         k = len(part)
         padded = -(-k // self.length) * self.length
         pad = lambda a: np.concatenate([a, np.repeat(a[-1:], padded - k)])  # noqa: E731
-        up, down = self._loop(compiled)(
-            variable, tf.constant(pad(part)), tf.constant(pad(plus)), tf.constant(pad(minus)),
-            tf.constant(pad(at)), tf.constant(k, tf.int32),
+        twice = lambda a: np.repeat(pad(a), 2)  # noqa: E731
+        points = np.stack([pad(plus), pad(minus)], axis=1).reshape(-1)
+        values = self._loop(compiled)(
+            variable, tf.constant(twice(part)), tf.constant(points), tf.constant(twice(at)),
+            tf.constant(2 * k, tf.int32),
         )
-        return (
-            {o: np.asarray(v)[:k] for o, v in up.items()},
-            {o: np.asarray(v)[:k] for o, v in down.items()},
-        )
+        values = {o: np.asarray(v)[: 2 * k] for o, v in values.items()}
+        return {o: v[0::2] for o, v in values.items()}, {o: v[1::2] for o, v in values.items()}
 
     def _loop(self, compiled: bool):
         if compiled not in self._loops:
@@ -187,29 +189,26 @@ class InPlaceLoop:
             # XLA's arrays need their element shapes: one evaluation at the point.
             shapes = {o: v.shape for o, v in evaluate(tf.constant(self.flat)).items()}
 
-        def loop(variable, where, plus, minus, at, count):
+        def loop(variable, where, points, at, count):
             # XLA needs arrays of a static size (the padded length; the unwritten
             # tail is zeros, cut off); the plain loop writes exactly ``count``.
             size = tf.shape(where)[0] if compiled else count
 
-            def body(i, ups, downs):
-                index = where[i : i + 1, None]
-                variable.scatter_nd_update(index, plus[i : i + 1])
-                up = evaluate(variable.read_value())
-                variable.scatter_nd_update(index, minus[i : i + 1])
-                down = evaluate(variable.read_value())
-                variable.scatter_nd_update(index, at[i : i + 1])
-                return (
-                    i + 1,
-                    {o: ups[o].write(i, up[o]) for o in outputs},
-                    {o: downs[o].write(i, down[o]) for o in outputs},
-                )
+            # One point an iteration, so the body holds one call of the model:
+            # one trace of it (and half the graph for XLA to compile), where a
+            # body evaluating both points of a direction held two.
+            def body(j, values):
+                index = where[j : j + 1, None]
+                variable.scatter_nd_update(index, points[j : j + 1])
+                value = evaluate(variable.read_value())
+                variable.scatter_nd_update(index, at[j : j + 1])
+                return j + 1, {o: values[o].write(j, value[o]) for o in outputs}
 
-            arrays = lambda: {  # noqa: E731
+            arrays = {
                 o: tf.TensorArray(dtype, size=size, element_shape=shapes.get(o)) for o in outputs
             }
-            _, ups, downs = tf.while_loop(lambda i, *_: i < count, body, [0, arrays(), arrays()])
-            return {o: a.stack() for o, a in ups.items()}, {o: a.stack() for o, a in downs.items()}
+            _, values = tf.while_loop(lambda j, _: j < count, body, [0, arrays])
+            return {o: a.stack() for o, a in values.items()}
 
         # The variable is an argument, not a capture, so every worker's variable
         # shares one trace (and one XLA compilation).
