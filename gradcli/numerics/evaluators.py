@@ -11,17 +11,17 @@ elsewhere (``analyses.layers``'s one traced call per unit) supplies its own.
 How ``ModelEvaluator`` evaluates points. Unit directions (the full check) run
 in place: one traced ``tf.while_loop`` per input group sets x_i + s (then
 x_i - s) in a variable holding the group, evaluates the model, and restores
-x_i, one point an iteration (one call of the model in the loop's body). The model reads the variable without a copy, so an evaluation
-costs the model's own arithmetic; building a batch of perturbed copies instead
-costs a copy of the whole input per point, which made the full check's work
-grow as n**2 in memory traffic (bench/README.md has the measurements). Inputs
-outside the group are fixed tensors of the trace. Dense directions (fast-mode
-probes, a handful of points) are batched copies under ``tf.vectorized_map``,
-or eager calls when there are few enough that a trace would cost more. Every
-quotient is formed in numpy from the two values
-(``difference_rule.quotients``), however they were evaluated. A model that
-cannot be traced is evaluated eagerly point by point (and a note says so),
-never silently skipped.
+x_i, one point an iteration (one call of the model in the loop's body). The model
+reads the variable without a copy, so an evaluation costs the model's own
+arithmetic; building a batch of perturbed copies instead costs a copy of the
+whole input per point, which made the full check's work grow as n**2 in memory
+traffic (bench/README.md has the measurements). Inputs outside the group are
+fixed tensors of the trace. Dense directions (fast-mode probes, a handful of
+points) are batched copies under ``tf.vectorized_map``, or eager calls when
+there are few enough that a trace would cost more. Every quotient is formed in
+numpy from the two values (``difference_rule.quotients``), however they were
+evaluated. A model that cannot be traced is evaluated eagerly point by point
+(and a note says so), never silently skipped.
 
 Every point is evaluated on tensors no earlier evaluation saw
 (``autodiff.fresh``), the inputs it does not move included: a library that

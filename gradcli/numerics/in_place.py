@@ -4,11 +4,11 @@ The full check needs f at two points per element. Building each point as a
 copy of the input costs a write and a read of the whole input per evaluation,
 so the check's memory traffic grows as n**2; at 43k parameters that traffic,
 not the model's arithmetic, was most of the time (bench/README.md). Here one
-traced ``tf.while_loop`` holds the input group in a variable and, per
-point, writes x_i + s (or x_i - s), evaluates, and writes x_i back: one point
-an iteration, so the loop's body holds one call of the model and the model is
-traced once per loop. The model reads the variable without a copy, so an evaluation costs the
-model's own arithmetic plus a few small ops.
+traced ``tf.while_loop`` holds the input group in a variable and, per point,
+writes x_i + s (or x_i - s), evaluates, and writes x_i back: one point an
+iteration, so the loop's body holds one call of the model and the model is
+traced once per loop. The model reads the variable without a copy, so an
+evaluation costs the model's own arithmetic plus a few small ops.
 
 How a group's loop runs (``InPlaceLoop``), each rule measured in
 bench/README.md:
