@@ -420,8 +420,8 @@ def test_a_sample_that_shows_no_wrong_element_escalates_within_four_budgets(monk
     monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds", lambda self, names: budgets * budget)
     real = check.FastCheck.sampled_pairs
 
-    def blind(self, name, outputs, drawn):  # a sample of the right columns only
-        return real(self, name, outputs, drawn[np.asarray(drawn) % 64 != 0])
+    def blind(self, name, outputs, drawn, seconds):  # a sample of the right columns only
+        return real(self, name, outputs, drawn[np.asarray(drawn) % 64 != 0], seconds)
 
     monkeypatch.setattr(check.FastCheck, "sampled_pairs", blind)
     model = load_model(fixture("fast_wrong_kernel_column.py"))
@@ -440,6 +440,45 @@ def test_a_sample_that_shows_no_wrong_element_escalates_within_four_budgets(monk
         assert j == 0
         assert element.numeric == pytest.approx(true[i, j], rel=1e-6)
         assert element.analytic == pytest.approx(0.9 * true[i, j], rel=1e-9)
+
+
+@pytest.mark.parametrize("file, wrong, sampled", [
+    ("fast_wrong_kernel_column.py", ["w"], 2048),
+    ("fast_two_wrong_kernels.py", ["w1", "w2"], 1024),
+])
+def test_the_failing_inputs_re_checks_share_the_budget(monkeypatch, file, wrong, sampled):
+    """Every wrong input's kernel gradient is 0.9 times the true one in column
+    0 (closed form: dy/dW = x^T (1 - tanh(x W)^2)). A fixed prediction (the
+    rule, not the machine's load, is under test) of 2^-11 s per element: all
+    4,096 elements of an input take 2 s against a budget of 1 s. One failing
+    input has the whole budget, a sample of 4096 * 1 / 2 = 2048 elements; two
+    share it, 4096 * (1/2) / 2 = 1024 each, and say so. Each sample names
+    only column-0 elements, at their closed-form values."""
+    from gradcli.analyses import check
+    from gradcli.model.loading import load_model
+    from gradcli.numerics.finite_diff import FiniteDifferences
+    from gradcli.options import CheckOptions
+
+    monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds",
+                        lambda self, names: 2.0**-11 * sum(self.point[n].size for n in names))
+    model = load_model(fixture(file))
+    result = check.check_model(model, CheckOptions(mode="fast", budget=1.0))
+    pairs = {p.input: p for p in result.pairs}
+    assert pairs["x"].verdict == "pass"
+    x = model.point["x"]
+    for name in wrong:
+        pair = pairs[name]
+        assert pair.verdict == "mismatch" and pair.compared == sampled, pair
+        (note,) = [n for n in pair.warnings if "drawn at random" in n]
+        shared = "its 0.5 s share of the 1 s budget, which the re-checks of 2 failing inputs share"
+        assert (shared in note) == (len(wrong) == 2) and ("over the 1 s budget" in note) == (len(wrong) == 1), note
+        true = x.T @ (1.0 - np.tanh(x @ model.point[name]) ** 2)
+        assert pair.failing
+        for element in pair.failing:
+            i, j = element.input_index
+            assert j == 0
+            assert element.numeric == pytest.approx(true[i, j], rel=1e-6)
+            assert element.analytic == pytest.approx(0.9 * true[i, j], rel=1e-9)
 
 
 def test_a_failing_pair_too_large_to_recheck_in_the_budget_is_shown_on_a_sample():

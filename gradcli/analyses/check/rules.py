@@ -101,14 +101,15 @@ JOINT_BLOCKS_FIXED = 3
 #: derivative never passes here; a mismatch at a step the rule did not choose
 #: is not trusted.
 ROUNDOFF_RETRY = (16.0, 256.0, 4096.0)
-#: A failing fast pair whose element-wise re-check would not fit the budget is
-#: re-checked on a random sample of its elements, at least this many
-#: (``FastCheck.sample_within_budget``).
+#: A failing fast pair whose element-wise re-check would not fit its input's
+#: share of the budget (``RecheckBudget``) is re-checked on a random sample of
+#: its elements, at least this many (``FastCheck.sample_within_budget``).
 MIN_SAMPLED = 256
 #: A sample that shows no element outside tolerance leaves the failing
 #: projections unexplained (a max pool's few hundred kinks at ties among 41k
 #: inputs, which a sample of a tenth can miss): then every element is
-#: re-checked when that is predicted within this many budgets. The sample's cut
+#: re-checked when that is predicted within this many times the input's share
+#: of the budget (the whole budget when one input fails). The sample's cut
 #: is a prediction from timings, which a loaded machine doubles; a verdict
 #: must not hang on it where the whole re-check costs a few budgets at most.
 UNEXPLAINED_BUDGETS = 4.0
