@@ -114,6 +114,26 @@ def test_overwritten_scatter_update_is_named_with_its_type_name_and_line():
     assert overwritten and all(e["numeric"] == pytest.approx(0.0, abs=1e-9) for e in overwritten)
 
 
+def test_a_wrong_custom_gradient_of_many_elements_is_named_in_float32():
+    """The GELU's custom gradient is 0.9 times the right one over 65,536
+    elements, checked in float32. Its local check compared against rtol times
+    the Cauchy-Schwarz bound |u| |J^T v|, 256 (sqrt of its size) times a
+    projection's typical size ||J||_F: the error of a tenth was 4e-4 of that
+    bound, the op passed, and no culprit was named (inside a BERT-base layer,
+    an op before it was). Against ||J||_F, as the fast check's projections
+    are judged, it is convicted; its probe's analytic value is 0.9 times the
+    numeric one, as the bug implies."""
+    name = "culprit_wide_gelu_float32.py"
+    run, doc = check_json(fixture(name), "--native-dtype")
+    assert run.exit_code == 1, run
+    pair = pairs(doc)[("x", "output")]
+    assert pair["verdict"] == "mismatch"
+    culprit = pair["culprit"]
+    assert culprit["site"]["description"] == "tf.custom_gradient wrong_gelu", culprit
+    assert culprit["definition"].endswith(f"{name}:{source_line(fixture(name), 'def wrong_gelu(x):')}"), culprit
+    assert culprit["analytic"] / culprit["numeric"] == pytest.approx(0.9, rel=5e-3), culprit
+
+
 def graph_culprit(name, input_name):
     """The culprit search of the library on a loaded fixture (float64 tolerance)."""
     from gradcli.model.loading import load_model

@@ -62,6 +62,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from gradcli.numerics.difference_rule import machine_eps
 from gradcli.results import (
     DISCONNECTED,
     EXPLANATIONS,
@@ -172,7 +173,7 @@ def projection_scale(u_squares, v_squares, ju_squares, jtv_squares, dtype) -> tu
     finite = [e for e in estimates if np.isfinite(e)]  # a NaN side is caught by ``comparable``
     frob = np.sqrt(max(finite)) if finite else 0.0
     scale = np.full(len(u_squares), frob)
-    eps = np.finfo(dtype).eps
+    eps = machine_eps(dtype)  # bfloat16 too, which numpy's finfo does not know
     roundoff = ANALYTIC_ULPS * eps * np.sqrt(u_squares) * np.sqrt(v_squares) * frob
     return scale, roundoff
 
