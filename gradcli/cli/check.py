@@ -21,7 +21,7 @@ from gradcli.cli.options import (
 @model_options
 @saved_model_options
 @click.option("--mode", type=click.Choice(["auto", "full", "fast"]), default="auto", show_default=True, help="full: every Jacobian element; fast: random projections; auto: full when it fits --budget.")
-@click.option("--budget", type=float, default=10.0, show_default=True, metavar="SECONDS", help="auto mode: run the full check when timed batches of its differences (along the largest input) predict it takes at most SECONDS, else fast. Also the time a failing fast pair's element-wise re-check may take (beyond it, a random sample of its elements is shown).")
+@click.option("--budget", type=float, default=10.0, show_default=True, metavar="SECONDS", help="auto mode: run the full check when timed batches of its differences (along the largest input) predict it takes at most SECONDS, else fast. Also the time the element-wise re-checks of failing fast pairs may take, shared by their inputs (beyond an input's share, a random sample of its elements is shown).")
 @tolerance_options("the comparison")
 @click.option("--probes", type=click.IntRange(min=1), default=3, show_default=True, help="Random projections per pair in fast mode.")
 @native_dtype_option
