@@ -400,8 +400,9 @@ def _probe(*args, **kwargs):
 
 def _probed(local, op, out_values, precision, tol, rng, shape_rule, at, symmetric_inputs=frozenset()):
     """The worst of ``PROBES`` random probes that convicts (``compare_projections``
-    says ``mismatch``): ``(analytic, numeric, error relative to ||J||_F)``; a
-    ``WrongShape`` for a gradient whose shape shows only when run;
+    says ``mismatch``): ``(analytic, numeric, error relative to its scale,
+    the larger of ||J||_F and the projection)``; a ``WrongShape`` for a
+    gradient whose shape shows only when run;
     ``UNRESOLVED`` when none convicts and some probe is inconclusive; None
     when every probe agrees or the stencil left the function's domain."""
     from gradcli.numerics.finite_diff import FiniteDifferences
