@@ -246,3 +246,75 @@ def test_forward_mode_at_many_shapes_is_exact_with_one_relaxed_trace_per_op():
         np.testing.assert_allclose(y, (np.arctan(x) + x / (1.0 + x * x)) * u, rtol=1e-14, atol=1e-15)
     assert forwardprop._TRACE_COUNT.get("Atan", 0) - traces <= 2
     assert forwardprop._TRACE_COUNT_LIMIT == 32
+
+
+def _stitch_function(values):
+    """earn_stitch_duplicate's function: the JVP of its Mul meets a
+    ``tf.IndexedSlices`` tangent (dynamic_stitch's gradient is a gather), which
+    the front hands to TensorFlow's dispatch. Forward mode transposes that
+    gradient, which gathers the upstream for every data element, the
+    overwritten ``a[1]`` too: t_a[0] - 2 t_a[1] - 2 t_b[0] + 4 t_b[1]."""
+    tf = __import__("tensorflow")
+    a, b = values["a"], values["b"]
+    merged = tf.dynamic_stitch([tf.constant([0, 1]), tf.constant([1, 2])], [a, b])
+    return {"y": tf.reduce_sum(merged * tf.constant([1.0, -2.0, 4.0], a.dtype))}
+
+
+def _atan_function(values):
+    """J t = (atan x + x / (1 + x^2)) t, elementwise."""
+    return {"y": values["x"] * __import__("tensorflow").math.atan(values["x"])}
+
+
+def test_the_jvp_front_gives_tensorflows_own_products_to_the_bit_and_skips_only_its_lookup(monkeypatch):
+    """``jvp_functions.SignatureFront``: TensorFlow's JVP dispatch with a
+    dictionary keyed by the exact signature in front. Eagerly and inside a
+    trace, with a ``tf.IndexedSlices`` tangent (handed to TensorFlow's dispatch)
+    and at several shapes, every product is the closed form and the same to the
+    bit as with TensorFlow's dispatch alone. A second JVP at the same signature
+    traces and looks up nothing (TensorFlow's ``trace_function`` is not called
+    once), and once gradcli's forward mode is left, a JVP of TensorFlow's own
+    goes through TensorFlow's dispatch again (the front sees none of its ops)."""
+    import contextlib
+
+    import tensorflow as tf
+
+    from gradcli.numerics import autodiff, jvp_functions
+
+    rng = np.random.default_rng(11)
+    cases = [(_atan_function, {"x": rng.standard_normal(shape)}) for shape in [(3,), (2, 4), (5,)]]
+    cases.append((_stitch_function, {"a": np.array([0.7, 1.9]), "b": np.array([-0.6, 0.25])}))
+
+    def closed_form(function, point, t):
+        if function is _stitch_function:
+            return t["a"][:, 0] - 2 * t["a"][:, 1] - 2 * t["b"][:, 0] + 4 * t["b"][:, 1]
+        x = point["x"]
+        return (np.arctan(x) + x / (1.0 + x * x)) * t["x"]
+
+    fronted = jvp_functions._fronted
+    for function, point in cases:
+        tangents = {n: rng.standard_normal((3,) + v.shape) for n, v in point.items()}
+        for take in (autodiff.batched_jvp, autodiff.traced_jvp):
+            monkeypatch.setattr(jvp_functions, "_fronted", contextlib.nullcontext)
+            alone = take(function, point, tangents, ["y"])["y"]
+            monkeypatch.setattr(jvp_functions, "_fronted", fronted)
+            front = take(function, point, tangents, ["y"])["y"]
+            np.testing.assert_array_equal(front, alone)
+            np.testing.assert_allclose(front, closed_form(function, point, tangents), rtol=1e-13, atol=1e-15)
+
+    from tensorflow.python.eager.polymorphic_function import tracing_compilation
+
+    traced = []
+    trace_function = tracing_compilation.trace_function
+    monkeypatch.setattr(tracing_compilation, "trace_function", lambda *a, **k: traced.append(1) or trace_function(*a, **k))
+    monkeypatch.setattr(jvp_functions._FRONT, "trace_function", tracing_compilation.trace_function)
+    point = {"x": rng.standard_normal((2, 4))}
+    autodiff.jvp(_atan_function, point, {"x": np.ones((2, 4))})  # keyed (the cases above met it)
+    assert traced == []
+    assert jvp_functions._front_depth == 0
+
+    keys = set(jvp_functions._FRONT.functions)
+    x = tf.constant(rng.standard_normal(7))
+    with tf.autodiff.ForwardAccumulator(x, tf.ones_like(x)) as accumulator:
+        y = tf.math.cosh(x)  # an op and shape the front never met
+    np.testing.assert_allclose(accumulator.jvp(y), np.sinh(x.numpy()), rtol=1e-14)
+    assert set(jvp_functions._FRONT.functions) == keys
