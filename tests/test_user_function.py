@@ -271,6 +271,50 @@ def test_the_first_reverse_product_is_taken_once_and_reused_by_the_proof_and_the
     assert same_function.prove(model, 4).proven and calls == [1]  # other cotangents: its own product
 
 
+def test_the_reach_pass_takes_the_proofs_draw_and_the_proof_does_not_take_it_again(tmp_path, monkeypatch):
+    """A model already in float64 has no loading product to reuse: the check's
+    reach pass (is any gradient there at all?) is seeded with the proof's
+    draw, not with ones, and kept; the proof then compares the user's own
+    call with that product instead of taking it again. The kept product is
+    J^T c of f(x) = sin(x) x in closed form."""
+    from gradcli.analyses.reach import require_gradient
+    from gradcli.model.core import first_cotangents
+    from gradcli.model.loading import load_model
+    from gradcli.numerics import autodiff
+    from gradcli.verdicts import same_function
+
+    path = tmp_path / "sinx.py"
+    path.write_text(textwrap.dedent("""
+        import numpy as np
+        import tensorflow as tf
+
+        def model(x):
+            return tf.sin(x) * x
+
+        inputs = {"x": np.linspace(0.3, 2.0, 5)}
+    """))
+    model = load_model(str(path), rng_seed=5)
+    assert model.taken_vjp is None  # nothing promoted: loading took no product
+    outputs = list(model.outputs)
+    require_gradient(model, outputs, seed=5)
+    point, cotangents, product = model.taken_vjp
+    drawn = first_cotangents(model.outputs, 5)
+    assert point is model.point and cotangents.keys() == drawn.keys()
+    assert all(np.array_equal(cotangents[o], drawn[o]) for o in drawn)
+    x, (c,) = model.point["x"], drawn.values()
+    np.testing.assert_allclose(product["x"], c * (np.cos(x) * x + np.sin(x)), rtol=1e-13)
+
+    calls = []
+    vjp = autodiff.vjp
+    monkeypatch.setattr(autodiff, "vjp", lambda *a, **k: calls.append(1) or vjp(*a, **k))
+    proof = same_function.prove(model, 5)
+    assert proof.proven and not proof.differs and calls == []
+    # Without the check's seed (the other commands) the pass is seeded with ones and keeps nothing.
+    other = load_model(str(path), rng_seed=5)
+    require_gradient(other, outputs)
+    assert other.taken_vjp is None and calls == [1]
+
+
 def test_a_keras_rebuild_that_is_not_the_users_function_is_dropped_for_the_model_itself(tmp_path):
     """A Keras model is checked through a float64 rebuild called statelessly;
     the proof calls the original model on its own variables. A custom layer

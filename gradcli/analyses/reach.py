@@ -20,16 +20,23 @@ from gradcli.model.loading import Model
 
 def require_gradient(
     model: Model, outputs: list[str], wrt: list[str] | None = None, *, numeric_option: bool = False,
-    through=None,
+    through=None, seed: int | None = None,
 ) -> None:
     """Raise ``ModelError`` if TensorFlow returns no gradient of ``outputs``
-    for any input in ``wrt`` (default ``model.wrt``). One reverse pass seeded
-    with ones: whether a gradient is None depends on the graph, not on the seed,
-    so a product already taken at the point (``Model.taken_vjp``, every
-    floating output seeded with a random draw) that holds a gradient answers it.
+    for any input in ``wrt`` (default ``model.wrt``). One reverse pass:
+    whether a gradient is None depends on the graph, not on the seed, so a
+    product already taken at the point (``Model.taken_vjp``, every floating
+    output seeded with a random draw) that holds a gradient answers it.
+    Otherwise the pass is seeded with ones, or, given the check's ``seed``,
+    with the proof's draw (``first_cotangents``) where that seeds exactly
+    ``outputs`` for every input: the product is then kept as ``taken_vjp``,
+    and the proof and the cotangent rule do not take it again (one forward
+    and one backward pass fewer per check: 0.35 of 8.9 profiled seconds of a
+    TensorFlow Probability ``bessel_ive``, whose passes run its loops op by op).
     ``numeric_option``: the command has the ``numeric`` option, so say so.
     ``through``: cotangents -> that VJP for ``model.wrt``, where the caller
     takes its products other than by ``autodiff.vjp`` (a warm check's program)."""
+    from gradcli.model.core import first_cotangents
     from gradcli.numerics import autodiff
     from gradcli.verdicts.same_function import taken_product
 
@@ -40,6 +47,11 @@ def require_gradient(
     if taken is not None and set(outputs) <= set(taken[0]) and any(taken[1].get(n) is not None for n in wrt):
         return
     seeds = {o: np.ones(np.shape(model.outputs[o]), model.outputs[o].dtype) for o in outputs}
+    kept = None  # the proof's draw, where it seeds this pass
+    if seed is not None and through is None and wrt == list(model.wrt):
+        drawn = first_cotangents(model.outputs, seed)
+        if drawn.keys() == set(outputs):
+            seeds = kept = drawn
     try:
         if through is not None and wrt == list(model.wrt):
             grads = through(seeds)
@@ -49,6 +61,8 @@ def require_gradient(
         raise
     except Exception:  # noqa: BLE001 - the analysis itself reports why TensorFlow fails
         return
+    if kept is not None:
+        model.taken_vjp = (model.point, kept, grads)
     if any(g is not None for g in grads.values()):
         return
     hint = "; use {@numeric} for finite differences only" if numeric_option else ""

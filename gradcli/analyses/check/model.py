@@ -147,7 +147,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
     if not outputs:
         raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
-    _require_a_gradient(model, outputs, graph, products)
+    _require_a_gradient(model, outputs, graph, products, options.rng_seed)
 
     def differences(mode):
         return FiniteDifferences(
@@ -202,7 +202,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     return result
 
 
-def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None) -> None:
+def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None, seed: int = 0) -> None:
     """``reach.require_gradient``, except where a TensorFlow path exists but
     its gradient is None (an op with no gradient for that input, a
     stop_gradient): check goes on, so the disconnected pairs name the op
@@ -210,10 +210,10 @@ def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None)
     it is in every command, except in a layer unit (``Model.unit``), whose
     pairs the disconnected rule judges: zero where the finite differences
     are, a failure where the output changes. ``products``: the check's own
-    (a kept program's)."""
+    (a kept program's); ``seed``: the check's, whose draw the proof takes."""
     through = None if products is None else (lambda seeds: products.taken_vjps([seeds])[0])
     try:
-        require_gradient(model, outputs, through=through)
+        require_gradient(model, outputs, through=through, seed=seed)
     except ModelError:
         if not model.unit and not any(reaches(graph, n, o) for n in model.wrt for o in outputs):
             raise
