@@ -109,6 +109,50 @@ def test_every_product_leaves_the_seam_dense():
         np.testing.assert_allclose(found, -np.sin(forms.SEG_X) * forms.SEG_WEIGHTS, rtol=1e-12)
 
 
+def test_the_reverse_jacobian_takes_one_backward_pass_per_output_element():
+    """The reach VJP (None where disconnected, and the gradient's shape) is the
+    first unit row where the rows are unrolled: a 4-element output's Jacobian
+    calls the gradient function 4 times, eagerly and in a kept program (and
+    a 1-element output's once, seeded with ones), and its blocks are the
+    closed forms; a disconnected input stays None and a gradient of the wrong
+    shape its ``WrongShape``."""
+    from gradcli.numerics import autodiff
+    from gradcli.tf_import import import_tensorflow
+
+    tf = import_tensorflow()
+    seen = []
+
+    @tf.custom_gradient
+    def cube(x):
+        def grad(dy):
+            seen.append(1)
+            return dy * 3 * x * x
+        return x ** 3, grad
+
+    @tf.custom_gradient
+    def flat_sum(v):  # its gradient drops v's shape: a (3,) gradient for a (1, 3) input
+        return tf.reduce_sum(v), lambda dy: tf.fill([3], dy)
+
+    def function(values):
+        return {"y": cube(values["x"]) * 2.0, "s": tf.reduce_sum(cube(values["x"])) + flat_sum(values["v"])}
+
+    x = np.array([0.5, -1.0, 2.0, 1.5])
+    point = {"x": x, "v": np.ones((1, 3)), "unused": np.ones(2)}
+    wrt = ["x", "v", "unused"]
+    eager = autodiff.jacobians(function, point, wrt, ["y", "s"], mode="reverse").blocks
+    assert len(seen) == x.size + 1  # 4 rows of y, 1 of s
+    program = autodiff.Program(function, {n: tf.TensorSpec(v.shape, tf.float64) for n, v in point.items()},
+                               wrt, ["y", "s"])
+    seen.clear()
+    traced = program.jacobians(point)
+    assert len(seen) == x.size + 1  # once each while tracing
+    for blocks in (eager, traced):
+        np.testing.assert_allclose(blocks[("y", "x")], np.diag(6 * x * x), rtol=1e-15)
+        np.testing.assert_allclose(blocks[("s", "x")], 3 * x * x, rtol=1e-15)
+        assert blocks[("y", "v")] is None and blocks[("y", "unused")] is None and blocks[("s", "unused")] is None
+        assert blocks[("s", "v")] == autodiff.WrongShape(expected=(1, 3), got=(3,))
+
+
 @pytest.mark.parametrize("mode", ["full", "fast"])
 def test_wrong_indexed_slices_gradient_fails_with_its_culprit(mode):
     run, document = check_json(fixture("forms_gather_custom_wrong.py"), "--mode", mode)
