@@ -399,29 +399,35 @@ def test_the_spread_of_a_function_checked_again_is_kept_only_for_the_same_comput
     gradient there is 2x, as before), but the fresh trace's gradient differs
     from the kept one's: the spread runs again and fails the pair at the
     inputs scaled to magnitude 3 (truth: 4x against d(x^2)/dx = 2x on the
-    elements past 2, X scaled by 5: 1.5 to 3)."""
+    elements past 2, X scaled by 5: 1.5 to 3). The kept finding's key is cut
+    at the function's inputs (no state between them and the gradient): a
+    check again runs nothing to find what the op saw (``seen_values``)."""
     from gradcli.verdicts import spread
+    from gradcli.verdicts.graph import TracedGraph
 
-    probed = []
-    original = spread.check_op
+    probed, ran = [], []
+    original, seen_values = spread.check_op, TracedGraph.seen_values
 
     def counted(*args, **kwargs):
         probed.append(1)
         return original(*args, **kwargs)
 
     monkeypatch.setattr(spread, "check_op", counted)
+    monkeypatch.setattr(TracedGraph, "seen_values", lambda *a, **k: ran.append(1) or seen_values(*a, **k))
     function = fresh(square_within_limit)
     try:
         assert all(gradcli.check(function, (X,)).ok for _ in range(4))
         assert probed and len(programs) == 3
         probed.clear()
+        ran.clear()
         again = gradcli.check(function, (X,))
         assert again.ok and not probed, len(probed)
+        assert not ran, len(ran)
         LIMIT["value"] = 2.0
         changed = gradcli.check(function, (X,))
     finally:
         LIMIT["value"] = 100.0
-    assert probed and len(programs) == 5  # proven at the point: the program stands
+    assert probed and ran and len(programs) == 5  # proven at the point: the program stands
     assert not changed.ok
     (pair,) = changed.models[0].pairs
     assert pair.verdict == "mismatch" and pair.culprit.checked == "own gradient at its inputs scaled to magnitude 3"

@@ -531,11 +531,15 @@ class TracedGraph:
             digest.update(np.ascontiguousarray(value).tobytes())
         return digest.hexdigest()
 
-    def seen_values(self, ops):
+    def point_feeds(self):
+        """The model's inputs in the trace (``feeds``) and their values at the point, as tensors."""
+        return [self.inputs[n] for n in self.model.point], [tf.constant(self.model.point[n]) for n in self.model.point]
+
+    def seen_values(self, ops, fed_values=None):
         """The model's inputs (``feeds``), their values, and ``seen``: tensor ref ->
-        the value each local input and output of ``ops`` had at the point."""
-        feeds = [self.inputs[n] for n in self.model.point]
-        feed_values = [tf.constant(self.model.point[n]) for n in self.model.point]
+        the value each local input and output of ``ops`` had at the point.
+        ``fed_values``: ``point_feeds()``, where the caller has them."""
+        feeds, feed_values = fed_values or self.point_feeds()
         fed = {t.ref() for t in feeds}
         needed = {}
         for op in ops:

@@ -224,7 +224,12 @@ def check_fingerprint(graph, op, feeds, feed_values, seen, tol, only=None) -> tu
     stands for the computation (a stateful op, a captured variable, a
     function call, nothing to cut out). Equal keys give the same result, at
     the point and at any ``at`` of its values (the spread, ``spread``).
-    Nothing is pruned: a key found needs no cut-out."""
+    Nothing is pruned: a key found needs no cut-out.
+
+    ``seen`` None: the piece is cut at the model's inputs alone, so it holds
+    every op from them to the op as well, and the key needs no value the
+    model computed (what the op saw follows from the inputs' values through
+    ops that hold no state): a warm check's key without running the graph."""
     xs, ys = graph.local_inputs(op), graph.local_outputs(op)
     if only is not None:
         xs = [x for x in xs if x.ref() in only]
@@ -234,10 +239,11 @@ def check_fingerprint(graph, op, feeds, feed_values, seen, tol, only=None) -> tu
     seeds, xs_grads = built
     xs = [x for x, _ in xs_grads]
     fed = {t.ref() for t in feeds}
-    cuts = feeds + [x for x in xs if x.ref() not in fed] + seeds
+    cut = [] if seen is None else [x for x in xs if x.ref() not in fed]
     fetches = ys + [g for _, g in xs_grads] + _held(graph, op, feeds, xs, None)
-    digest = graph.fingerprint(cuts, fetches, [*feed_values, *(seen[x.ref()] for x in xs)])
-    return None if digest is None else (digest, repr(tol), tuple(x.name for x in xs))
+    digest = graph.fingerprint(feeds + cut + seeds, fetches, [*feed_values, *(seen[x.ref()] for x in cut)])
+    kind = "cut at the op" if seen is not None else "cut at the inputs"
+    return None if digest is None else (kind, digest, repr(tol), tuple(x.name for x in xs))
 
 
 def _cut_out(graph, op, feeds, feed_values, xs, ys, order, shape_rule, to):
