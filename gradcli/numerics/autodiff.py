@@ -438,13 +438,9 @@ def reverse_parts(function, values, wrt, outputs, rows_of) -> tuple[dict, dict]:
     rows ``rows_of(tape, y, sources, size, first)`` gives for the inputs
     whose reach gradient has the input's shape (None when there is no such
     input, or one row: the reach gradient is that row); and per output its
-    (shape, dtype).
-
-    Whether a gradient is None, and its shape, are the graph's, not the
-    seed's: where the rows are unrolled (up to ``EAGER_MAX_ROWS``) the reach
-    VJP is seeded with the first unit cotangent and is the first row
-    (``first``), one backward pass fewer per output (a fifth of a 4-element
-    ``tfp.math.bessel_ive``'s Jacobian); else it is seeded with ones."""
+    (shape, dtype). None-ness and shape are the graph's, not the seed's:
+    where rows are unrolled the reach VJP's seed is the first unit cotangent
+    and it is the first row (``first``: one backward pass fewer), else ones."""
     call_values, watched = sources_of(function, values, wrt)
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(watched)
@@ -476,8 +472,7 @@ def _rows_or_failure(tape, y, sources, size, first=None):
 
 def _rows(tape, y, sources, size, first=None):
     """Each source's rows J[i, :] of ``y``: unit cotangents, unrolled up to
-    ``EAGER_MAX_ROWS`` (see ``_reverse``), else one ``tf.vectorized_map``.
-    ``first``: each source's first row, taken already (``reverse_parts``)."""
+    ``EAGER_MAX_ROWS`` (the first given as ``first``), else one ``tf.vectorized_map``."""
     seeds = tf.reshape(tf.eye(size, dtype=y.dtype), (size,) + tuple(y.shape))
 
     def row(c):
@@ -520,8 +515,7 @@ def _blocks_of(function, values, wrt, outputs, parts, shapes):
 
 
 def _eager_rows(row, seeds, size: int, first=None) -> list:
-    """``tf.vectorized_map(row, seeds)`` as ``size`` eager calls (the first
-    given as ``first``, where it was taken already): each source's rows, stacked."""
+    """``tf.vectorized_map(row, seeds)`` as eager calls (the first row ``first``, if taken): stacked."""
     rows = ([first] if first is not None else []) + [row(seeds[i]) for i in range(size) if i or first is None]
     return [tf.stack(column) for column in zip(*rows)]
 
