@@ -342,3 +342,36 @@ def test_no_call_of_any_command_sees_a_tensor_an_earlier_call_saw():
     assert result.n_failing == 0, result
     np.testing.assert_allclose([e.logabsdet for e in result.examples], np.log(np.abs(d)).sum(axis=1), rtol=1e-12)
     assert reused == [], f"{len(reused)} calls were handed a tensor an earlier call saw"
+
+
+def test_a_held_point_is_converted_once_and_cannot_change():
+    """``numerics.held``: a held point's arrays are read-only views of tensors
+    made once (the caller's arrays untouched and still writable); every
+    conversion of a held array gives that one tensor, with the array's values;
+    anything else (a slice of a view, a string array) is converted as before;
+    an entry leaves with its view. The model's calls still get fresh tensors
+    (``test_no_call_of_any_command_sees_a_tensor_an_earlier_call_saw``)."""
+    import gc
+
+    from gradcli.numerics import held
+
+    given = {"w": np.arange(6.0).reshape(2, 3), "ids": np.array([3, 1], np.int32), "tag": np.array(["a"])}
+    point = held.hold(dict(given))
+    assert point["tag"] is given["tag"]
+    for name in ("w", "ids"):
+        view, array = point[name], given[name]
+        assert view is not array and not view.flags.writeable and array.flags.writeable
+        assert view.dtype == array.dtype and np.array_equal(view, array)
+        tensor = held.tensor_of(view)
+        assert held.tensor_of(view) is tensor and np.array_equal(tensor.numpy(), array)
+        with pytest.raises(ValueError):
+            view[0] = 7
+    assert held.hold(point)["w"] is point["w"]  # held once
+    assert held.tensor_of(point["w"][0]) is not held.tensor_of(point["w"])
+    np.testing.assert_array_equal(held.tensor_of(point["w"][1]).numpy(), [3.0, 4.0, 5.0])
+    given["w"][0, 0] = 9.0  # the caller's array is its own
+    assert point["w"][0, 0] == 0.0 and held.tensor_of(point["w"]).numpy()[0, 0] == 0.0
+    entries = {id(point[n]): held._HELD[id(point[n])] for n in ("w", "ids")}
+    del point, view
+    gc.collect()
+    assert all(held._HELD.get(key) is not entry for key, entry in entries.items())

@@ -357,7 +357,8 @@ def _declared(model: Model, function, batch: int, batched: bool) -> np.ndarray:
     tf = import_tensorflow()
 
     try:
-        value = function({k: tf.convert_to_tensor(v) for k, v in model.point.items()})
+        from gradcli.numerics.held import tensors_of
+        value = function(tensors_of(model.point))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error

@@ -321,7 +321,8 @@ def run_model(model: Model, values: dict) -> dict:
     tf = import_tensorflow()
 
     try:
-        tensors = {n: tf.convert_to_tensor(v) for n, v in values.items()}
+        from gradcli.numerics.held import tensors_of
+        tensors = tensors_of(values)
         return model.function(tensors)
     except (GradcliError, KeyboardInterrupt):  # a GradcliError already says where
         raise

@@ -319,7 +319,8 @@ def _unreached(model, weights: _Weights, target, data) -> list[str]:
         floats = [tf.reduce_sum(tf.cast(t, tf.float64)) for t in outputs.values() if t.dtype.is_floating]
         return tf.add_n(floats) if floats else tf.constant(0.0, tf.float64)
 
-    tensors = {n: tf.convert_to_tensor(v) for n, v in model.point.items()}
+    from gradcli.numerics.held import tensors_of
+    tensors = tensors_of(model.point)
     variables = list(weights.keras.values()) + [v for _, _, v in weights.slots.values()]
     try:
         with tf.GradientTape() as tape:

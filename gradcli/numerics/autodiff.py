@@ -54,16 +54,13 @@ from typing import Callable
 
 import numpy as np
 from gradcli.numerics import jvp_functions
+from gradcli.numerics.held import tensor_of, tensors_of
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
 
 #: Held by every forward-mode product (module docstring).
 FORWARD_MODE = threading.RLock()
-
-
-def _tensors(point: dict) -> dict:
-    return {n: tf.convert_to_tensor(v) for n, v in point.items()}
 
 
 def fresh(values):
@@ -234,7 +231,7 @@ def vjp(function: Callable, point: dict, wrt: list[str], cotangents: dict) -> di
 def vjps(function: Callable, point: dict, wrt: list[str], seeds: list[dict]) -> list[dict]:
     """``vjp`` for each of several cotangents, from one forward pass (a
     persistent tape, one backward pass per seed)."""
-    products = vjp_tensors(function, _tensors(point), wrt, seeds)
+    products = vjp_tensors(function, tensors_of(point), wrt, seeds)
     return [{n: to_numpy(g) for n, g in zip(wrt, grads)} for grads in products]
 
 
@@ -293,7 +290,7 @@ def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | No
 
 
 def _jvp(function, point, tangents, outputs):
-    return {o: np.asarray(t) for o, t in jvp_tensors(function, _tensors(point), tangents, outputs).items()}
+    return {o: np.asarray(t) for o, t in jvp_tensors(function, tensors_of(point), tangents, outputs).items()}
 
 
 def jvp_tensors(function: Callable, values: dict, tangents: dict, outputs: list[str] | None = None) -> dict:
@@ -318,7 +315,7 @@ def forward_reaches(function: Callable, point: dict, name: str, output: str) -> 
     transposes each op's gradient function, so an op whose gradient has no
     gradient itself (``ResizeBilinearGrad``) stops every tangent there: the
     JVP comes back as None, which ``jvp`` gives as zeros."""
-    values, primals = sources_of(function, _tensors(point), [name])
+    values, primals = sources_of(function, tensors_of(point), [name])
     tangent = tf.ones_like(primals[0])
     with forward_accumulator(primals, [tangent]) as acc:
         y = function(values)[output]
@@ -348,7 +345,7 @@ def jacobians(
     function: Callable, point: dict, wrt: list[str], outputs: list[str], mode: str = "auto"
 ) -> Jacobians:
     """Full Jacobian blocks of ``outputs`` with respect to ``wrt``, vectorised with pfor."""
-    values = _tensors(point)
+    values = tensors_of(point)
     in_size = sum(int(np.size(point[n])) for n in wrt)
     if mode == "auto":
         shapes = {o: tuple(v.shape) for o, v in function(values).items()}
@@ -615,7 +612,7 @@ def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[st
     where the caller knows them (a trace of the function), else one call at
     the point tells (``output_specs``). Raises where the function cannot be
     traced."""
-    values = _tensors(point)
+    values = tensors_of(point)
     # The weights the function holds as variables are made here, eagerly, and
     # captured by the trace: a trace cannot make a variable from its own input.
     held = getattr(function, "variables", ())
@@ -709,7 +706,7 @@ class Program:
         return {n: self.specs[n] for n in self.names}
 
     def values(self, point: dict) -> dict:
-        return {n: tf.convert_to_tensor(point[n]) for n in self.names}
+        return {n: tensor_of(point[n]) for n in self.names}
 
     def reverse_graphs(self) -> list:
         """The graphs of the reverse-mode products traced so far (the Jacobian's

@@ -38,6 +38,7 @@ import numpy as np
 from gradcli.numerics.autodiff import fresh
 from gradcli.numerics.difference_rule import SIGNS
 from gradcli.numerics.in_place import InPlaceLoop
+from gradcli.numerics.held import tensor_of
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
@@ -236,7 +237,7 @@ class ModelEvaluator:
 
         def inputs(moved: dict) -> dict:  # every input, in the point's order
             for n in fd.point.keys() - moved.keys() - fixed.keys():
-                fixed[n] = tf.constant(fd.point[n])
+                fixed[n] = tensor_of(fd.point[n])
             return {n: moved[n] if n in moved else fixed[n] for n in fd.point}
 
         many = getattr(fd.traced, "many", None)  # a trace that takes the points at once
@@ -278,7 +279,7 @@ class ModelEvaluator:
         """The model as a function of the group's flat vector (other inputs fixed),
         outputs cast to the group's dtype."""
         fd = self.differences
-        others = {n: tf.constant(v) for n, v in fd.point.items() if n not in group}
+        others = {n: tensor_of(v) for n, v in fd.point.items() if n not in group}
         shapes = [tuple(fd.point[n].shape) for n in group]
         sizes = [int(fd.point[n].size) for n in group]
         dtype = tf.as_dtype(fd.point[group[0]].dtype)

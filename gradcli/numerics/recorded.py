@@ -13,13 +13,10 @@ from typing import Callable
 import numpy as np
 
 from gradcli.numerics.autodiff import forward_accumulator, reverse, sources_of
+from gradcli.numerics.held import tensors_of
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
-
-
-def _tensors(point: dict) -> dict:
-    return {n: tf.convert_to_tensor(v) for n, v in point.items()}
 
 
 
@@ -36,14 +33,14 @@ def values_differentiated(function: Callable, point: dict, wrt: list[str]) -> di
     body (``record.could_possibly_record``), and TensorFlow Probability's
     samplers pick their implementation by that (its Gamma and Beta draws)."""
     found = {}
-    call_values, sources = sources_of(function, _tensors(point), wrt)
+    call_values, sources = sources_of(function, tensors_of(point), wrt)
     try:
         with tf.GradientTape() as tape:
             tape.watch(sources)
             found["under a GradientTape"] = {o: np.asarray(v) for o, v in function(call_values).items()}
     except Exception:  # noqa: BLE001 - the check reports a call that raises
         pass
-    call_values, sources = sources_of(function, _tensors(point), wrt)
+    call_values, sources = sources_of(function, tensors_of(point), wrt)
     try:
         with forward_accumulator(sources, [tf.ones_like(s) for s in sources]):
             found["under a ForwardAccumulator"] = {o: np.asarray(v) for o, v in function(call_values).items()}
@@ -84,7 +81,7 @@ def numpy_conversions(function: Callable, point: dict, name: str) -> list[Conver
 
     from tensorflow.python.framework.ops import _EagerTensorBase  # the class of every eager tensor
 
-    values, sources = sources_of(function, _tensors(point), [name])
+    values, sources = sources_of(function, tensors_of(point), [name])
     recorded = []
     original = _EagerTensorBase._numpy
 

@@ -315,7 +315,8 @@ def gradient_beside(graph, name: str, output: str, constructions, rows) -> np.nd
             return np.zeros((len(rows), size))
         feeds = [graph.inputs[n] for n in graph.model.point]
         fn = graph.prune(feeds + [seed], [grad])
-        values = [tf.constant(graph.model.point[n]) for n in graph.model.point]
+        from gradcli.numerics.held import tensors_of
+        values = list(tensors_of(graph.model.point).values())
         out = np.zeros((len(rows), size))
         shape = tuple(y.shape)
         for i, r in enumerate(rows):

@@ -32,6 +32,7 @@ from gradcli.model.core import first_line, is_user_file, trace_specs
 from gradcli.model.paths import relative_path
 from gradcli.numerics.autodiff import functions_run_eagerly
 from gradcli.results import GraphSite
+from gradcli.numerics.held import tensor_of, tensors_of
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts.graph_ops import (
     SURROGATE_OPS, TRIVIAL_OPS, ancestors, custom_result_count, cut_description, describe,
@@ -198,7 +199,7 @@ class TracedGraph:
         if not self.trace():
             return None
         names = list(self.model.point)
-        point = [tf.constant(self.model.point[n]) for n in names]
+        point = [tensor_of(self.model.point[n]) for n in names]
         # Inlining strips a tf.function's own settings: the body of a
         # ``jit_compile=True`` function (Keras' grouped convolution on CPU) may
         # not run outside XLA ("Fused conv implementation does not support
@@ -533,7 +534,7 @@ class TracedGraph:
 
     def point_feeds(self):
         """The model's inputs in the trace (``feeds``) and their values at the point, as tensors."""
-        return [self.inputs[n] for n in self.model.point], [tf.constant(self.model.point[n]) for n in self.model.point]
+        return [self.inputs[n] for n in self.model.point], list(tensors_of(self.model.point).values())
 
     def seen_values(self, ops, fed_values=None):
         """The model's inputs (``feeds``), their values, and ``seen``: tensor ref ->

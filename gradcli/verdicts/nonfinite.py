@@ -193,7 +193,8 @@ def _first_nonfinite_op(graph, input_name, output, at=None, gradient=True):
             backward = [op for op in g.get_operations() if op not in known]
         point = {**graph.model.point, **({input_name: at} if at is not None else {})}
         feeds = [graph.inputs[n] for n in point]
-        feed_values = [tf.constant(point[n]) for n in point]
+        from gradcli.numerics.held import tensors_of
+        feed_values = list(tensors_of(point).values())
         fed = {t.ref() for t in feeds}
         known = set(forward)
         for ops in (forward, backward):

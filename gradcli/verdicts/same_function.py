@@ -180,7 +180,8 @@ def _own_vjp(model, own, point: dict, cotangents: dict):
     from gradcli.numerics import autodiff
 
     tf = import_tensorflow()
-    data = autodiff.fresh({n: tf.convert_to_tensor(v) for n, v in point.items() if n not in own.variables})
+    from gradcli.numerics.held import tensors_of
+    data = autodiff.fresh(tensors_of({n: v for n, v in point.items() if n not in own.variables}))
     saved = {}
     try:
         for n, variable in own.variables.items():

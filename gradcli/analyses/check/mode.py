@@ -23,7 +23,8 @@ def eager_call_seconds(model: Model) -> float:
     if model.forward_seconds is not None:
         return model.forward_seconds
 
-    point = {n: tf.convert_to_tensor(v) for n, v in model.point.items()}
+    from gradcli.numerics.held import tensors_of
+    point = tensors_of(model.point)
     model.function(point)
     started = time.perf_counter()
     model.function(point)

@@ -123,8 +123,10 @@ def layer_model(parent, call: LayerCall, seed: int = 0, traced: Traced | None = 
     native = {n: np.dtype("float32") for n in point}
     if own is not None:
         native.update({n: np.dtype(getattr(v.dtype, "as_numpy_dtype", v.dtype)) for n, v in zip(weights, own_variables)})
+    from gradcli.numerics.held import hold
+
     local = Model(
-        name=f"{parent.name} :: {call.path}", path=parent.path, function=function, point=point,
+        name=f"{parent.name} :: {call.path}", path=parent.path, function=function, point=hold(point),
         wrt=wrt, native_dtypes=native, kind="keras",
         module=parent.module, weights=weights, own_call=own_call, unit=True,
     )

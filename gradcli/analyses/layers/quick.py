@@ -142,7 +142,8 @@ def run_traced(check, products: TracedProducts, traced: Traced, draws: "Draws") 
     cotangents, tangents = {o: seeds}, dict(zip(wrt, drawn))
     plan = check.fd.evaluator.plan_passes(wrt, tangents)
     weights, frozen, cots = model.function.bound
-    point = [constant_tensor(model.point[n]) for n in wrt]
+    from gradcli.numerics.held import tensor_of
+    point = [tensor_of(model.point[n]) for n in wrt]
     values, jvps, grads = traced.probe(point, frozen, cots, moves, plan, cotangents[o])
     evaluator = check.fd.evaluator
     numeric = evaluator.serve(wrt, tangents, values)

@@ -93,9 +93,8 @@ def floating_tensor(value) -> bool:
 
 
 def point_tensors(model, values: dict):
-    import tensorflow as tf
-
-    return {n: tf.convert_to_tensor(v) for n, v in values.items()}
+    from gradcli.numerics.held import tensors_of
+    return tensors_of(values)
 
 
 def module_roots(model) -> list:

@@ -1,0 +1,72 @@
+"""A point's arrays held as tensors, converted once.
+
+Every call of a model takes its inputs as tensors, and converting a numpy
+array is a copy into fresh memory. A check calls its model dozens of times at
+the same point: a BERT-base checked in float64 holds 876 MB of weights, and
+converting arrays of more than 8 MB took 13.7 s of one such check's 75 s
+(``bench/README.md``). ``hold`` converts a point once: each numeric array
+becomes a read-only view of a tensor that holds its values (a copy: the
+caller's arrays are untouched), and ``tensor_of`` gives that tensor back for
+the view. Nothing can write to the view (its memory is the tensor's, which
+TensorFlow never changes), so the tensor stands for the array as long as the
+view lives. Any other value (an array not held, a slice or reshape of a view)
+is converted as it always was.
+
+A call still gets tensors no earlier call saw: ``autodiff.fresh`` copies each
+input of each call, for the libraries that cache by the input tensor.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from gradcli.tf_import import import_tensorflow
+
+tf = import_tensorflow()
+
+#: id(view) -> (weak reference to the view, its tensor). An entry leaves when its view dies.
+_HELD: dict[int, tuple] = {}
+#: Array kinds held: booleans, integers, floating and complex numbers (strings
+#: and objects, and numpy's void kinds such as bfloat16, are converted each time).
+_KINDS = "biufc"
+
+
+def hold(values: dict) -> dict:
+    """``values`` (name -> value), in place: each numeric numpy array not held
+    already is replaced by a read-only view of a tensor holding its values.
+    Returns ``values``."""
+    for name, value in values.items():
+        if not isinstance(value, np.ndarray) or value.dtype.kind not in _KINDS or _entry(value) is not None:
+            continue
+        tensor = tf.convert_to_tensor(value)
+        view = np.asarray(tensor)
+        if view.flags.writeable or view.dtype != value.dtype or view.shape != value.shape:
+            continue  # not the tensor's own memory: nothing to hold
+        key = id(view)
+        _HELD[key] = (weakref.ref(view, lambda ref, key=key: _drop(key, ref)), tensor)
+        values[name] = view
+    return values
+
+
+def tensor_of(value):
+    """The tensor a held view stands for (``hold``), else ``value`` converted."""
+    entry = _entry(value)
+    return entry[1] if entry is not None else tf.convert_to_tensor(value)
+
+
+def tensors_of(values: dict) -> dict:
+    """``tensor_of`` each value of ``values``."""
+    return {name: tensor_of(value) for name, value in values.items()}
+
+
+def _entry(value):
+    entry = _HELD.get(id(value))
+    return entry if entry is not None and entry[0]() is value else None
+
+
+def _drop(key: int, ref) -> None:
+    entry = _HELD.get(key)
+    if entry is not None and entry[0] is ref:
+        del _HELD[key]
