@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 
 from gradcli.errors import error_line
-from gradcli.numerics import autodiff
+from gradcli.numerics import autodiff, held
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import Calling
@@ -357,8 +357,7 @@ def _declared(model: Model, function, batch: int, batched: bool) -> np.ndarray:
     tf = import_tensorflow()
 
     try:
-        from gradcli.numerics.held import tensors_of
-        value = function(tensors_of(model.point))
+        value = function(autodiff.fresh(held.tensors_of(model.point)))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error

@@ -321,8 +321,10 @@ def run_model(model: Model, values: dict) -> dict:
     tf = import_tensorflow()
 
     try:
+        from gradcli.numerics.autodiff import fresh
         from gradcli.numerics.held import tensors_of
-        tensors = tensors_of(values)
+
+        tensors = fresh(tensors_of(values))  # held once, and tensors of this call's own
         return model.function(tensors)
     except (GradcliError, KeyboardInterrupt):  # a GradcliError already says where
         raise

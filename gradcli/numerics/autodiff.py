@@ -348,7 +348,7 @@ def jacobians(
     values = tensors_of(point)
     in_size = sum(int(np.size(point[n])) for n in wrt)
     if mode == "auto":
-        shapes = {o: tuple(v.shape) for o, v in function(values).items()}
+        shapes = {o: tuple(v.shape) for o, v in function(fresh(values)).items()}
         out_size = sum(int(np.prod(shapes[o], dtype=np.int64)) for o in outputs)
         mode = choose_mode(out_size, in_size)
         if mode == "forward":

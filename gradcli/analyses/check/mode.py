@@ -23,11 +23,13 @@ def eager_call_seconds(model: Model) -> float:
     if model.forward_seconds is not None:
         return model.forward_seconds
 
+    from gradcli.numerics.autodiff import fresh
     from gradcli.numerics.held import tensors_of
+
     point = tensors_of(model.point)
-    model.function(point)
+    model.function(fresh(point))
     started = time.perf_counter()
-    model.function(point)
+    model.function(fresh(point))
     return time.perf_counter() - started
 
 
