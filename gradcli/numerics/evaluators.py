@@ -37,8 +37,8 @@ import numpy as np
 
 from gradcli.numerics.autodiff import fresh
 from gradcli.numerics.difference_rule import SIGNS
-from gradcli.numerics.in_place import InPlaceLoop
 from gradcli.numerics.held import tensor_of
+from gradcli.numerics.in_place import InPlaceLoop
 from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
@@ -191,21 +191,16 @@ class ModelEvaluator:
         fd = self.differences
         dtype = fd.point[group[0]].dtype
         spans = {n: (fd.offset(n), fd.offset(n) + fd.point[n].size) for n in group}
-        scratch = Scratch()
 
         def point(name, row, step):
             x = fd.point[name].reshape(-1)
             start, _ = spans[name]
             if kind == "axes":
-                moved = scratch.like(x)
-                np.copyto(moved, x)
+                moved = x.copy()
                 moved[row - start] = x[row - start] + step
-            elif row.dtype == x.dtype == np.asarray(step).dtype:
-                moved = scratch.like(x)  # d s, then + x: the same numbers as x + d s
-                np.add(np.multiply(row[start : start + x.size], step, out=moved), x, out=moved)
             else:
                 moved = x + row[start : start + x.size] * step
-            return scratch.tensor(moved.reshape(fd.point[name].shape))
+            return tf.constant(moved.reshape(fd.point[name].shape))
 
         def moved(j, sign):
             row, signed = part[j], dtype.type(sign * steps[j])
@@ -361,34 +356,6 @@ def _split_signs(values: dict, k: int) -> tuple[dict, dict]:
     """(+ rows, - rows) of a batched evaluation that ran all + rows, then all - rows."""
     values = {o: np.asarray(v) for o, v in values.items()}
     return {o: v[:k] for o, v in values.items()}, {o: v[k:] for o, v in values.items()}
-
-
-class Scratch:
-    """One array per dtype that each moved point is formed in before it is
-    copied into its tensor (``tensor``), instead of two fresh arrays a point:
-    a joint probe of a BERT-base moves 109M float64 weights at each of its 12
-    points, and fresh memory costs its page faults (4.9 s of such a check's
-    18 s joint thread went to forming and converting the points)."""
-
-    def __init__(self):
-        self.arrays: dict = {}
-
-    def like(self, x: np.ndarray) -> np.ndarray:
-        """A flat array of ``x``'s size and dtype, reused (its values are not ``x``'s)."""
-        held = self.arrays.get(x.dtype)
-        if held is None or held.size < x.size:
-            held = self.arrays[x.dtype] = np.empty(x.size, x.dtype)
-        return held[: x.size]
-
-    @staticmethod
-    def tensor(moved: np.ndarray):
-        """``moved``'s values as a tensor of their own: a copy, so the scratch
-        may be written again (TensorFlow copies an array it converts; were it
-        to share the memory, the array is copied first)."""
-        t = tf.constant(moved)
-        if np.may_share_memory(np.asarray(t), moved):
-            t = tf.constant(moved.copy())
-        return t
 
 
 def map_points(evaluate, points, outputs, vectorized: bool) -> dict:

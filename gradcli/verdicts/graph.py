@@ -31,8 +31,8 @@ from gradcli.errors import error_line
 from gradcli.model.core import first_line, is_user_file, trace_specs
 from gradcli.model.paths import relative_path
 from gradcli.numerics.autodiff import functions_run_eagerly
-from gradcli.results import GraphSite
 from gradcli.numerics.held import tensor_of, tensors_of
+from gradcli.results import GraphSite
 from gradcli.tf_import import import_tensorflow
 from gradcli.verdicts.graph_ops import (
     SURROGATE_OPS, TRIVIAL_OPS, ancestors, custom_result_count, cut_description, describe,
