@@ -38,7 +38,7 @@ import dataclasses
 import numpy as np
 
 from gradcli.errors import error_line
-from gradcli.numerics import autodiff, held
+from gradcli.numerics import autodiff
 from gradcli.verdicts import compare
 from gradcli.errors import ModelError, UsageError
 from gradcli.model.calling import Calling
@@ -357,7 +357,7 @@ def _declared(model: Model, function, batch: int, batched: bool) -> np.ndarray:
     tf = import_tensorflow()
 
     try:
-        value = function(autodiff.fresh(held.tensors_of(model.point)))
+        value = function(autodiff.fresh(model.point))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the user's code: any exception but Ctrl-C is a model error

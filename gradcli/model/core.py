@@ -322,10 +322,8 @@ def run_model(model: Model, values: dict) -> dict:
 
     try:
         from gradcli.numerics.autodiff import fresh
-        from gradcli.numerics.held import tensors_of
 
-        tensors = fresh(tensors_of(values))  # held once, and tensors of this call's own
-        return model.function(tensors)
+        return model.function(fresh(values))  # tensors of this call's own (held arrays: ``numerics.held``)
     except (GradcliError, KeyboardInterrupt):  # a GradcliError already says where
         raise
     except BaseException as exc:  # SystemExit, GeneratorExit, the user's own BaseException

@@ -38,16 +38,14 @@ def settle_dtype(model: Model, float64: bool, rng_seed: int = 0, explain_failure
     constant meets them), their own dtype is TensorFlow's, float32, and they
     are routed as float32 arrays are, with a note (``_as_python_floats``).
     """
-    from gradcli.numerics.held import hold  # the point converted once: its forward passes and the check's calls
-
     native = dict(model.point)
     changed = [n for n in model.wrt if native[n].dtype != CHECK_DTYPE]
     written = [n for n in model.wrt if n in model.python_numbers and native[n].dtype == CHECK_DTYPE]
     own = {n: d for n, d in model.own_dtypes.items() if n in native and native[n].dtype != d}
     if float64 and model.runs_in_float64:
-        promoted = hold({
+        promoted = {
             n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
-        })
+        }
         try:
             model.outputs, model.point = forward(model, promoted), promoted
             failure = _float64_gradient_failure(model, native, rng_seed, explain_failure) if changed else None
@@ -90,7 +88,7 @@ def settle_dtype(model: Model, float64: bool, rng_seed: int = 0, explain_failure
                 f"{native[changed[0]].dtype} with steps and tolerances for that dtype"
             )
     try:
-        model.outputs, model.point = forward(model, hold(native)), native
+        model.outputs, model.point = forward(model, native), native
     except ModelError as exc:  # float64 Python numbers beside float32 constants: TensorFlow's float32
         if not written:
             raise

@@ -163,9 +163,6 @@ def _finish(model: Model, overrides, wrt, file_wrt, float64: bool, rng_seed: int
         if model.stateful:
             seed_everything(rng_seed)  # the seeding a model file gets, and the fresh kernels with it
     settle_dtype(model, float64, rng_seed, explain_failure)
-    from gradcli.numerics.held import hold
-
-    hold(model.point)  # converted once, for every call of the check (``numerics.held``)
     return model
 
 

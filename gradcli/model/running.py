@@ -23,7 +23,12 @@ REPEAT_ULPS = 8
 
 def forward(model: Model, values: dict) -> dict[str, np.ndarray]:
     """Run the forward pass twice: differencing a random function (dropout,
-    unseeded random ops) would report noise as gradient errors."""
+    unseeded random ops) would report noise as gradient errors. ``values`` is
+    held first, in place (``numerics.held``): the point a check runs at is the
+    one its forward pass ran at, converted once for every call."""
+    from gradcli.numerics.held import hold
+
+    hold(values)
     first = {n: host_array(t) for n, t in run_model(model, values).items()}
     started = time.perf_counter()
     again = {n: host_array(t) for n, t in run_model(model, values).items()}

@@ -78,15 +78,15 @@ def fresh(values):
     path to the watched input, and the gradient comes back disconnected
     (None); one cached from a call under another tape would carry that
     tape's path, not this one's. A fresh copy is a new key: the library
-    computes again, on this tape. Plain tensors are copied by one ``IdentityN``
-    (a Whisper's check: 675 calls of 52 inputs, 1.7 s of 16 s one op each; 50
-    inputs 67 us against 1.35 ms), other values (sparse, ragged) by ``tf.identity``.
-    """
+    computes again, on this tape. Plain tensors and arrays (a held array as
+    its tensor, ``numerics.held``) are copied by one ``IdentityN`` (a Whisper's
+    check: 675 calls of 52 inputs, 1.7 s of 16 s one op each; 50 inputs 67 us
+    against 1.35 ms), other values (sparse, ragged) by ``tf.identity``."""
     items = list(values.items()) if isinstance(values, dict) else list(enumerate(values))
     copies = dict(items)
     plain = [k for k, v in items if isinstance(v, (tf.Tensor, np.ndarray, np.generic))]
     if plain:
-        copies.update(zip(plain, tf.raw_ops.IdentityN(input=[copies[k] for k in plain])))
+        copies.update(zip(plain, tf.raw_ops.IdentityN(input=[tensor_of(copies[k]) for k in plain])))
     for k, v in items:
         if not isinstance(v, (tf.Tensor, np.ndarray, np.generic, tf.Variable)):
             copies[k] = tf.identity(v)

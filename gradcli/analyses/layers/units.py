@@ -93,11 +93,10 @@ def floating_tensor(value) -> bool:
 
 
 def point_tensors(model, values: dict):
-    """``values`` as tensors of the call's own (``numerics.held``, ``autodiff.fresh``)."""
+    """``values`` as tensors of the call's own (``autodiff.fresh``)."""
     from gradcli.numerics.autodiff import fresh
-    from gradcli.numerics.held import tensors_of
 
-    return fresh(tensors_of(values))
+    return fresh(values)
 
 
 def module_roots(model) -> list:
