@@ -98,7 +98,7 @@ class FastCheck(FullCheck):
         if wrong is not None:  # compare's shape rule: never broadcast it into the probe
             return compare.wrong_shape(name, o, "fast", wrong.expected, wrong.got)
         disconnected = any(g is None for g in grads)
-        side = InputSums.of(u, None if disconnected else flat(grads))
+        side = InputSums.of(u, None if disconnected else grads)
         return self.compare_projection(name, o, side, v, flat(numeric.values[o]), flat(numeric.errors[o]))
 
     def compare_projection(self, label, o, side: "InputSums", v, ju_numeric, errors) -> PairResult:
@@ -302,9 +302,10 @@ class InputSums:
 
     @classmethod
     def of(cls, u, jtv) -> "InputSums":
-        """The sums of ``u`` and ``jtv`` (``[probes, size]``; ``jtv`` None: disconnected, |J^T v| = 0)."""
+        """The sums of ``u`` (``[probes, size]``) and ``jtv`` (one array per probe;
+        None: disconnected, |J^T v| = 0)."""
         return cls(
-            None if jtv is None else np.sum(u * jtv, axis=1),
+            None if jtv is None else compare.row_dots(u, jtv),
             compare.squared_norms(u),
             np.zeros(len(u)) if jtv is None else compare.squared_norms(jtv),
             int(u.shape[1]), u.dtype,

@@ -117,9 +117,8 @@ class JointCheck(FastCheck):
             wrong += [((i, p), n, g) for p, g in zip(chunk, grads) if isinstance(g, autodiff.WrongShape)]
             if any(g is None or isinstance(g, autodiff.WrongShape) for g in grads):
                 continue
-            g = np.stack([np.asarray(g).reshape(-1) for g in grads])
-            analytic += np.sum(u * g, axis=1)
-            jtv_squares += compare.squared_norms(g)
+            analytic += compare.row_dots(u, grads)
+            jtv_squares += compare.squared_norms(grads)
         dtype = np.result_type(*(np.asarray(model.point[n]).dtype for n in model.wrt))
         return InputSums(analytic, u_squares, jtv_squares, sum(int(np.size(model.point[n])) for n in model.wrt),
                          dtype)
