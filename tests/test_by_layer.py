@@ -978,6 +978,59 @@ def test_an_input_inconclusive_at_the_default_step_is_settled_by_the_round_off_r
     np.testing.assert_allclose(jvps[o], eager[o], rtol=1e-10)
 
 
+def test_batched_points_are_each_point_evaluated_alone(monkeypatch):
+    """A signature whose points are predicted to take long
+    (``plan.BATCHED_MIN_SECONDS``, here 0: every fast unit) evaluates each
+    input's planned points in batches (``traces.batched_points``, pfor).
+    Truth: every planned point evaluated alone through the unit's local
+    function, x_m + s u_m[p] formed in numpy, to round-off. The round-off
+    retry of the key bias (the other inputs' batches hold no point) runs
+    through the same trace, and every verdict and warning is the one-by-one
+    evaluation's (the key bias's round-off figures aside: its derivative is
+    exactly 0, so its differences are round-off, which batching rounds
+    otherwise)."""
+    import re
+
+    import tensorflow as tf
+
+    import gradcli
+    from gradcli.analyses.layers import plan, traces
+
+    def rows(result):
+        (model,) = result.models
+        assert model.error is None, model.error
+        figures = lambda text: re.sub(r"\d[\d.e+-]*", "#", text)  # noqa: E731
+        return {(r.path, p.input): (p.verdict, p.failed, tuple(map(figures, p.warnings)))
+                for r in model.layers for p in r.pairs}
+
+    one_by_one = rows(gradcli.check(fixture("by_layer_attention_key_bias.py"), mode="fast", by_layer=True))
+    taken, probe, points = [], traces.Traced.probe, traces.Traced.points
+    monkeypatch.setattr(plan, "BATCHED_MIN_SECONDS", 0.0)
+
+    def probed(self, *args):
+        products = probe(self, *args)
+        taken.append((self, args, products[0]))
+        return products
+
+    def pointed(self, *args):
+        taken.append((self, args, points(self, *args)))
+        return taken[-1][2]
+
+    monkeypatch.setattr(traces.Traced, "probe", probed)
+    monkeypatch.setattr(traces.Traced, "points", pointed)
+    batched = rows(gradcli.check(fixture("by_layer_attention_key_bias.py"), mode="fast", by_layer=True))
+    assert batched == one_by_one
+    assert {traced.batched for traced, _, _ in taken} == {True}
+    retried = [args for _, args, _ in taken if len(set(args[4][0])) == 1]
+    assert retried  # the key bias's larger steps: one input's points
+    for traced, (values, frozen, cotangents, tangents, (which, probes, signed), *_), evaluated in taken:
+        for i, (m, p, s) in enumerate(zip(which, probes, signed)):
+            moved = [np.asarray(v) for v in values]
+            moved[m] = moved[m] + s * np.asarray(tangents[m])[p]
+            alone = traced.value([tf.constant(v) for v in moved], frozen, cotangents)
+            np.testing.assert_allclose(evaluated[i], np.asarray(alone), rtol=1e-12)
+
+
 def _quick_retry_settles_nothing(monkeypatch):
     """The quick check's round-off retry leaves every inconclusive pair as it
     is (as where even 4096 times the step is round-off); ``check_model``'s

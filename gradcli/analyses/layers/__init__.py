@@ -102,7 +102,11 @@ The quick check (``quick_check``) of a unit checked by projections runs
 ``detectable_error``) and its forward-mode rule (``forward_wrong``), with every
 product of the unit taken in *one* call of ``Traced.probe``: the
 finite-difference points of all its inputs and probes (``numerics.finite_diff``
-plans them, step rule and Richardson unchanged, ``BatchedDifferences``), the P
+plans them, step rule and Richardson unchanged, ``BatchedDifferences``; one
+point an iteration, or, for a signature whose points one by one are predicted
+to take over ``plan.BATCHED_MIN_SECONDS``, one input's points at a time in
+batches, ``traces.batched_points``, where what the moved input does not reach
+is computed once a batch), the P
 VJPs (one forward pass, P backward passes) and the P JVPs along the joint
 tangents (forward mode traced op by op, as eagerly). Every unit draws from
 the check's seed, so units of one shape draw the same numbers: the pass keeps

@@ -66,6 +66,13 @@ TRACE_CALLS = 100
 #: copied (the fifteenth round), 8.4-9.6 s: 0.12-0.14 microseconds. (A
 #: ResNet-50 3x3 kernel of 2.36M weights took 0.04-0.07.)
 SECONDS_PER_ELEMENT = 0.13e-6
+#: A signature's points are evaluated in batches (``traces.batched_points``)
+#: when its fast units' points, one by one at their eager call's seconds in
+#: the shape pass, are predicted to take at least this long: batching halves
+#: the points' time of a BERT-base transformer layer (3.3 -> 1.5 s a layer
+#: after the first) but its trace and first call cost about 7 s more, and a
+#: ResNet-50's 40 signatures of small units took 45 s batched against 35 s.
+BATCHED_MIN_SECONDS = 20.0
 
 
 def wants_layers(model, options: CheckOptions, mode: str) -> bool:
@@ -93,6 +100,7 @@ class LayerPlan:
     skipped: str | None = None
     activations: int = 0  # bytes of the captured activations (``require_layer_memory``)
     unit_memory: dict = field(default_factory=dict)  # (path, index) -> bytes of that unit's check
+    batched: set = field(default_factory=set)  # (path, index) of the units whose points run batched
 
     def memory(self, key) -> int:
         """The pass's predicted bytes while unit ``key`` is checked."""
@@ -134,7 +142,33 @@ def plan_layers(model, options: CheckOptions) -> LayerPlan:
     activations, unit_memory = require_layer_memory(shapes, calls, options)
     estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1), options.probes)
     return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started,
-                     activations=activations, unit_memory=unit_memory)
+                     activations=activations, unit_memory=unit_memory, batched=batched_units(calls, options.probes))
+
+
+def batched_units(calls: list[LayerCall], probes: int) -> set:
+    """(path, index) of the fast units whose signature's points run batched
+    (``BATCHED_MIN_SECONDS``)."""
+    seconds, units = {}, {}
+    for call in calls:
+        shapes = _fast_shapes(call)
+        if shapes is not None:
+            key = planned_signature(call)
+            seconds[key] = seconds.get(key, 0.0) + _point_evaluations(shapes, probes) * call.seconds
+            units.setdefault(key, []).append((call.path, call.index))
+    return {unit for key, keys in units.items() if seconds[key] >= BATCHED_MIN_SECONDS for unit in keys}
+
+
+def _fast_shapes(call: LayerCall) -> list | None:
+    """The shapes of a fast unit's floating inputs and weights; None for a full unit."""
+    import tensorflow as tf
+
+    shapes = [s for s in tf.nest.flatten((call.args, call.kwargs, call.trainable)) if isinstance(s, ShapeOnly)]
+    return None if unit_mode(sum(s.size for s in shapes)) == "full" else shapes
+
+
+def _point_evaluations(shapes: list, probes: int) -> int:
+    """The quick check's finite-difference points: 2 steps x 2 levels per probe of each input."""
+    return 2 * 2 * probes * len(shapes)
 
 
 def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> float:
@@ -143,17 +177,15 @@ def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> fl
     eager call's seconds (``QUICK_PRODUCT_CALLS``, ``TRACE_CALLS``) or its
     elements (``SECONDS_PER_ELEMENT``), where those are more than the
     constants say (a unit whose arithmetic, or whose table, is large)."""
-    import tensorflow as tf
-
     signatures, full, arithmetic = {}, 0, 0.0
     for call in calls:
-        shapes = [s for s in tf.nest.flatten((call.args, call.kwargs, call.trainable)) if isinstance(s, ShapeOnly)]
-        if unit_mode(sum(s.size for s in shapes)) == "full":
+        shapes = _fast_shapes(call)
+        if shapes is None:
             full += 1
             continue
         key = planned_signature(call)
         signatures[key] = max(SECONDS_PER_SIGNATURE, TRACE_CALLS * call.seconds, signatures.get(key, 0.0))
-        evaluations = 2 * 2 * probes * len(shapes) + QUICK_PRODUCT_CALLS * probes
+        evaluations = _point_evaluations(shapes, probes) + QUICK_PRODUCT_CALLS * probes
         elements = probes * sum(s.size for s in shapes)
         arithmetic += max(SECONDS_PER_UNIT, evaluations * call.seconds, SECONDS_PER_ELEMENT * elements)
     return (sum(signatures.values()) + arithmetic + full * SECONDS_PER_FULL_UNIT

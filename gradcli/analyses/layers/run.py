@@ -48,7 +48,8 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_mod
     for done, call in enumerate((c for c in captured if (c.path, c.index) in wanted), start=1):
         if done > 1:  # the unit being checked, which a line printed while it runs names (the first: the estimate)
             report("layers", done - 1, len(calls), f"{call.path}; estimated {estimate:.0f} s up front")
-        results.append(_check_call(model, call, options, traces, draws, check_model))
+        batched = (call.path, call.index) in plan.batched
+        results.append(_check_call(model, call, options, traces, draws, check_model, batched))
         if not kept_for_next.get((call.path, call.index)):
             draws.release()
         report("layers", done, len(calls), call.path)
@@ -79,9 +80,11 @@ def _next_of_same_signature(calls: list) -> dict:
     return {(c.path, c.index): i + 1 < len(keys) and keys[i + 1] == keys[i] for i, c in enumerate(calls)}
 
 
-def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, draws: Draws, check_model) -> LayerResult:
+def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, draws: Draws, check_model,
+                batched: bool = False) -> LayerResult:
     """One unit call: the quick check through its signature's traces when it
-    runs by projections, ``check_model`` when it runs in full or the quick
+    runs by projections (``batched``: its points in batches,
+    ``plan.batched_units``), ``check_model`` when it runs in full or the quick
     check does not settle it (the package docstring); the row's verdict is
     ``verdicts.ties``'."""
     started = time.perf_counter()
@@ -95,7 +98,7 @@ def _check_call(parent, call: LayerCall, options: CheckOptions, traces: dict, dr
         special=False, keep_blocks=False, order=1, taylor=False,
     )
     try:
-        traced = traced_of(call, traces)
+        traced = traced_of(call, traces, batched)
         local, traced = _local(parent, call, options.rng_seed, traced)
         result.weights = sum(int(np.size(local.point[n])) for n in local.wrt if n in call.names)
         result.elements = sum(int(np.size(local.point[n])) for n in local.wrt if n not in call.names)

@@ -26,14 +26,22 @@ class Traced:
     c, all arguments of one ``tf.function``, so calls of the same shapes share
     its trace. ``probe``: in one traced call, that scalar at every planned
     finite-difference point, its reverse-mode gradient for each probe's seed,
-    and its forward-mode derivative along each probe's joint tangent."""
+    and its forward-mode derivative along each probe's joint tangent. The
+    points are evaluated one an iteration or, ``batched``, one input's at a
+    time in batches (``batched_points``): a trace that costs more to make
+    (pfor converts the layer once per input) and less to run."""
 
-    def __init__(self, call: LayerCall, structure, leaves, inputs: dict, floating: list):
+    def __init__(self, call: LayerCall, structure, leaves, inputs: dict, floating: list, batched: bool = False):
         import tensorflow as tf
 
         layer, positions = call.layer, list(inputs)
         count = len(positions)
         context = mask_context(call)
+        # The elements a point holds besides its moved input: the call's
+        # floating inputs and outputs, POINT_ACTIVATION_COPIES times.
+        activations = POINT_ACTIVATION_COPIES * sum(
+            int(np.prod(t.shape)) for t in [*(leaves[i] for i in positions), *tf.nest.flatten(call.outputs)]
+            if getattr(t, "dtype", None) is not None and t.dtype.is_floating)
         output_dtype = tf.nest.flatten(call.outputs)[floating[0]].dtype
 
         def value(values, frozen, cotangents):
@@ -46,23 +54,35 @@ class Traced:
             args, kwargs = tf.nest.pack_sequence_as(structure, with_masks(filled, call.input_masks))
             out, _ = stateless(layer, call.policies, list(values[count:]), list(frozen), *args, **kwargs)
             # In the captured output's dtype (the check's, ``capture.in_dtype``)
-            # whatever the layer computes in: ``probe``'s map_fn declares it.
+            # whatever the layer computes in: the map_fns of ``probe`` and ``batched_points`` declare it.
             return tf.cast(contracted(layer, out, args, context, floating, cotangents), output_dtype)
 
         def evaluated(values, frozen, cotangents, tangents, which, probes, signed):
-            def point(i):  # x_m + s u_m for the planned input m, x elsewhere (finite_diff's x + d s)
-                # Each input's move is a branch taken only for the input that
-                # moves: a point of a unit of 17 inputs (a transformer layer's
-                # 7.1M weights) then costs its one input's arithmetic, not
-                # every input's, masked (which took 17 times as much).
-                moved = [
-                    tf.cond(tf.equal(which[i], m), lambda v=v, u=u: v + signed[i] * tf.gather(u, probes[i]),
-                            lambda v=v: v)
-                    for m, (v, u) in enumerate(zip(values, tangents))
-                ]
-                return value(moved, frozen, cotangents)
+            # f at x_m + s u_m[p] for each planned (input m, probe p, signed
+            # step s) (finite_diff's x + d s): a point moves its one input only.
+            if not batched:  # one point an iteration, each input's move a branch taken for that input alone
+                def point(i):
+                    moved = [
+                        tf.cond(tf.equal(which[i], m), lambda v=v, u=u: v + signed[i] * tf.gather(u, probes[i]),
+                                lambda v=v: v)
+                        for m, (v, u) in enumerate(zip(values, tangents))
+                    ]
+                    return value(moved, frozen, cotangents)
 
-            return tf.map_fn(point, tf.range(tf.shape(signed)[0]), fn_output_signature=output_dtype)
+                return tf.map_fn(point, tf.range(tf.shape(signed)[0]), fn_output_signature=output_dtype)
+            where, parts = [], []
+            for m, (v, u) in enumerate(zip(values, tangents)):  # the points of one input at a time
+                def moved_point(probe_and_step, m=m, v=v, u=u):
+                    p, s = probe_and_step
+                    moved = list(values)
+                    moved[m] = v + s * tf.gather(u, p)
+                    return value(moved, frozen, cotangents)
+
+                at = tf.reshape(tf.cast(tf.where(tf.equal(which, m)), tf.int32), [-1])
+                where.append(at)
+                parts.append(batched_points(moved_point, tf.gather(probes, at), tf.gather(signed, at),
+                                            tf.size(v, out_type=tf.int32) + activations, output_dtype))
+            return tf.dynamic_stitch(where, parts)
 
         def probe(values, frozen, cotangents, tangents, which, probes, signed, seeds):
             def reverse():  # one forward pass, a backward pass per probe's seed
@@ -80,7 +100,10 @@ class Traced:
                 return autodiff.forward(acc, y, zeros=True)
 
             k = tf.shape(seeds)[0]
-            points = evaluated(values, frozen, cotangents, tangents, which, probes, signed)
+            # The plan's length left open, so the retry's shorter plans reuse this trace.
+            which, probes, signed = (tf.raw_ops.PlaceholderWithDefault(input=t, shape=[None])
+                                     for t in (which, probes, signed))
+            points = self._points(values, frozen, cotangents, tangents, which, probes, signed)
             jvps = tf.map_fn(forward, tf.range(k), fn_output_signature=output_dtype)
             grads = reverse()
             return points, jvps, grads
@@ -89,8 +112,12 @@ class Traced:
         # (``signature``): the second shape retraces with those dimensions
         # left open, and every later shape reuses that trace.
         self.value = tf.function(value, autograph=False, reduce_retracing=True)
+        # The points' trace (each input's batches converted by pfor, 5-6 s of
+        # a BERT-base layer's) is made once: ``probe``'s trace calls it, and
+        # the round-off retry's calls (``points``) are its own.
+        self._points = tf.function(evaluated, autograph=False, reduce_retracing=True)
         self._probe = tf.function(probe, autograph=False, reduce_retracing=True)
-        self._points = tf.function(evaluated, autograph=False, reduce_retracing=True)  # traced on first use
+        self.batched = batched
         self.users = 0
         self.coarser: bool | None = None
         self._nonsmooth: bool | None = None
@@ -270,16 +297,54 @@ def emitted_masks(layer, out, first, context: tuple, own: bool = False) -> list:
     return [m for m in masks if m is not None and id(m) not in passed]
 
 
+#: Points of one input evaluated in one batch (``batched_points``) hold at
+#: most this many elements (128 MB of float64): their moved input and,
+#: per point, POINT_ACTIVATION_COPIES copies of the call's activations. A
+#: BERT-base transformer layer's 204 points took 1.53 s one by one (each a
+#: ``tf.cond`` per input) and 0.65 s batched per input: a batch computes once
+#: what does not depend on its input (the attention before a feed-forward
+#: kernel), and multiplies one stacked activation by a kernel where the point
+#: moves the activation. A point's own arithmetic is unchanged; its rounding
+#: may differ in the last bits, within the differences' round-off estimate.
+POINT_BATCH_ELEMENTS = 16 * 2**20
+POINT_ACTIVATION_COPIES = 8
+
+
+def batched_points(point, probes, signed, elements, dtype):
+    """``point((probe, signed step))`` for each planned point of one input,
+    ``tf.vectorized_map`` over batches of at most ``POINT_BATCH_ELEMENTS //
+    elements`` points (``elements``: a point's own, its moved input's and its
+    activations'), as even as they divide; where pfor cannot batch an op it
+    runs that op in a loop (``fallback_to_while_loop``)."""
+    import tensorflow as tf
+
+    count = tf.size(signed)
+    most = tf.maximum(1, POINT_BATCH_ELEMENTS // tf.maximum(1, elements))
+    batches = (count + most - 1) // most
+    size = tf.maximum(1, (count + tf.maximum(1, batches) - 1) // tf.maximum(1, batches))
+    padding = [[0, batches * size - count]]  # zero steps: f at the point itself, dropped below
+    planned = (tf.reshape(tf.pad(probes, padding), [-1, size]), tf.reshape(tf.pad(signed, padding), [-1, size]))
+
+    def evaluated():
+        values = tf.map_fn(lambda batch: tf.vectorized_map(point, batch, warn=False), planned,
+                           fn_output_signature=tf.TensorSpec([None], dtype))
+        return tf.reshape(values, [-1])[:count]
+
+    # An input with no planned point (another input's round-off retry) runs nothing.
+    return tf.cond(count > 0, evaluated, lambda: tf.zeros([0], dtype))
+
+
 def constant_tensor(value):
     import tensorflow as tf
 
     return tf.convert_to_tensor(value)
 
 
-def traced_of(call: LayerCall, traces: dict) -> Traced | None:
+def traced_of(call: LayerCall, traces: dict, batched: bool = False) -> Traced | None:
     """The ``Traced`` of the call's signature (the package docstring), made on the
-    first call of that signature; None for a call it cannot serve (no
-    floating output)."""
+    first call of that signature (``batched``: its points evaluated in batches,
+    ``plan.batched_units``); None for a call it cannot serve (no floating
+    output)."""
     import tensorflow as tf
 
     structure, leaves, inputs, floating = call_parts(call)
@@ -288,7 +353,7 @@ def traced_of(call: LayerCall, traces: dict) -> Traced | None:
     key = signature(call, structure, leaves, inputs)
     traced = traces.get(key)
     if traced is None:
-        traced = traces[key] = Traced(call, structure, leaves, inputs, floating)
+        traced = traces[key] = Traced(call, structure, leaves, inputs, floating, batched)
     traced.users += 1
     return traced
 
