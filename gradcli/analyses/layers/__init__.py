@@ -174,7 +174,9 @@ evaluations and products of the local checks sum to a few forward passes),
 timed in the shape pass; a unit whose own cost is larger counts that instead:
 its quick check's evaluations at its own eager call's seconds in the shape
 pass (a transformer layer at BERT-base's width), or its elements (an
-embedding table), and a signature's traces at ``TRACE_CALLS`` of its calls.
+embedding table), and a signature's traces at ``TRACE_CALLS`` of its calls
+(a batched signature's points and traces by ``plan.BATCHED_POINT_SHARE`` and
+``BATCHED_TRACE_CALLS``).
 The result's note gives the estimate, the number of traced local functions
 and the time taken. The constants come from ``bench/layer_speed.py`` and
 keras-hub's BERT-base.

@@ -73,6 +73,13 @@ SECONDS_PER_ELEMENT = 0.13e-6
 #: after the first) but its trace and first call cost about 7 s more, and a
 #: ResNet-50's 40 signatures of small units took 45 s batched against 35 s.
 BATCHED_MIN_SECONDS = 20.0
+#: ... and the estimate counts a batched signature's points at
+#: BATCHED_POINT_SHARE of their one-by-one seconds and its traces at
+#: BATCHED_TRACE_CALLS of its calls (BERT-base's transformer layers: their
+#: points 54 s one by one at the shape pass's 22 ms a call, a layer after the
+#: first 1.5 s where it took 3.3 s, the first about 7 s more).
+BATCHED_POINT_SHARE = 0.45
+BATCHED_TRACE_CALLS = 400
 
 
 def wants_layers(model, options: CheckOptions, mode: str) -> bool:
@@ -140,9 +147,10 @@ def plan_layers(model, options: CheckOptions) -> LayerPlan:
         known = ", ".join(dict.fromkeys(c.path for c in shapes))
         raise UsageError(f"match no layer (layers: {known[:400]})", param="layers", bad_value=True)
     activations, unit_memory = require_layer_memory(shapes, calls, options)
-    estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1), options.probes)
+    batched = batched_units(calls, options.probes)
+    estimate = _estimate(calls, forward_seconds * len(calls) / max(len(shapes), 1), options.probes, batched)
     return LayerPlan(root=root, calls=calls, estimate=estimate, seconds=time.perf_counter() - started,
-                     activations=activations, unit_memory=unit_memory, batched=batched_units(calls, options.probes))
+                     activations=activations, unit_memory=unit_memory, batched=batched)
 
 
 def batched_units(calls: list[LayerCall], probes: int) -> set:
@@ -171,11 +179,12 @@ def _point_evaluations(shapes: list, probes: int) -> int:
     return 2 * 2 * probes * len(shapes)
 
 
-def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> float:
+def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int, batched: set = frozenset()) -> float:
     """Seconds predicted for the pass (the package docstring), from the shape
     pass: the constants' terms, and each fast unit's evaluations at its own
-    eager call's seconds (``QUICK_PRODUCT_CALLS``, ``TRACE_CALLS``) or its
-    elements (``SECONDS_PER_ELEMENT``), where those are more than the
+    eager call's seconds (``QUICK_PRODUCT_CALLS``, ``TRACE_CALLS``; a
+    ``batched`` unit's at ``BATCHED_POINT_SHARE`` and ``BATCHED_TRACE_CALLS``)
+    or its elements (``SECONDS_PER_ELEMENT``), where those are more than the
     constants say (a unit whose arithmetic, or whose table, is large)."""
     signatures, full, arithmetic = {}, 0, 0.0
     for call in calls:
@@ -183,9 +192,11 @@ def _estimate(calls: list[LayerCall], forward_seconds: float, probes: int) -> fl
         if shapes is None:
             full += 1
             continue
-        key = planned_signature(call)
-        signatures[key] = max(SECONDS_PER_SIGNATURE, TRACE_CALLS * call.seconds, signatures.get(key, 0.0))
-        evaluations = _point_evaluations(shapes, probes) + QUICK_PRODUCT_CALLS * probes
+        key, together = planned_signature(call), (call.path, call.index) in batched
+        traces = (BATCHED_TRACE_CALLS if together else TRACE_CALLS) * call.seconds
+        signatures[key] = max(SECONDS_PER_SIGNATURE, traces, signatures.get(key, 0.0))
+        points = _point_evaluations(shapes, probes) * (BATCHED_POINT_SHARE if together else 1.0)
+        evaluations = points + QUICK_PRODUCT_CALLS * probes
         elements = probes * sum(s.size for s in shapes)
         arithmetic += max(SECONDS_PER_UNIT, evaluations * call.seconds, SECONDS_PER_ELEMENT * elements)
     return (sum(signatures.values()) + arithmetic + full * SECONDS_PER_FULL_UNIT
