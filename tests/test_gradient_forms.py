@@ -344,6 +344,41 @@ def test_no_call_of_any_command_sees_a_tensor_an_earlier_call_saw():
     assert reused == [], f"{len(reused)} calls were handed a tensor an earlier call saw"
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32", "complex128"])
+def test_a_formed_point_is_the_tensor_of_the_memory_it_was_formed_in(dtype):
+    """``held.formed``: the tensor holds exactly what the fill wrote
+    (x + d s, bitwise as numpy forms it), in that array's memory (aligned as
+    TensorFlow needs: no copy into fresh memory), and keeps it alive once
+    every numpy name for it is gone; a dtype DLPack does not carry, and a
+    0-d value, are converted as before."""
+    import gc
+
+    import tensorflow as tf
+
+    from gradcli.numerics import held
+
+    rng = np.random.default_rng(0)
+    x, d = (rng.standard_normal(12).astype(dtype) for _ in range(2))
+    step = np.dtype(dtype).type(0.37)
+    written = []
+
+    def fill(out):
+        np.multiply(d, step, out=out)
+        np.add(out, x, out=out)
+        written.append(out.ctypes.data)
+
+    tensor = held.formed((3, 4), dtype, fill)
+    gc.collect()
+    assert tensor.shape == (3, 4) and tensor.dtype == tf.as_dtype(dtype)
+    assert np.array_equal(tensor.numpy().reshape(-1), x + d * step)
+    assert written[0] % held.ALIGNMENT == 0
+    assert np.asarray(tensor).ctypes.data == written[0]  # the fill's memory, not a copy
+    assert float(tf.reduce_sum(tf.abs(tensor))) > 0  # a TensorFlow op runs on it
+    bfloat = held.formed((2,), tf.bfloat16.as_numpy_dtype, lambda out: out.fill(1.5))
+    assert bfloat.dtype == tf.bfloat16 and bfloat.numpy().tolist() == [1.5, 1.5]
+    assert held.formed((), dtype, lambda out: out.fill(2.0)).numpy() == 2.0
+
+
 def test_a_held_point_is_converted_once_and_cannot_change():
     """``numerics.held``: a held point's arrays are read-only views of tensors
     made once (the caller's arrays untouched and still writable); every

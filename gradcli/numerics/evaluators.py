@@ -37,7 +37,7 @@ import numpy as np
 
 from gradcli.numerics.autodiff import fresh
 from gradcli.numerics.difference_rule import SIGNS
-from gradcli.numerics.held import tensor_of
+from gradcli.numerics.held import formed, tensor_of
 from gradcli.numerics.in_place import InPlaceLoop
 from gradcli.tf_import import import_tensorflow
 
@@ -198,9 +198,14 @@ class ModelEvaluator:
             if kind == "axes":
                 moved = x.copy()
                 moved[row - start] = x[row - start] + step
-            else:
-                moved = x + row[start : start + x.size] * step
-            return tf.constant(moved.reshape(fd.point[name].shape))
+                return tf.constant(moved.reshape(fd.point[name].shape))
+            d = row[start : start + x.size]
+
+            def fill(out):  # x + d * step, formed where the tensor keeps it
+                np.multiply(d, step, out=out)
+                np.add(out, x, out=out)
+
+            return formed(fd.point[name].shape, np.result_type(x, np.result_type(d, step)), fill)
 
         def moved(j, sign):
             row, signed = part[j], dtype.type(sign * steps[j])
