@@ -60,7 +60,11 @@ class Traced:
         def evaluated(values, frozen, cotangents, tangents, which, probes, signed):
             # f at x_m + s u_m[p] for each planned (input m, probe p, signed
             # step s) (finite_diff's x + d s): a point moves its one input only.
-            if not batched:  # one point an iteration, each input's move a branch taken for that input alone
+            if not batched:
+                # One point an iteration, each input's move a branch taken for
+                # that input alone: a point of a transformer layer (17 inputs)
+                # then costs its one input's arithmetic, where every input
+                # moved masked took 17 times as much.
                 def point(i):
                     moved = [
                         tf.cond(tf.equal(which[i], m), lambda v=v, u=u: v + signed[i] * tf.gather(u, probes[i]),
