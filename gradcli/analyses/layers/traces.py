@@ -323,13 +323,13 @@ def batched_points(point, probes, signed, elements, dtype):
     import tensorflow as tf
 
     count = tf.size(signed)
-    most = tf.maximum(1, POINT_BATCH_ELEMENTS // tf.maximum(1, elements))
-    batches = (count + most - 1) // most
-    size = tf.maximum(1, (count + tf.maximum(1, batches) - 1) // tf.maximum(1, batches))
-    padding = [[0, batches * size - count]]  # zero steps: f at the point itself, dropped below
-    planned = (tf.reshape(tf.pad(probes, padding), [-1, size]), tf.reshape(tf.pad(signed, padding), [-1, size]))
 
-    def evaluated():
+    def evaluated():  # count > 0
+        most = tf.maximum(1, POINT_BATCH_ELEMENTS // tf.maximum(1, elements))
+        batches = (count + most - 1) // most
+        size = (count + batches - 1) // batches
+        padding = [[0, batches * size - count]]  # zero steps: f at the point itself, dropped below
+        planned = (tf.reshape(tf.pad(probes, padding), [-1, size]), tf.reshape(tf.pad(signed, padding), [-1, size]))
         values = tf.map_fn(lambda batch: tf.vectorized_map(point, batch, warn=False), planned,
                            fn_output_signature=tf.TensorSpec([None], dtype))
         return tf.reshape(values, [-1])[:count]
