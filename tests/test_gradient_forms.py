@@ -379,6 +379,37 @@ def test_a_formed_point_is_the_tensor_of_the_memory_it_was_formed_in(dtype):
     assert held.formed((), dtype, lambda out: out.fill(2.0)).numpy() == 2.0
 
 
+def test_a_formed_array_is_its_tensor_read_only_and_both_leave_together():
+    """``held.formed_array`` (the layer pass's tangents): the array holds what
+    the fill wrote, cannot be written, and ``tensor_of`` gives one tensor over
+    the array's own memory; once the array and the tensor are gone, the
+    memory is freed and no entry is left (a tensor that kept its own view
+    alive would keep both for ever). ``held.normals`` fills with the numbers
+    ``standard_normal(shape).astype(dtype)`` draws, in place."""
+    import gc
+    import weakref
+
+    from gradcli.numerics import held
+
+    array = held.formed_array((3, 4), "float64", lambda out: np.copyto(out, np.arange(12.0)))
+    assert np.array_equal(array, np.arange(12.0).reshape(3, 4)) and not array.flags.writeable
+    with pytest.raises(ValueError):
+        array[0, 0] = 1.0
+    tensor = held.tensor_of(array)
+    assert held.tensor_of(array) is tensor and np.asarray(tensor).ctypes.data == array.ctypes.data
+    memory, entries = weakref.ref(array.base), len(held._HELD)
+    del array, tensor
+    gc.collect()
+    assert memory() is None and len(held._HELD) == entries - 1
+    formed = held.formed((5,), "float64", lambda out: out.fill(2.0))
+    gc.collect()
+    assert len(held._HELD) == entries - 1 and formed.numpy().tolist() == [2.0] * 5
+    for dtype in ("float64", "float32", "complex128"):
+        drawn = held.formed_array((2, 3), dtype, held.normals(np.random.default_rng(5)))
+        expected = np.random.default_rng(5).standard_normal((2, 3)).astype(dtype)
+        assert drawn.dtype == expected.dtype and np.array_equal(drawn, expected)
+
+
 def test_a_held_point_is_converted_once_and_cannot_change():
     """``numerics.held``: a held point's arrays are read-only views of tensors
     made once (the caller's arrays untouched and still writable); every

@@ -46,10 +46,15 @@ def hold(values: dict) -> dict:
         view = np.asarray(tensor)
         if view.flags.writeable or view.dtype != value.dtype or view.shape != value.shape:
             continue  # not the tensor's own memory: nothing to hold
-        key = id(view)
-        _HELD[key] = (weakref.ref(view, lambda ref, key=key: _drop(key, ref)), tensor)
+        _keep(view, tensor)
         values[name] = view
     return values
+
+
+def _keep(view: np.ndarray, tensor) -> None:
+    """``tensor_of(view)`` is ``tensor`` while ``view`` lives."""
+    key = id(view)
+    _HELD[key] = (weakref.ref(view, lambda ref, key=key: _drop(key, ref)), tensor)
 
 
 #: TensorFlow's CPU tensors start on a 64-byte boundary: one taken from
@@ -66,17 +71,46 @@ def formed(shape, dtype, fill):
     points a check; nothing writes to the array once ``fill`` returns. Kinds
     DLPack does not carry (bfloat16, strings), and empty or 0-d values, are
     converted as before."""
+    return tensor_of(formed_array(shape, dtype, fill))
+
+
+def formed_array(shape, dtype, fill) -> np.ndarray:
+    """``formed``'s values as a read-only array held (``hold``): ``tensor_of``
+    gives the tensor that shares its memory, so an array the caller reads in
+    numpy and passes to TensorFlow (the layer pass's tangents, 0.93 GB for
+    GPT-2 small's token embedding) is in memory once, never copied. Kinds
+    ``formed`` converts are returned as they were filled, not held."""
     dtype, shape = np.dtype(dtype), tuple(shape)
     size = int(np.prod(shape, dtype=np.int64))
     if dtype.kind not in "fc" or size == 0 or not shape:
         out = np.empty(size, dtype)
         fill(out)
-        return tf.convert_to_tensor(out.reshape(shape))
+        return out.reshape(shape)
     raw = np.empty(size * dtype.itemsize + ALIGNMENT, np.uint8)
     start = -raw.ctypes.data % ALIGNMENT
     out = raw[start:start + size * dtype.itemsize].view(dtype)
     fill(out)
-    return tf.experimental.dlpack.from_dlpack(out.reshape(shape).__dlpack__())
+    exported = out.reshape(shape)
+    tensor = tf.experimental.dlpack.from_dlpack(exported.__dlpack__())
+    # Another array object over the same memory: the tensor keeps ``exported``
+    # alive, and a view it kept alive would keep its own entry (and so the
+    # tensor) alive for ever.
+    view = exported.view()
+    view.flags.writeable = False
+    _keep(view, tensor)
+    return view
+
+
+def normals(rng):
+    """A ``fill`` of standard normals from ``rng``, drawn where ``out`` is: the
+    numbers ``rng.standard_normal(out.shape).astype(out.dtype)`` would give
+    (drawn in float64, rounded to a coarser dtype), without that array."""
+    def fill(out):
+        if out.dtype == np.float64 and out.flags.c_contiguous:
+            rng.standard_normal(out=out)
+        else:
+            out[...] = rng.standard_normal(out.shape)
+    return fill
 
 
 def tensor_of(value):

@@ -20,9 +20,10 @@ import numpy as np
 
 from gradcli.analyses.layers.batched import BatchedDifferences
 from gradcli.numerics.finite_diff import FiniteDifferences
-from gradcli.analyses.layers.traces import Traced, constant_tensor
+from gradcli.analyses.layers.traces import Traced
 from gradcli.analyses.layers.units import PROJECTED
 from gradcli.errors import debugging
+from gradcli.numerics import held
 from gradcli.options import CheckOptions
 from gradcli.results import INCONCLUSIVE, PASS, ZERO
 from gradcli.verdicts import compare, same_function
@@ -142,8 +143,7 @@ def run_traced(check, products: TracedProducts, traced: Traced, draws: "Draws") 
     cotangents, tangents = {o: seeds}, dict(zip(wrt, drawn))
     plan = check.fd.evaluator.plan_passes(wrt, tangents)
     weights, frozen, cots = model.function.bound
-    from gradcli.numerics.held import tensor_of
-    point = [tensor_of(model.point[n]) for n in wrt]
+    point = [held.tensor_of(model.point[n]) for n in wrt]
     values, jvps, grads = traced.probe(point, frozen, cots, moves, plan, cotangents[o])
     evaluator = check.fd.evaluator
     numeric = evaluator.serve(wrt, tangents, values)
@@ -208,11 +208,10 @@ class Draws:
             self.key = self.drawn = None  # the last unit's draws go before the next are made
             rng = np.random.default_rng(seed)
             cotangents = rng.standard_normal((probes,) + tuple(output_shape))
-            tangents = [
-                rng.standard_normal((probes,) + np.shape(x)).astype(np.asarray(x).dtype, copy=False) for x in points
-            ]
-            moves = [constant_tensor(u) for u in tangents]  # copies: the tensors own their memory
-            for array in [cotangents, *tangents]:
-                array.flags.writeable = False  # served again to the next unit of these shapes
+            cotangents.flags.writeable = False  # served again to the next unit of these shapes
+            # Each drawn where its tensor keeps it (read-only, ``held.formed_array``):
+            # converting GPT-2 small's token embedding's 116M normals took 4.3 s.
+            tangents = [held.formed_array((probes,) + np.shape(x), np.asarray(x).dtype, held.normals(rng)) for x in points]
+            moves = [held.tensor_of(u) for u in tangents]
             self.key, self.drawn = key, (cotangents, tangents, moves)
         return self.drawn
