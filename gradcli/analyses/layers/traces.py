@@ -24,12 +24,13 @@ class Traced:
     docstring). ``value``: the scalar <c, layer(x, w)> of the floating inputs
     and weights (a list, inputs first), the frozen weights and the cotangents
     c, all arguments of one ``tf.function``, so calls of the same shapes share
-    its trace. ``probe``: in one traced call, that scalar at every planned
-    finite-difference point, its reverse-mode gradient for each probe's seed,
-    and its forward-mode derivative along each probe's joint tangent. The
-    points are evaluated one an iteration or, ``batched``, one input's at a
-    time in batches (``batched_points``): a trace that costs more to make
-    (pfor converts the layer once per input) and less to run."""
+    its trace. ``probe``: that scalar at every planned finite-difference point
+    (one traced call, ``points``), then its reverse-mode gradient for each
+    probe's seed and its forward-mode derivative along each probe's joint
+    tangent (another). The points are evaluated one an iteration or,
+    ``batched``, one input's at a time in batches (``batched_points``): a
+    trace that costs more to make (pfor converts the layer once per input)
+    and less to run."""
 
     def __init__(self, call: LayerCall, structure, leaves, inputs: dict, floating: list, batched: bool = False):
         import tensorflow as tf
@@ -88,7 +89,7 @@ class Traced:
                                             tf.size(v, out_type=tf.int32) + activations, output_dtype))
             return tf.dynamic_stitch(where, parts)
 
-        def probe(values, frozen, cotangents, tangents, which, probes, signed, seeds):
+        def products(values, frozen, cotangents, tangents, seeds):
             def reverse():  # one forward pass, a backward pass per probe's seed
                 with tf.GradientTape(persistent=True) as tape:
                     tape.watch(values)
@@ -103,24 +104,21 @@ class Traced:
                     y = value(values, frozen, cotangents)
                 return autodiff.forward(acc, y, zeros=True)
 
-            k = tf.shape(seeds)[0]
-            # The plan's length left open, so the retry's shorter plans reuse this trace.
-            which, probes, signed = (tf.raw_ops.PlaceholderWithDefault(input=t, shape=[None])
-                                     for t in (which, probes, signed))
-            points = self._points(values, frozen, cotangents, tangents, which, probes, signed)
-            jvps = tf.map_fn(forward, tf.range(k), fn_output_signature=output_dtype)
-            grads = reverse()
-            return points, jvps, grads
+            jvps = tf.map_fn(forward, tf.range(tf.shape(seeds)[0]), fn_output_signature=output_dtype)
+            return jvps, reverse()
 
         # A layer without weights shares one signature across shapes
         # (``signature``): the second shape retraces with those dimensions
         # left open, and every later shape reuses that trace.
         self.value = tf.function(value, autograph=False, reduce_retracing=True)
-        # The points' trace (each input's batches converted by pfor, 5-6 s of
-        # a BERT-base layer's) is made once: ``probe``'s trace calls it, and
-        # the round-off retry's calls (``points``) are its own.
+        # The points (each input's batches converted by pfor, 5-6 s of a
+        # BERT-base layer's trace) are a call of their own, traced once with
+        # the plan's length left open (``points``): the round-off retry's
+        # shorter plans run the program the first call made. Inside
+        # ``products``' trace, a retry's call made a second program of them
+        # (2.1 s of a GPT-2 small layer's first retry).
         self._points = tf.function(evaluated, autograph=False, reduce_retracing=True)
-        self._probe = tf.function(probe, autograph=False, reduce_retracing=True)
+        self._products = tf.function(products, autograph=False, reduce_retracing=True)
         self.batched = batched
         self.users = 0
         self.coarser: bool | None = None
@@ -129,27 +127,28 @@ class Traced:
 
     def probe(self, values, frozen, cotangents, tangents, plan, seeds):
         """(f at the planned points, JVPs [probes], per probe the gradient of
-        each value or None) as numpy."""
+        each value or None) as numpy: the points in one call (``points``), the
+        products in another."""
         from gradcli.numerics.autodiff import FORWARD_MODE
 
-        which, probes, signed = plan
+        points = self.points(values, frozen, cotangents, tangents, plan)
         with FORWARD_MODE:  # its trace takes forward-mode products (numerics.autodiff)
-            points, jvps, grads = self._probe(
-                values, frozen, cotangents, tangents, constant_tensor(which), constant_tensor(probes),
-                constant_tensor(signed), constant_tensor(seeds),
-            )
-        return (np.asarray(points), np.asarray(jvps),
+            jvps, grads = self._products(values, frozen, cotangents, tangents, constant_tensor(seeds))
+        return (points, np.asarray(jvps),
                 [[None if g is None else np.asarray(g) for g in row] for row in grads])
 
     def points(self, values, frozen, cotangents, tangents, plan):
-        """f at the planned points alone, as numpy: the round-off retry's
-        points, without ``probe``'s VJPs and JVPs (10 of the 22 passes of a
-        BERT layer that a retry's call through ``probe`` took)."""
-        which, probes, signed = plan
-        return np.asarray(self._points(
-            values, frozen, cotangents, tangents, constant_tensor(which), constant_tensor(probes),
-            constant_tensor(signed),
-        ))
+        """f at the planned points alone, as numpy (the round-off retry's
+        points, without ``probe``'s VJPs and JVPs): one call of the points'
+        program, whatever the plan's length; nothing runs for an empty plan."""
+        import tensorflow as tf
+
+        plan = [constant_tensor(p) for p in plan]
+        if int(plan[2].shape[0]) == 0:
+            return np.zeros(0, plan[2].dtype.as_numpy_dtype)
+        open_length = [tf.TensorSpec([None], p.dtype) for p in plan]
+        program = self._points.get_concrete_function(values, frozen, cotangents, tangents, *open_length)
+        return np.asarray(program(values, frozen, cotangents, tangents, *plan))
 
     def function(self, weights: list, frozen: list, cotangents: list):
         """``Model.function`` of one unit call: its frozen weights and
