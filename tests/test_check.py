@@ -417,7 +417,7 @@ def test_a_sample_that_shows_no_wrong_element_escalates_within_four_budgets(monk
     from gradcli.options import CheckOptions
 
     budget = 1.0
-    monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds", lambda self, names: budgets * budget)
+    monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds", lambda self, names, beyond=None: budgets * budget)
     real = check.FastCheck.sampled_pairs
 
     def blind(self, name, outputs, drawn, seconds):  # a sample of the right columns only
@@ -460,7 +460,7 @@ def test_the_failing_inputs_re_checks_share_the_budget(monkeypatch, file, wrong,
     from gradcli.options import CheckOptions
 
     monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds",
-                        lambda self, names: 2.0**-11 * sum(self.point[n].size for n in names))
+                        lambda self, names, beyond=None: 2.0**-11 * sum(self.point[n].size for n in names))
     model = load_model(fixture(file))
     result = check.check_model(model, CheckOptions(mode="fast", budget=1.0))
     pairs = {p.input: p for p in result.pairs}

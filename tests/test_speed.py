@@ -493,6 +493,45 @@ def test_the_rate_is_timed_once_per_function_and_taken_by_later_predictions(monk
     assert other.predict_axes_seconds(["W"]) > 0 and len(chunks) == 6
 
 
+def test_a_prediction_past_what_the_caller_decides_is_a_quick_timing(monkeypatch):
+    """``predict_axes_seconds(names, beyond=...)``: QUICK_DIRECTIONS (8)
+    directions of W run untimed (the trace), then two chunks of 8 timed. Each
+    chunk is slowed by 0.05 s (QUICK_MIN_SECONDS: long enough to trust), so
+    their rate is at least 0.05 / 8 s and W's 1,600 elements at least 10 s,
+    over QUICK_MARGIN (1.5) times ``beyond`` = 1 s: that is the answer, from 48
+    evaluations and no chunk of 512. Far below ``beyond`` the prediction goes
+    on as without it (three chunks of 512, the rate they time kept, not the
+    quick one). Unslowed, the quick chunks are too short to trust: the
+    chunks are timed."""
+    from gradcli.numerics import finite_diff
+
+    monkeypatch.setattr(finite_diff, "SHARED_GROUP_MAX", 1000)  # W and x in groups of their own
+    model = load_model(fixture("auto_wide.py"), wrt=["W", "x"])
+    lengths = []
+    chunk = FiniteDifferences._chunk
+
+    def slowed(self, group, kind, part, *args, **kwargs):
+        lengths.append(len(part))
+        time.sleep(0.05)
+        return chunk(self, group, kind, part, *args, **kwargs)
+
+    monkeypatch.setattr(FiniteDifferences, "_chunk", slowed)
+    fd = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=model.wrt)
+    quick = fd.predict_axes_seconds(["W"], beyond=1.0)
+    assert lengths == [8, 8, 8] and fd.evaluations == 2 * 3 * 8
+    assert quick >= 0.05 / 8 * 1600
+    lengths.clear()
+    fd = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=model.wrt)
+    timed = fd.predict_axes_seconds(["W"], beyond=1e6)
+    assert lengths == [8, 8, 8, 512, 512, 512] and fd.evaluations == 2 * (3 * 8 + 3 * 512)
+    assert 0.05 / 512 * 1600 <= timed < quick
+    assert fd.predict_axes_seconds(["W"], beyond=1.0) == timed  # the timed rate, once there is one
+    monkeypatch.setattr(FiniteDifferences, "_chunk", chunk)  # unslowed: 8 directions in well under 0.05 s
+    fd = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=model.wrt)
+    fd.predict_axes_seconds(["W"], beyond=1e-9)
+    assert fd.evaluations == 2 * (3 * 8 + 3 * 512)
+
+
 def test_auto_times_a_model_whose_eager_call_is_slow_but_whose_evaluations_are_fast(monkeypatch):
     """auto_slow_eager.py sleeps 100 ms in every eager call (once per trace).
     Its 2,000 elements at 2 evaluations of 100 ms / TRACE_SPEEDUP (200) each

@@ -95,6 +95,20 @@ SHARED_GROUP_MAX = 32768
 #: group after its first and takes the fastest: two, so that one chunk slowed
 #: by another process does not set the rate.
 TIMED_CHUNKS = 2
+#: A caller whose decision stops depending on the prediction past a figure
+#: (``predict_axes_seconds``' ``beyond``) is answered from chunks of
+#: QUICK_DIRECTIONS directions (the first untimed: the trace; the faster of
+#: the next two, as for TIMED_CHUNKS) when they predict over QUICK_MARGIN
+#: times that figure, and the faster took at least QUICK_MIN_SECONDS (a
+#: call's own overhead, about a millisecond, is then a few percent of it): a
+#: wrong GELU inside BERT-base timed three chunks of 512 directions of its
+#: transformer layer (19 s) to learn that re-checking its 24,576 inputs
+#: would take 274 s, where what it decided was settled past 107 s. There the
+#: quick rate was 10.7 ms a direction against the chunks' 11.2: the margin
+#: leaves a half for a quick chunk slowed where the chunks were not.
+QUICK_DIRECTIONS = 8
+QUICK_MARGIN = 1.5
+QUICK_MIN_SECONDS = 0.05
 
 
 class LaidOut(dict):
@@ -166,6 +180,8 @@ class FiniteDifferences:
     _magnitudes: dict = field(default_factory=dict, repr=False)
     #: Seconds per direction along axes, once timed (``predict_axes_seconds``).
     _rate: float | None = field(default=None, repr=False)
+    #: Seconds per direction from the quick timing (``_quick_rate``), once taken.
+    _quick: float | None = field(default=None, repr=False)
     #: Directions along axes each group still has ahead in the caller's plan
     #: (``plan_axes``), beyond the ``along_axes`` call at hand.
     _axes_ahead: dict = field(default_factory=dict, repr=False)
@@ -333,7 +349,7 @@ class FiniteDifferences:
         if "function" in changes or any(np.shape(v) != np.shape(self.point.get(n)) for n, v in point.items()):
             changes.setdefault("traced", None)
         return dataclasses.replace(self, evaluations=0, _compiled={}, _timed={}, _magnitudes={}, _rate=None,
-                                   evaluator=None, **changes)
+                                   _quick=None, evaluator=None, **changes)
 
     def joint_group(self, names) -> bool:
         """Whether ``names`` are one group (``along_joint`` can move them at once)."""
@@ -406,7 +422,7 @@ class FiniteDifferences:
             sum(self.point[n].size for n in g) <= self.chunk_length(g, "axes") for g in groups
         )
 
-    def predict_axes_seconds(self, names: list[str]) -> float | None:
+    def predict_axes_seconds(self, names: list[str], beyond: float | None = None) -> float | None:
         """Predicted seconds of the first pass along every axis of ``names``, or
         None when every group's first pass is a single chunk (timing it would cost
         as much as running it).
@@ -434,15 +450,27 @@ class FiniteDifferences:
         element-wise re-check, ``FastCheck.sample_within_budget``) takes it,
         where timing again cost three chunks of 512 directions per input (a
         wrong GELU inside BERT-base: 39 s of its layer's re-checks, for chunks
-        its sampled re-checks never used)."""
+        its sampled re-checks never used).
+
+        ``beyond``: the figure past which the caller's decision no longer
+        depends on the prediction; then a quick timing that predicts over
+        ``QUICK_MARGIN`` times it is the answer (``_quick_rate``), and the
+        chunks are not timed. A quick rate may overstate theirs (a slowed
+        chunk, a call's own overhead): hence the margin, the faster of two
+        and the floor on its duration."""
         if self.one_batch_per_group(names):
             return None
+        total = sum(self.point[n].size for n in dict.fromkeys(names))
         if self._rate is not None:
-            return self._rate * sum(self.point[n].size for n in dict.fromkeys(names))
+            return self._rate * total
         name = max(names, key=lambda n: self.point[n].size)  # the first of the largest
         group = self.group(name)
         chunk, size = self.chunk_length(group, "axes"), self.point[name].size
         parts = [np.arange(start, min(start + chunk, size)) for start in range(0, size, chunk)]
+        if beyond is not None:
+            quick = self._quick_rate(name, parts[0])
+            if quick is not None and quick * total > QUICK_MARGIN * beyond:
+                return quick * total
         timed = parts[1 : 1 + TIMED_CHUNKS] or parts[:1]
         rate = np.inf
         for is_timed, rows in [(False, parts[0])] + [(True, rows) for rows in timed]:
@@ -455,6 +483,24 @@ class FiniteDifferences:
             self.evaluations += len(SIGNS) * len(h)
         self._rate = rate
         return rate * sum(self.point[n].size for n in dict.fromkeys(names))
+
+    def _quick_rate(self, name: str, rows) -> float | None:
+        """Seconds per direction along axes of ``name``'s group from chunks of
+        ``QUICK_DIRECTIONS`` of its ``rows``: the first untimed (the trace),
+        the faster of the next two; taken once. None when ``rows`` are too
+        few or the faster chunk took under ``QUICK_MIN_SECONDS``."""
+        if self._quick is None and len(rows) >= 3 * QUICK_DIRECTIONS:
+            group, fastest = self.group(name), np.inf
+            for i in range(3):
+                part = rows[i * QUICK_DIRECTIONS:(i + 1) * QUICK_DIRECTIONS]
+                h = self.axis_steps(name, part)
+                started = time.perf_counter()
+                self._chunk(group, "axes", part + self.offset(name), h)
+                if i:
+                    fastest = min(fastest, time.perf_counter() - started)
+                self.evaluations += len(SIGNS) * len(h)
+            self._quick = fastest / QUICK_DIRECTIONS if fastest >= QUICK_MIN_SECONDS else np.nan
+        return None if self._quick is None or np.isnan(self._quick) else self._quick
 
     def timed_rows(self, name: str) -> int:
         """How many leading elements of ``name`` the timing

@@ -191,7 +191,10 @@ class FastCheck(FullCheck):
         of a real-size layer (590k elements: about 40 minutes in full) is shown
         by elements within the budget. The projections found the error; the
         sample shows where it is, as far as it reaches."""
-        predicted = self.fd.predict_axes_seconds([name])
+        # Past this figure the sample is MIN_SAMPLED elements and no element-wise
+        # re-check follows it (``replace_with_full``): a quick timing says so.
+        decided = seconds * max(UNEXPLAINED_BUDGETS, elements / MIN_SAMPLED)
+        predicted = self.fd.predict_axes_seconds([name], beyond=decided)
         if predicted is None or predicted <= seconds:
             return None, None
         count = min(elements, max(MIN_SAMPLED, int(elements * seconds / predicted)))

@@ -100,15 +100,17 @@ Transformer stack to one each of attention, norm, dense and add.
 The quick check (``quick_check``) of a unit checked by projections runs
 ``check.FastCheck``'s draws, its ``project`` rule (``compare_projections``,
 ``detectable_error``) and its forward-mode rule (``forward_wrong``), with every
-product of the unit taken in *one* call of ``Traced.probe``: the
+product of the unit taken in two calls of its signature's traces
+(``Traced.probe``): one of the
 finite-difference points of all its inputs and probes (``numerics.finite_diff``
 plans them, step rule and Richardson unchanged, ``BatchedDifferences``; one
 point an iteration, or, for a signature whose points one by one are predicted
 to take over ``plan.BATCHED_MIN_SECONDS``, one input's points at a time in
 batches, ``traces.batched_points``, where what the moved input does not reach
-is computed once a batch), the P
+is computed once a batch), and one of the P
 VJPs (one forward pass, P backward passes) and the P JVPs along the joint
-tangents (forward mode traced op by op, as eagerly). Every unit draws from
+tangents (forward mode traced op by op, as eagerly). The points' program
+is made once and serves every plan (``Traced.points``). Every unit draws from
 the check's seed, so units of one shape draw the same numbers: the pass keeps
 the last unit's draws and their tensors for the next (``Draws``). Then
 ``verdicts.same_function.prove`` compares that traced function with the
