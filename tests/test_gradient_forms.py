@@ -379,12 +379,13 @@ def test_a_formed_point_is_the_tensor_of_the_memory_it_was_formed_in(dtype):
     assert held.formed((), dtype, lambda out: out.fill(2.0)).numpy() == 2.0
 
 
-def test_a_formed_array_is_its_tensor_read_only_and_both_leave_together():
+def test_a_formed_array_is_its_tensor_read_only_and_dies_before_it():
     """``held.formed_array`` (the layer pass's tangents): the array holds what
     the fill wrote, cannot be written, and ``tensor_of`` gives one tensor over
-    the array's own memory; once the array and the tensor are gone, the
-    memory is freed and no entry is left (a tensor that kept its own view
-    alive would keep both for ever). ``held.normals`` fills with the numbers
+    the array's own memory; the array dies when its last name goes, while the
+    tensor lives on with the values, and its entry goes with it (a tensor
+    that kept its own view alive would keep both for ever); ``formed`` leaves
+    no entry. ``held.normals`` fills with the numbers
     ``standard_normal(shape).astype(dtype)`` draws, in place."""
     import gc
     import weakref
@@ -397,13 +398,14 @@ def test_a_formed_array_is_its_tensor_read_only_and_both_leave_together():
         array[0, 0] = 1.0
     tensor = held.tensor_of(array)
     assert held.tensor_of(array) is tensor and np.asarray(tensor).ctypes.data == array.ctypes.data
-    memory, entries = weakref.ref(array.base), len(held._HELD)
-    del array, tensor
-    gc.collect()
-    assert memory() is None and len(held._HELD) == entries - 1
+    view, entry = weakref.ref(array), held._HELD[id(array)]
+    del array
+    gc.collect()  # the tensor lives on and keeps the memory, not the array: its entry goes
+    assert view() is None and all(e is not entry for e in held._HELD.values())
+    assert tensor.numpy().tolist() == np.arange(12.0).reshape(3, 4).tolist()
     formed = held.formed((5,), "float64", lambda out: out.fill(2.0))
     gc.collect()
-    assert len(held._HELD) == entries - 1 and formed.numpy().tolist() == [2.0] * 5
+    assert all(e[1] is not formed for e in held._HELD.values()) and formed.numpy().tolist() == [2.0] * 5
     for dtype in ("float64", "float32", "complex128"):
         drawn = held.formed_array((2, 3), dtype, held.normals(np.random.default_rng(5)))
         expected = np.random.default_rng(5).standard_normal((2, 3)).astype(dtype)

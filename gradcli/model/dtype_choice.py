@@ -43,9 +43,7 @@ def settle_dtype(model: Model, float64: bool, rng_seed: int = 0, explain_failure
     written = [n for n in model.wrt if n in model.python_numbers and native[n].dtype == CHECK_DTYPE]
     own = {n: d for n, d in model.own_dtypes.items() if n in native and native[n].dtype != d}
     if float64 and model.runs_in_float64:
-        promoted = {
-            n: (v.astype(CHECK_DTYPE) if is_floating(v) else v) for n, v in native.items()
-        }
+        promoted = {n: (_promoted(v) if is_floating(v) else v) for n, v in native.items()}
         try:
             model.outputs, model.point = forward(model, promoted), promoted
             failure = _float64_gradient_failure(model, native, rng_seed, explain_failure) if changed else None
@@ -143,6 +141,17 @@ def _reverse_product(model: Model, values: dict, cotangents: dict) -> tuple[Base
         raise
     except Exception as exc:  # whatever the gradient raised: compared below
         return exc, None
+
+
+def _promoted(value) -> np.ndarray:
+    """``value`` in float64, converted where its tensor keeps it
+    (``held.formed_array``): the forward pass holds the point as tensors, and
+    a promoted array held already is not copied into one again (a GPT-2
+    small's 124M weights: 1 GB)."""
+    from gradcli.numerics.held import formed_array
+
+    value = np.asarray(value)
+    return formed_array(value.shape, CHECK_DTYPE, lambda out: np.copyto(out, value.reshape(-1)))
 
 
 def _float64_gradient_failure(model: Model, native: dict, rng_seed: int = 0, explain_failure=None) -> str | None:
