@@ -482,7 +482,7 @@ class FiniteDifferences:
                 rate = min(rate, (time.perf_counter() - started) / len(h))
             self.evaluations += len(SIGNS) * len(h)
         self._rate = rate
-        return rate * sum(self.point[n].size for n in dict.fromkeys(names))
+        return rate * total
 
     def _quick_rate(self, name: str, rows) -> float | None:
         """Seconds per direction along axes of ``name``'s group from chunks of
