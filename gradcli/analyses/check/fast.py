@@ -64,10 +64,12 @@ class FastCheck(FullCheck):
         says so), then ``forward_failures``' rule."""
         wrt = list(tangents)
         along = {o: {n: (numeric[n].values[o], numeric[n].errors[o]) for n in wrt} for o in outputs}
+        # Each <u_p, J^T v_p> as the projections take it (``compare.row_dots``):
+        # the summed product of GPT-2 small's token embedding made three 309 MB arrays.
         reverse_projection = {
             o: {
                 n: np.array([
-                    float(np.sum(tangents[n][p] * r[n]))
+                    float(compare.row_dots([tangents[n][p]], [r[n]])[0])
                     if isinstance(r[n], np.ndarray) and r[n].shape == tangents[n][p].shape else 0.0
                     for p, r in enumerate(reverse[o])
                 ])
