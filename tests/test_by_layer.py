@@ -59,10 +59,14 @@ def test_functional_names_the_wrong_layer_with_class_path_and_call_line():
     )
     assert wrong.call_proof is not None and wrong.call_proof.proven
     assert any("3 layer calls checked (3 in full" in n for n in notes)
+    # The estimate up front cannot foresee a failure: the note says what the failing layer took.
+    (pass_note,) = [n for n in notes if n.startswith("layer by layer: ")]
+    assert pass_note.endswith(f"up front, for layers that pass; the failing layer took {wrong.seconds:.1f} s of it)")
 
 
 def test_the_unmodified_model_passes_every_layer():
-    _, layers, _, _ = layers_of("by_layer_functional_ok.py")
+    _, layers, notes, _ = layers_of("by_layer_functional_ok.py")
+    assert not any("failing layer" in n for n in notes)
     assert set(layers) == {"net/d1", "net/swish", "net/d2"}
     for result in layers.values():
         assert result.verdict == "pass" and not result.failed, result

@@ -244,6 +244,60 @@ def test_a_stage_that_reports_nothing_for_a_while_still_gets_its_lines():
     ]
 
 
+def test_a_step_that_runs_past_the_pace_of_the_others_is_said_to():
+    """The time left of a counted stage is the pace of the steps done, counted
+    down while the next runs; a step that runs past that pace (a failing
+    layer re-checked element by element) is said to run, with the time left
+    after it, where dividing the elapsed time by the steps done made the
+    time left grow while nothing was left but that step."""
+    from gradcli.render.progress import LOG_AFTER, LOG_EVERY, LogStages
+
+    stream, clock = io.StringIO(), Clock()
+    stages = LogStages(stream, clock)
+    stages("layers", 0, 5, "estimated 50 s")
+    clock.now = LOG_AFTER + 1.0
+    stages("layers", 1, 5, "l0")  # 11 s a layer: 4 more take about 44 s
+    stages("layers", 1, 5, "l1; estimated 50 s up front")  # the second starts
+    for now in (LOG_AFTER + 1.5, LOG_AFTER + LOG_EVERY + 1.5, LOG_AFTER + 2 * LOG_EVERY + 2.0):
+        clock.now = now
+        stages.tick()
+    assert stream.getvalue().splitlines() == [
+        "progress: layers: 1 of 5, 11.0 s, about 44 s left (l0)",
+        "progress: layers: 1 of 5, 21.5 s, about 34 s left (l1; estimated 50 s up front)",
+        "progress: layers: 1 of 5, 32.0 s, the running one 21 s so far, about 33 s left after it "
+        "(l1; estimated 50 s up front)",
+    ]
+
+
+def test_failing_inputs_re_checked_element_by_element_are_a_stage_of_their_own():
+    """A fast check's element-wise re-checks of its failing inputs report a
+    stage counted in inputs, each named, ended once: in a layer pass they
+    are what a failing unit spends its time on, and a line says so."""
+    import numpy as np
+    import tensorflow as tf
+
+    import gradcli
+    from gradcli import progress
+    from gradcli.analyses.check.fast import RECHECK_STAGE
+
+    @tf.custom_gradient
+    def product(a, b):
+        return a * b, lambda dy: (dy * b * 1.5, dy * a * 0.5)  # both wrong
+
+    def f(a, b):
+        return tf.reduce_sum(product(a, b) ** 2)
+
+    reports = []
+    with progress.listening(lambda stage, done, total, detail: reports.append((stage, done, total, detail))):
+        result = gradcli.check(f, inputs={"a": np.linspace(0.1, 0.9, 9), "b": np.linspace(1.0, 2.0, 9)},
+                               mode="fast")
+    assert sorted(p.input for p in result.models[0].pairs if p.failed) == ["a", "b"]
+    rechecks = [r[1:] for r in reports if r[0] == RECHECK_STAGE]
+    names = [detail.rsplit(": ", 1)[1] for _, _, detail in rechecks]
+    assert [(done, total) for done, total, _ in rechecks] == [(0, 2), (1, 2), (1, 2), (2, 2)]
+    assert names == ["a", "a", "b", "b"]
+
+
 def test_a_stage_that_reports_nothing_gets_its_row_on_a_terminal():
     from rich.progress import Progress
 

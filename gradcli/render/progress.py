@@ -4,7 +4,8 @@ Two kinds of progress share one display: the models of a batch (``check_batch``
 calls ``progress(done, total, label)``), and the stages of long work inside one
 model that ``gradcli.progress.report`` announces (finite-difference passes,
 each naming its inputs and which of the inputs it is, ``input 3 of 6``; Lanczos
-iterations; region sampling; layers), each with elapsed and remaining time.
+iterations; region sampling; layers; a fast check's element-wise re-checks of its
+failing inputs), each with elapsed and remaining time.
 
 * On a terminal: a rich bar, transient (it disappears when the run ends, so
   only the report stays); the batch row only for more than one model.
@@ -185,6 +186,9 @@ class StageDisplay:
         self.clock = clock
         self.started: dict[str, float] = {}
         self.last: dict[str, tuple] = {}  # stage -> its last (done, total, detail, remaining)
+        #: stage -> (done, the elapsed seconds when that count was reached): the
+        #: pace of the steps done, which the step now running does not slow
+        self.reached: dict[str, tuple[int, float]] = {}
         self.lock = threading.Lock()
 
     def __call__(self, stage: str, done: int, total: int | None, detail: str = "") -> None:
@@ -194,11 +198,14 @@ class StageDisplay:
                 self.started[stage] = now
                 self.restarted(stage)
             elapsed = now - self.started[stage]
+            if self.reached.get(stage, (None,))[0] != done or done == 0:
+                self.reached[stage] = (done, elapsed)
             self.estimate(stage, done, total, detail, elapsed)
             if total is not None and done >= total:
                 self.ended(stage, elapsed, detail)
                 self.started.pop(stage, None)
                 self.last.pop(stage, None)
+                self.reached.pop(stage, None)
                 return
             self.last[stage] = (done, total, detail, self.remaining(stage, elapsed, done, total, now))
             self.show(stage, now)
@@ -314,7 +321,8 @@ class LogStages(StageDisplay):
     def show(self, stage: str, now: float) -> None:
         """A line once the stage has run LOG_AFTER seconds, then at most one
         every LOG_EVERY: its count (none for work counted in no steps,
-        ``gradcli.progress.stage``), elapsed and, once counted, time left."""
+        ``gradcli.progress.stage``), elapsed and, once counted, time left
+        (``time_left``)."""
         elapsed = now - self.started[stage]
         last = self.printed.get(stage)
         if elapsed < LOG_AFTER or (last is not None and now - last < LOG_EVERY):
@@ -322,10 +330,23 @@ class LogStages(StageDisplay):
         done, total, detail, _ = self.last[stage]
         self.printed[stage] = now
         count = f"{done} of {total}, " if total else (f"{done}, " if done else "")
-        left = ""
-        if total and done:
-            left = f", about {_duration(elapsed * (total - done) / done)} left"
+        left = time_left(done, total, *self.reached[stage][1:], elapsed) if total and done else ""
         self.line(f"progress: {stage}: {count}{elapsed:.1f} s{left}{_of(detail)}")
+
+
+def time_left(done: int, total: int, reached: float, elapsed: float) -> str:
+    """The time left of a counted stage, as a log line says it. Rule: the
+    steps left take the pace of the steps done (``reached`` seconds for
+    ``done``), counted down while the next one runs. A step that runs past
+    that pace is said to, with the time left after it: its own length is
+    not known (a failing layer re-checked element by element ran 70 s in a
+    pass of 2 s layers, while a line that divided the elapsed time by the
+    steps done said "about 73 s left" and growing, with 20 s left)."""
+    pace, running = reached / done, elapsed - reached
+    if running <= pace or done >= total:
+        return f", about {_duration(max(pace * (total - done) - running, 0.0))} left"
+    return (f", the running one {running:.0f} s so far, about {_duration(pace * (total - done - 1))} "
+            "left after it")
 
 
 def _of(detail: str) -> str:

@@ -62,12 +62,25 @@ def check_layers(model, options: CheckOptions, plan: LayerPlan | None, check_mod
     notes = [
         f"layer by layer: {len(results)} layer calls checked ({full} in full, {fast} by random "
         f"projections, {len(traces)} local functions traced) in {seconds:.1f} s (estimated "
-        f"{estimate:.0f} s up front)"
+        f"{estimate:.0f} s up front{_failing_share(results)})"
     ]
     errors = [r for r in results if r.verdict == LAYER_ERROR]
     if errors:
         notes.append(f"{len(errors)} layer calls could not be checked on their own: see the layer table")
     return results, notes
+
+
+def _failing_share(results: list[LayerResult]) -> str:
+    """What the failing layers took of the pass, which its estimate up front
+    cannot foresee: a failing layer's inputs are re-checked element by
+    element, and its culprit searched for (a wrong GELU in BERT-base's layer
+    5: 70 s of a 114 s pass estimated at 66 s)."""
+    failing = [r for r in results if r.failed and r.verdict != LAYER_ERROR]
+    if not failing:
+        return ""
+    taken = sum(r.seconds for r in failing)
+    which = "the failing layer" if len(failing) == 1 else f"the {len(failing)} failing layers"
+    return f", for layers that pass; {which} took {taken:.1f} s of it"
 
 
 def _next_of_same_signature(calls: list) -> dict:
