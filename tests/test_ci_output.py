@@ -293,7 +293,7 @@ def test_failing_inputs_re_checked_element_by_element_are_a_stage_of_their_own()
                                mode="fast")
     assert sorted(p.input for p in result.models[0].pairs if p.failed) == ["a", "b"]
     rechecks = [r[1:] for r in reports if r[0] == RECHECK_STAGE]
-    names = [detail.rsplit(": ", 1)[1] for _, _, detail in rechecks]
+    names = [detail for _, _, detail in rechecks]
     assert [(done, total) for done, total, _ in rechecks] == [(0, 2), (1, 2), (1, 2), (2, 2)]
     assert names == ["a", "a", "b", "b"]
 

@@ -61,13 +61,14 @@ class FastCheck(FullCheck):
             # A stage of its own, a layer pass's unit included: a unit whose
             # inputs fail runs far longer than its pass's other units (a
             # wrong GELU in BERT-base: 70 s, against 2 s), and its lines say why.
-            progress.report(RECHECK_STAGE, done, len(failing), f"{model.name}: {name}")
+            # Each names the input (a unit's names hold its layer's path).
+            progress.report(RECHECK_STAGE, done, len(failing), name)
             try:
                 pairs = self.replace_with_full(pairs, name, failed_outputs, budget)
             except BaseException:  # the stage ends with the check that raised
-                progress.report(RECHECK_STAGE, len(failing), len(failing), f"{model.name}: {name}")
+                progress.report(RECHECK_STAGE, len(failing), len(failing), name)
                 raise
-            progress.report(RECHECK_STAGE, done + 1, len(failing), f"{model.name}: {name}")
+            progress.report(RECHECK_STAGE, done + 1, len(failing), name)
         if self.options.autodiff == "both":
             self.check_forward_probes(pairs, tangents, cotangents, numeric, reverse, self.outputs)
         return pairs
