@@ -269,6 +269,28 @@ def test_a_step_that_runs_past_the_pace_of_the_others_is_said_to():
     ]
 
 
+def test_on_a_terminal_the_time_left_stops_at_what_is_left_after_the_running_step():
+    """The bar's time left counts down between reports to the time left after
+    the step now running, marked "+", not to 0:00:00 while that step runs on."""
+    from rich.progress import Progress
+
+    from gradcli.render.progress import Stages, left_column
+
+    clock = Clock()
+    bar = Progress()
+    stages = Stages(bar, clock)
+    column = left_column(clock)
+    stages("layers", 0, 5, "estimated 50 s")
+    clock.now = 11.0
+    stages("layers", 1, 5, "l0")  # 11 s a layer: 4 more take about 44 s
+    (task,) = bar.tasks
+    shown = []
+    for now in (11.0, 21.5, 32.0, 60.0):
+        clock.now = now
+        shown.append(column.render(task).plain)
+    assert shown == ["0:00:44", "0:00:34", "0:00:33+", "0:00:33+"]
+
+
 def test_failing_inputs_re_checked_element_by_element_are_a_stage_of_their_own():
     """A fast check's element-wise re-checks of its failing inputs report a
     stage counted in inputs, each named, ended once: in a layer pass they

@@ -87,7 +87,7 @@ def progress_callback(*, enabled: bool = True, total: int = 2, stream=None):
         def progress(done: int, total: int, label: str | None) -> None:
             now = time.monotonic()
             bar.update(task, completed=done, total=total, description=f"done: {label}" if label else "",
-                       ends=left(now - started, done, total, now))
+                       left=left(now - started, done, total, now))
 
     stages = Stages(bar)
     with bar, listening(stages), ticking(stages):
@@ -142,34 +142,41 @@ class TimeLeft:
     far) is smoothed exponentially (``SMOOTHING``). rich's own column divides
     by the speed of the last few updates, which jumps (4:22, 12:29, 5:17 in the
     first ten seconds of a 57 s pass). Between updates the time left counts
-    down with the clock."""
+    down with the clock, to the time left after the step now running: a
+    step that runs past the pace is not counted down to nothing
+    (``left_column``, as a log line says it, ``time_left``)."""
 
     def __init__(self):
         self.rate: float | None = None
 
-    def __call__(self, elapsed: float, done: int, total: int | None, now: float) -> float | None:
-        """The predicted end (on the clock of ``now``), or None before the first chunk."""
+    def __call__(self, elapsed: float, done: int, total: int | None, now: float) -> tuple | None:
+        """(the predicted end, on the clock of ``now``; the seconds left after
+        the step now running), or None before the first chunk."""
         if not total or done <= 0:
             return None
         rate = elapsed / done
         self.rate = rate if self.rate is None else SMOOTHING * rate + (1 - SMOOTHING) * self.rate
-        return now + self.rate * max(total - done, 0)
+        return now + self.rate * max(total - done, 0), self.rate * max(total - done - 1, 0)
 
 
 def left_column(clock=time.monotonic):
-    """A rich column: the time left to a row's predicted end (its ``ends``
-    field, ``TimeLeft``), as H:MM:SS; ``-:--:--`` before the first chunk."""
+    """A rich column: the time left to a row's predicted end (its ``left``
+    field, ``TimeLeft``), as H:MM:SS; ``-:--:--`` before the first chunk.
+    Once the step now running has run past the pace, the time left after
+    it, marked ``+`` (and the running step)."""
     from rich.progress import ProgressColumn
     from rich.text import Text
 
     class LeftColumn(ProgressColumn):
         def render(self, task):
-            ends = task.fields.get("ends")
-            if ends is None:
+            left = task.fields.get("left")
+            if left is None:
                 return Text("-:--:--", style="progress.remaining")
-            seconds = int(max(ends - clock(), 0.0) + 0.5)
-            return Text(f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}",
-                        style="progress.remaining")
+            ends, after = left
+            remaining = ends - clock()
+            seconds = int(max(remaining, after) + 0.5)
+            return Text(f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+                        + ("+" if remaining < after else ""), style="progress.remaining")
 
     return LeftColumn()
 
@@ -254,13 +261,13 @@ class Stages(StageDisplay):
         self.left.pop(stage, None)
 
     def show(self, stage: str, now: float) -> None:
-        done, total, detail, ends = self.last[stage]
+        done, total, detail, left = self.last[stage]
         row = self.rows.get(stage)
         if row is None:
             if now - self.started[stage] < SHOW_AFTER:
                 return
             row = self.rows[stage] = self.bar.add_task(detail, total=total, what=stage)
-        self.bar.update(row, completed=done, total=total, description=detail, ends=ends)
+        self.bar.update(row, completed=done, total=total, description=detail, left=left)
 
 
 def _duration(seconds: float) -> str:
