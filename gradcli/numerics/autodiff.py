@@ -15,16 +15,18 @@ returns gradients as TensorFlow gave them; ``checked_gradient`` applies the
 rule to one. Equal element counts are no excuse (a ``(1, 3)`` for ``(3,)`` is
 reported).
 
-Forward mode under one lock (``FORWARD_MODE``): TensorFlow's forward mode
-computes every op's JVP through module-level ``tf.function`` helpers
-(``forwardprop``'s), whose caches grow when a new op type or shape is met and
-are not safe to grow from one thread while another looks them up. The joint
-check runs on a thread beside the layer pass (``analyses.check._beside``),
-and both take forward-mode products: on an EfficientNet-B0 the joint check's
-JVP raised "OrderedDict mutated during iteration" about one run in two. Every
-forward-mode product of this process runs under the lock: ``jvp``,
-``batched_jvp``, ``hvp_forward_over_reverse`` and the layer pass's traced
-probes (``analyses.layers.traces.Traced.probe``).
+Forward mode on two threads: TensorFlow's forward mode computes every op's
+JVP through module-level ``tf.function`` helpers (``forwardprop``'s), whose
+caches grow when a new op type or shape is met and are not safe to grow from
+one thread while another looks them up. The joint check runs on a thread
+beside the layer pass (``analyses.check.beside``), and both take
+forward-mode products: on an EfficientNet-B0 the joint check's JVP raised
+"OrderedDict mutated during iteration" about one run in two. Every
+accumulator of this process is opened through ``forward_accumulator``, in
+``jvp_functions.kept()``, which holds ``jvp_functions.CACHE_LOCK`` wherever
+those caches are met (a JVP function looked up or traced by TensorFlow), and
+not while a JVP function it keeps runs: the two threads' products run beside
+each other.
 
 Forward mode eagerly and traced (``traced_jvp``). TensorFlow's forward mode
 transposes the gradient registered for each op's *type*, in eager execution
@@ -48,7 +50,6 @@ ways can differ only where the traced function holds a custom gradient.
 from __future__ import annotations
 
 import contextlib
-import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -60,9 +61,6 @@ from gradcli.tf_import import import_tensorflow
 tf = import_tensorflow()
 
 #: Held by every forward-mode product (module docstring).
-FORWARD_MODE = threading.RLock()
-
-
 def fresh(values):
     """``values`` (a dict or a list of tensors) as tensors no earlier call has
     seen: a copy of each (eagerly or inside a trace), a ``tf.Variable`` left as
@@ -158,9 +156,9 @@ def forward(accumulator, y, zeros: bool = False):
 
 @contextlib.contextmanager
 def forward_accumulator(primals, tangents):
-    """``tf.autodiff.ForwardAccumulator``, entered under ``FORWARD_MODE`` (module
-    docstring). Use as ``with forward_accumulator(p, t) as acc``."""
-    with FORWARD_MODE, jvp_functions.kept():
+    """``tf.autodiff.ForwardAccumulator``, entered in ``jvp_functions.kept()``
+    (module docstring). Use as ``with forward_accumulator(p, t) as acc``."""
+    with jvp_functions.kept():
         with tf.autodiff.ForwardAccumulator(primals, tangents) as accumulator:
             yield accumulator
 
@@ -621,18 +619,17 @@ def traced_jvp(function: Callable, point: dict, tangents: dict, outputs: list[st
     signature = {n: tf.TensorSpec(v.shape, v.dtype) for n, v in plain.items()}
     stacked, specs = _tangent_batch(tangents)
     k = len(next(iter(tangents.values())))
-    with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
-        if k and not traced_in_one(tangents):
-            one = {n: tf.TensorSpec(spec.shape[1:], spec.dtype) for n, spec in specs.items()}
-            run = tf.function(lambda plain, tangent: jvp_tensors(function, {**plain, **variables}, tangent, outputs),
-                              autograph=False).get_concrete_function(signature, one)
-            rows = [run(plain, {n: t[i] for n, t in stacked.items()}) for i in range(k)]
-            return {o: np.stack([np.asarray(row[o]) for row in rows]) for o in outputs}
-        returned = (output_specs(function, {**plain, **variables}) if returned is None
-                    else {o: tf.TensorSpec(shape, dtype) for o, (shape, dtype) in returned.items()})
-        run = tf.function(lambda plain, batch: jvp_rows(function, {**plain, **variables}, batch, outputs, returned),
-                          autograph=False).get_concrete_function(signature, specs)
-        rows = run(plain, stacked)
+    if k and not traced_in_one(tangents):
+        one = {n: tf.TensorSpec(spec.shape[1:], spec.dtype) for n, spec in specs.items()}
+        run = tf.function(lambda plain, tangent: jvp_tensors(function, {**plain, **variables}, tangent, outputs),
+                          autograph=False).get_concrete_function(signature, one)
+        rows = [run(plain, {n: t[i] for n, t in stacked.items()}) for i in range(k)]
+        return {o: np.stack([np.asarray(row[o]) for row in rows]) for o in outputs}
+    returned = (output_specs(function, {**plain, **variables}) if returned is None
+                else {o: tf.TensorSpec(shape, dtype) for o, (shape, dtype) in returned.items()})
+    run = tf.function(lambda plain, batch: jvp_rows(function, {**plain, **variables}, batch, outputs, returned),
+                      autograph=False).get_concrete_function(signature, specs)
+    rows = run(plain, stacked)
     return {o: np.asarray(rows[o]) for o in outputs}
 
 
@@ -759,11 +756,10 @@ class Program:
         """``traced_jvp`` at ``point`` (tangents of ``wrt`` only), traced once for any number of tangents."""
         batch, specs = _tangent_batch(tangents)
         key = ("jvps", tuple((n, s.shape, s.dtype) for n, s in specs.items()))
-        with FORWARD_MODE:  # its trace takes forward-mode products (module docstring)
-            returned = {o: tf.TensorSpec(t.shape, t.dtype) for o, t in self._forward.structured_outputs.items()}
-            run = self._traced(key, lambda values, batch: jvp_rows(self.function, values, batch, self.outputs, returned),
-                               self._signature(), specs)
-            rows = run(self.values(point), batch)
+        returned = {o: tf.TensorSpec(t.shape, t.dtype) for o, t in self._forward.structured_outputs.items()}
+        run = self._traced(key, lambda values, batch: jvp_rows(self.function, values, batch, self.outputs, returned),
+                           self._signature(), specs)
+        rows = run(self.values(point), batch)
         return {o: np.asarray(rows[o]) for o in outputs}
 
 

@@ -3,24 +3,81 @@ by a ``tf.function`` that ``forwardprop`` traces per op signature and keeps in
 one cache for the whole process. ``kept()`` is how every forward-mode product
 of gradcli meets that cache (``numerics.autodiff.forward_accumulator``): bounded
 in size, traced for relaxed shapes from the first op on, and looked up by the
-exact signature first (``SignatureFront``)."""
+exact signature first (``SignatureFront``).
+
+One lock (``CACHE_LOCK``) for what is shared and not thread-safe: TensorFlow's
+cache (a lookup scans it, a trace grows it: two threads at once raised
+"OrderedDict mutated during iteration" in an EfficientNet-B0's joint check
+beside its layer pass), the settings ``kept()`` changes and restores, and
+which dispatch is registered. It is held where those are met: TensorFlow's
+dispatch and tracing (``SignatureFront.dispatch`` on a signature it has not
+kept), the bound, entering and leaving ``kept()``. A JVP function the front
+keeps runs without it, so forward-mode products on two threads (the joint
+check's JVPs and the layer pass's probes) run beside each other: held for
+every product, a ResNet-50's layer pass waited 6.6 s for the joint check's
+JVPs (5.3 s at once). Where this TensorFlow has no front (another version's
+internals), every dispatch is TensorFlow's, and ``kept()`` holds the lock for
+the whole product, as before.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import threading
+
+#: What the module docstring says is shared: held where it is met.
+CACHE_LOCK = threading.RLock()
 
 
 @contextlib.contextmanager
 def kept():
     """The cache bounded (``_bounded``), shapes relaxed (``_relaxed_shapes``)
-    and lookups fronted (``_fronted``) for the duration."""
-    _bounded()
-    with _relaxed_shapes(), _fronted():
-        yield
+    and lookups fronted (``_fronted``) for the duration, each thread's
+    entries counted together: the first sets them, the last restores them
+    (module docstring for the lock)."""
+    with CACHE_LOCK:
+        _bounded()
+        fronted = _enter()
+    try:
+        if fronted:
+            yield
+        else:  # TensorFlow's own dispatch meets its cache at every op
+            with CACHE_LOCK:
+                yield
+    finally:
+        with CACHE_LOCK:
+            _leave()
 
 
-@contextlib.contextmanager
+#: Entries of ``kept()`` not yet left, on every thread, and the trace limit
+#: the first of them found (``_relaxed_shapes``).
+_entered = 0
+_saved_limit = None
+
+
+def _enter() -> bool:
+    """One more entry (``CACHE_LOCK`` held): the first relaxes the shapes and
+    registers the front. Whether the front serves (``_fronted``)."""
+    global _entered, _saved_limit, _FRONT
+    if _FRONT is None:
+        _FRONT = SignatureFront.of_this_tensorflow()
+    if _entered == 0:
+        _saved_limit = _relaxed_shapes()
+        _fronted(True)
+    _entered += 1
+    return _FRONT is not None
+
+
+def _leave() -> None:
+    """One entry fewer (``CACHE_LOCK`` held): the last restores what the first set."""
+    global _entered
+    _entered -= 1
+    if _entered == 0:
+        _restore_shapes(_saved_limit)
+        _fronted(False)
+
+
 def _relaxed_shapes():
     """TensorFlow's forward mode from the first trace of each op as it runs past
     32 (``forwardprop._TRACE_COUNT_LIMIT``): an op's JVP function is traced for
@@ -30,17 +87,21 @@ def _relaxed_shapes():
     files came out unchanged); what changes is how often a JVP is traced and
     how long the cache a lookup scans grows. Measured on five check-heavy test modules in one
     process: 305 traces of JVP functions against 564, 67.4 s of CPU against 70.1 s.
-    Restored on leaving (the process's own forward mode is its own)."""
+    Returns the limit it found, which ``_restore_shapes`` puts back on leaving
+    (the process's own forward mode is its own); None in another TensorFlow
+    (its own rule)."""
     from tensorflow.python.eager import forwardprop
 
     limit = getattr(forwardprop, "_TRACE_COUNT_LIMIT", None)
-    if limit is None:  # another TensorFlow: its own rule
-        yield
-        return
-    forwardprop._TRACE_COUNT_LIMIT = 0
-    try:
-        yield
-    finally:
+    if limit is not None:
+        forwardprop._TRACE_COUNT_LIMIT = 0
+    return limit
+
+
+def _restore_shapes(limit) -> None:
+    if limit is not None:
+        from tensorflow.python.eager import forwardprop
+
         forwardprop._TRACE_COUNT_LIMIT = limit
 
 
@@ -118,13 +179,27 @@ class SignatureFront:
             return None
 
     def dispatch(self, op_name, attr_tuple, inputs, outputs, tangents, use_batch=False):
-        """What TensorFlow calls for each op's JVP while the front is registered."""
+        """What TensorFlow calls for each op's JVP while the front is registered:
+        a kept function runs as it is; TensorFlow's dispatch and tracing run
+        under ``CACHE_LOCK`` (module docstring)."""
         forwardprop = self.forwardprop
         # TensorFlow's own rule (``forwardprop._jvp_dispatch``): exact shapes
         # until an op has been traced ``_TRACE_COUNT_LIMIT`` times.
         exact = forwardprop._TRACE_COUNT.get(op_name, 0) < forwardprop._TRACE_COUNT_LIMIT
         config = forwardprop._jvp_exact_config if exact else forwardprop._jvp_relaxed_config
         key = self.key(op_name, attr_tuple, inputs, outputs, tangents, use_batch, exact, config)
+        function = self.functions.get(key, False) if key is not None else None
+        if function is not None and function is not False:
+            return _tensorflows(function._call_flat, _flat(inputs, outputs, tangents),
+                                captured_inputs=function.captured_inputs)
+        with CACHE_LOCK:
+            return self._dispatched(key, op_name, attr_tuple, inputs, outputs, tangents, use_batch, config)
+
+    def _dispatched(self, key, op_name, attr_tuple, inputs, outputs, tangents, use_batch, config):
+        """``dispatch`` for a call the front does not keep (yet), ``CACHE_LOCK``
+        held: TensorFlow's dispatch, or the first call of a key (another thread
+        may have kept it since it was looked up)."""
+        forwardprop = self.forwardprop
         function = self.functions.get(key, False) if key is not None else None
         if function is None:  # not keyed exactly: TensorFlow's dispatch
             return _tensorflows(forwardprop._jvp_dispatch, op_name, attr_tuple, inputs, outputs, tangents, use_batch)
@@ -207,28 +282,14 @@ def _flat(inputs, outputs, tangents) -> list:
 
 
 _FRONT: SignatureFront | None = None
-_front_depth = 0
 
 
-@contextlib.contextmanager
-def _fronted():
-    """``SignatureFront`` registered as TensorFlow's JVP function for the
-    duration (callers hold ``autodiff.FORWARD_MODE``; a nested entry keeps
-    it), and TensorFlow's own dispatch registered again on leaving."""
-    global _FRONT, _front_depth
+def _fronted(on: bool) -> None:
+    """``SignatureFront`` registered as TensorFlow's JVP function (``on``), or
+    TensorFlow's own dispatch registered again: by the first and the last
+    entry of ``kept()``, ``CACHE_LOCK`` held. Nothing where there is no front."""
     if _FRONT is None:
-        _FRONT = SignatureFront.of_this_tensorflow()
-    if _FRONT is None:
-        yield
         return
     from tensorflow.python import pywrap_tfe
 
-    if _front_depth == 0:
-        pywrap_tfe.TFE_Py_RegisterJVPFunction(_FRONT.dispatch)
-    _front_depth += 1
-    try:
-        yield
-    finally:
-        _front_depth -= 1
-        if _front_depth == 0:
-            pywrap_tfe.TFE_Py_RegisterJVPFunction(_FRONT.forwardprop._jvp_dispatch)
+    pywrap_tfe.TFE_Py_RegisterJVPFunction(_FRONT.dispatch if on else _FRONT.forwardprop._jvp_dispatch)

@@ -379,7 +379,7 @@ def beside(work) -> Future:
     whose function is a pure function of its arguments (``Model.pure_call``):
     nothing either check runs reads state the other writes, except
     TensorFlow's own forward-mode helpers, whose caches are not thread-safe:
-    every forward-mode product holds ``autodiff.FORWARD_MODE``."""
+    they are met under ``jvp_functions.CACHE_LOCK`` (``numerics.autodiff``)."""
     import threading
 
     future: Future = Future()

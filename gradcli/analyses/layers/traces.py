@@ -129,11 +129,8 @@ class Traced:
         """(f at the planned points, JVPs [probes], per probe the gradient of
         each value or None) as numpy: the points in one call (``points``), the
         products in another."""
-        from gradcli.numerics.autodiff import FORWARD_MODE
-
         points = self.points(values, frozen, cotangents, tangents, plan)
-        with FORWARD_MODE:  # its trace takes forward-mode products (numerics.autodiff)
-            jvps, grads = self._products(values, frozen, cotangents, tangents, constant_tensor(seeds))
+        jvps, grads = self._products(values, frozen, cotangents, tangents, constant_tensor(seeds))
         return (points, np.asarray(jvps),
                 [[None if g is None else np.asarray(g) for g in row] for row in grads])
 
