@@ -60,7 +60,7 @@ from gradcli.tf_import import import_tensorflow
 
 tf = import_tensorflow()
 
-#: Held by every forward-mode product (module docstring).
+
 def fresh(values):
     """``values`` (a dict or a list of tensors) as tensors no earlier call has
     seen: a copy of each (eagerly or inside a trace), a ``tf.Variable`` left as

@@ -190,8 +190,7 @@ class SignatureFront:
         key = self.key(op_name, attr_tuple, inputs, outputs, tangents, use_batch, exact, config)
         function = self.functions.get(key, False) if key is not None else None
         if function is not None and function is not False:
-            return _tensorflows(function._call_flat, _flat(inputs, outputs, tangents),
-                                captured_inputs=function.captured_inputs)
+            return _kept_call(function, inputs, outputs, tangents)
         with CACHE_LOCK:
             return self._dispatched(key, op_name, attr_tuple, inputs, outputs, tangents, use_batch, config)
 
@@ -204,8 +203,7 @@ class SignatureFront:
         if function is None:  # not keyed exactly: TensorFlow's dispatch
             return _tensorflows(forwardprop._jvp_dispatch, op_name, attr_tuple, inputs, outputs, tangents, use_batch)
         if function is not False:
-            return _tensorflows(function._call_flat, _flat(inputs, outputs, tangents),
-                                captured_inputs=function.captured_inputs)
+            return _kept_call(function, inputs, outputs, tangents)
         # First call of this key: ``tracing_compilation.call_function``'s own steps.
         args = (op_name, attr_tuple, inputs, outputs, tangents, use_batch)
         function = _tensorflows(self.trace_function, args=args, tracing_options=config)
@@ -231,6 +229,12 @@ class SignatureFront:
         except (TypeError, _Unkeyed):
             return None
         return key
+
+
+def _kept_call(function, inputs, outputs, tangents):
+    """A kept JVP function on the call's tensors: the call TensorFlow makes
+    after its lookup (``SignatureFront``)."""
+    return _tensorflows(function._call_flat, _flat(inputs, outputs, tangents), captured_inputs=function.captured_inputs)
 
 
 def _tensorflows(call, *args, **kwargs):

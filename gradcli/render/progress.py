@@ -337,7 +337,7 @@ class LogStages(StageDisplay):
         done, total, detail, _ = self.last[stage]
         self.printed[stage] = now
         count = f"{done} of {total}, " if total else (f"{done}, " if done else "")
-        left = time_left(done, total, *self.reached[stage][1:], elapsed) if total and done else ""
+        left = time_left(done, total, self.reached[stage][1], elapsed) if total and done else ""
         self.line(f"progress: {stage}: {count}{elapsed:.1f} s{left}{_of(detail)}")
 
 
