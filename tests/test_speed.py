@@ -194,6 +194,37 @@ def test_xla_where_it_pays_and_on_two_workers_gives_the_same_differences(monkeyp
     assert np.max(xla.errors["y"]) < 1e-6  # not vacuous: 8 ulps of f (about 1e3) over h
 
 
+def test_checks_running_at_once_share_the_cores_of_compiled_loops(monkeypatch):
+    """A compiled loop takes every core alone, and its share while another check
+    runs beside it (``in_place.sharing_cores``: the joint check beside the
+    layer pass, ``analyses.check.model.beside``), on both threads; after it,
+    every core again. A configured thread count still bounds it."""
+    import threading
+
+    import tensorflow as tf
+
+    from gradcli.analyses.check.model import beside
+    from gradcli.numerics import in_place
+
+    monkeypatch.setattr(in_place.os, "sched_getaffinity", lambda pid: set(range(4)), raising=False)
+    monkeypatch.setattr(tf.config.threading, "get_intra_op_parallelism_threads", lambda: 0)
+    assert in_place.workers() == 4
+    started, release = threading.Event(), threading.Event()
+
+    def joint_check():
+        started.set()
+        release.wait(10)
+        return in_place.workers()
+
+    running = beside(joint_check)
+    assert started.wait(10)
+    assert in_place.workers() == 2  # the layer pass's share, while the joint check runs
+    release.set()
+    assert running.result(10) == 2  # the joint check's share
+    assert in_place.workers() == 4
+    monkeypatch.setattr(tf.config.threading, "get_intra_op_parallelism_threads", lambda: 1)
+    assert in_place.workers() == 1
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_the_in_place_loop_traces_the_model_once_and_evaluates_each_point_exactly(compiled):
     """One point an iteration: the loop's body holds one call of the model, so

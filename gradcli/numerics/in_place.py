@@ -26,14 +26,18 @@ bench/README.md:
   variable, splitting every chunk: an XLA program runs on the thread that
   calls it, so two threads use two cores (measured 1.8x on 2 cores). Plain
   loops gain nothing from threads (the executor already uses the intra-op
-  threads), so they run on one.
+  threads), so they run on one. Checks that run at once in this process
+  (``sharing_cores``: the joint check beside the layer pass) share the cores
+  evenly: each compiled loop takes its share, not every core.
 * Every call pads its directions to a fixed length and passes the count, so
   a loop is traced (and compiled) once per group, whatever the chunk lengths.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
@@ -65,15 +69,46 @@ def _pool() -> ThreadPoolExecutor:
     return _POOL
 
 
+#: Checks of this process running at once, each on a thread of its own
+#: (``sharing_cores``), and the lock that counts them.
+_running = 1
+_running_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def sharing_cores():
+    """For the duration, one more check runs at once beside the others (the
+    joint check on its thread beside the layer pass, ``analyses.check.model.beside``):
+    ``workers()`` gives each its share of the cores.
+
+    Why: a compiled loop on every core beside another check puts three busy
+    threads on two cores. A ResNet-50's max pool, whose element-wise re-check
+    is a compiled loop of 46k directions, took 5.3 s alone and 10.4 s beside
+    the joint check; with the loops on one thread while the joint check runs,
+    the whole check took 33.2 / 31.7 s against 34.1 / 34.8 s (alternating runs),
+    and the joint check ended 1.3-2.4 s sooner. Each direction is evaluated
+    alone, so how many threads share a chunk never changes its values."""
+    global _running
+    with _running_lock:
+        _running += 1
+    try:
+        yield
+    finally:
+        with _running_lock:
+            _running -= 1
+
+
 def workers() -> int:
-    """Threads for compiled loops: the cores this process may use, or TensorFlow's
-    intra-op thread count when it was set (a bench/ run limited to one thread gets one)."""
+    """Threads for compiled loops: this check's share of the cores this process
+    may use (``sharing_cores``), or TensorFlow's intra-op thread count when it
+    was set (a bench/ run limited to one thread gets one)."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
         cores = os.cpu_count() or 1
     configured = tf.config.threading.get_intra_op_parallelism_threads()
-    return max(1, min(MAX_WORKERS, cores, configured or cores))
+    share = cores // _running
+    return max(1, min(MAX_WORKERS, share, configured or cores))
 
 
 class InPlaceLoop:

@@ -379,8 +379,11 @@ def beside(work) -> Future:
     whose function is a pure function of its arguments (``Model.pure_call``):
     nothing either check runs reads state the other writes, except
     TensorFlow's own forward-mode helpers, whose caches are not thread-safe:
-    they are met under ``jvp_functions.CACHE_LOCK`` (``numerics.autodiff``)."""
+    they are met under ``jvp_functions.CACHE_LOCK`` (``numerics.autodiff``).
+    While it runs, the two checks share the cores (``in_place.sharing_cores``)."""
     import threading
+
+    from gradcli.numerics.in_place import sharing_cores
 
     future: Future = Future()
 
@@ -388,7 +391,8 @@ def beside(work) -> Future:
         if not future.set_running_or_notify_cancel():
             return
         try:
-            future.set_result(work())
+            with sharing_cores():
+                future.set_result(work())
         except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
             future.set_exception(exc)
 
