@@ -84,10 +84,11 @@ def sharing_cores():
     Why: a compiled loop on every core beside another check puts three busy
     threads on two cores. A ResNet-50's max pool, whose element-wise re-check
     is a compiled loop of 46k directions, took 5.3 s alone and 10.4 s beside
-    the joint check; with the loops on one thread while the joint check runs,
-    the whole check took 33.2 / 31.7 s against 34.1 / 34.8 s (alternating runs),
-    and the joint check ended 1.3-2.4 s sooner. Each direction is evaluated
-    alone, so how many threads share a chunk never changes its values."""
+    the joint check. With the loops on one thread while the joint check runs
+    (bench/README.md, twenty-fourth round): the ResNet-50 34.84 / 33.67 s
+    against 34.60 / 35.23 s, with a wrong activation 35.60 / 36.94 s against
+    38.02 / 37.54 s (alternating runs). Each direction is evaluated alone, so
+    how many threads share a chunk never changes its values."""
     global _running
     with _running_lock:
         _running += 1
