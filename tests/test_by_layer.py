@@ -648,6 +648,41 @@ def test_the_joint_check_runs_beside_the_layer_pass_with_the_same_numbers(monkey
     assert [r.path for r in beside.layers if r.failed] == ["net/swish"]
 
 
+def test_a_model_whose_trace_calls_a_function_has_its_joint_check_after_the_pass(monkeypatch):
+    """The same network with its activation's body a tf.function: its trace
+    holds a call, so forward mode is also taken with the functions run
+    eagerly, a switch TensorFlow holds for the whole process. The joint
+    check runs after the layer pass, on the caller's thread; it is taken
+    both ways and passes, and the switch is off afterwards."""
+    import threading
+
+    import tensorflow as tf
+
+    from gradcli.analyses.check import check_model
+    from gradcli.model.loading import load_model
+    from gradcli.numerics import autodiff
+    from gradcli.options import CheckOptions
+
+    threads = _joint_threads(monkeypatch)
+    entered = []
+    switch = autodiff.functions_run_eagerly
+
+    def recording():
+        entered.append(threading.current_thread().name)
+        return switch()
+
+    monkeypatch.setattr(autodiff, "functions_run_eagerly", recording)
+    model = load_model(fixture("by_layer_calls_function.py"))
+    assert model.pure_call
+    result = check_model(model, CheckOptions(mode="fast", by_layer=True))
+    assert threads == [threading.current_thread().name]
+    assert entered and set(entered) == {threading.current_thread().name}
+    assert not tf.config.functions_run_eagerly()
+    (joint,) = result.pairs
+    assert (joint.input, joint.verdict) == ("all 5 inputs jointly", "pass")
+    assert [r.path for r in result.layers if r.failed] == []
+
+
 @pytest.mark.parametrize("beside_the_last", [True, False])
 def test_the_joint_check_waits_for_the_layers_it_fits_the_memory_limit_beside_only_one_at_a_time(
         monkeypatch, beside_the_last):

@@ -316,3 +316,37 @@ def test_the_jvp_front_gives_tensorflows_own_products_to_the_bit_and_skips_only_
         y = tf.math.cosh(x)  # an op and shape the front never met
     np.testing.assert_allclose(accumulator.jvp(y), np.sinh(x.numpy()), rtol=1e-14)
     assert set(jvp_functions._FRONT.functions) == keys
+
+
+def test_functions_run_eagerly_entered_on_two_threads_in_turn_is_restored_by_the_last():
+    """TensorFlow's switch is process-wide: entries on two threads that
+    overlap (the first leaves while the second is inside) leave it as found
+    once both have left, and on for as long as either is inside. Each entry
+    saving and restoring its own view left it on for the rest of the process."""
+    import threading
+
+    import tensorflow as tf
+
+    from gradcli.numerics.autodiff import functions_run_eagerly
+
+    assert not tf.config.functions_run_eagerly()
+    entered, left = threading.Event(), threading.Event()
+    seen = {}
+
+    def second():
+        entered.wait(10)
+        with functions_run_eagerly():
+            left.set()  # the first leaves now, while this one is inside
+            first_gone.wait(10)
+            seen["inside, the first gone"] = tf.config.functions_run_eagerly()
+
+    first_gone = threading.Event()
+    thread = threading.Thread(target=second)
+    thread.start()
+    with functions_run_eagerly():
+        entered.set()
+        left.wait(10)
+    first_gone.set()
+    thread.join(10)
+    assert seen == {"inside, the first gone": True}
+    assert not tf.config.functions_run_eagerly()

@@ -55,6 +55,7 @@ from typing import Callable
 
 import numpy as np
 from gradcli.numerics import jvp_functions
+from gradcli.numerics.jvp_functions import functions_run_eagerly  # noqa: F401 - its callers' seam
 from gradcli.numerics.held import tensor_of, tensors_of
 from gradcli.tf_import import import_tensorflow
 
@@ -254,19 +255,6 @@ def vjp_tensors(function: Callable, values: dict, wrt: list[str], seeds: list[di
 #: Jacobians of outputs of up to this many elements take their rows as eager
 #: VJPs on one tape (see ``_reverse``).
 EAGER_MAX_ROWS = 32
-
-
-@contextlib.contextmanager
-def functions_run_eagerly():
-    """``tf.function`` calls run their Python bodies (``run_functions_eagerly``)
-    for the duration, the setting restored: in a graph being traced their ops
-    are inlined; eagerly they run op by op."""
-    previous = tf.config.functions_run_eagerly()
-    tf.config.run_functions_eagerly(True)
-    try:
-        yield
-    finally:
-        tf.config.run_functions_eagerly(previous)
 
 
 def jvp(function: Callable, point: dict, tangents: dict, outputs: list[str] | None = None) -> dict:

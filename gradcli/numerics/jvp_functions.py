@@ -18,6 +18,9 @@ every product, a ResNet-50's layer pass waited 6.6 s for the joint check's
 JVPs (5.3 s at once). Where this TensorFlow has no front (another version's
 internals), every dispatch is TensorFlow's, and ``kept()`` holds the lock for
 the whole product, as before.
+
+TensorFlow's switch to run ``tf.function`` bodies eagerly is process-wide too:
+``functions_run_eagerly`` counts its entries across threads the same way.
 """
 
 from __future__ import annotations
@@ -297,3 +300,39 @@ def _fronted(on: bool) -> None:
     from tensorflow.python import pywrap_tfe
 
     pywrap_tfe.TFE_Py_RegisterJVPFunction(_FRONT.dispatch if on else _FRONT.forwardprop._jvp_dispatch)
+
+
+#: Entries of ``functions_run_eagerly`` not yet left, on every thread, the
+#: setting the first of them found, and the lock that counts them.
+_eager_entries = 0
+_eager_found = False
+_EAGER_SWITCH = threading.Lock()
+
+
+@contextlib.contextmanager
+def functions_run_eagerly():
+    """``tf.function`` calls run their Python bodies (``run_functions_eagerly``)
+    for the duration: in a graph being traced their ops are inlined; eagerly
+    they run op by op. TensorFlow's setting is process-wide, so entries on
+    every thread are counted: the first sets it, the last restores what the
+    first found. Each entry restoring what it found itself turned it off
+    under another thread still inside, and, when the two left in turn, left
+    it on for the rest of the process. Checks that enter it do not run
+    beside each other (``analyses.check.model``, ``_beside_safely``): another
+    thread's ``tf.function`` would run its body meanwhile."""
+    global _eager_entries, _eager_found
+    from gradcli.tf_import import import_tensorflow
+
+    tf = import_tensorflow()
+    with _EAGER_SWITCH:
+        if _eager_entries == 0:
+            _eager_found = tf.config.functions_run_eagerly()
+            tf.config.run_functions_eagerly(True)
+        _eager_entries += 1
+    try:
+        yield
+    finally:
+        with _EAGER_SWITCH:
+            _eager_entries -= 1
+            if _eager_entries == 0:
+                tf.config.run_functions_eagerly(_eager_found)

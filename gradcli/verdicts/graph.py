@@ -162,9 +162,10 @@ class TracedGraph:
         # (and a custom gradient inside one) are ops of this graph rather than
         # one opaque PartitionedCall; a body that needs autograph then fails,
         # and stays traced as a call. The switch is process-wide (another
-        # thread's tf.functions would run eagerly meanwhile: the joint check
-        # beside the layer pass), so it is thrown only for a graph that holds
-        # a call: without one, both traces are the same graph.
+        # thread's tf.functions would run eagerly meanwhile), so it is thrown
+        # only for a graph that holds a call: without one, both traces are
+        # the same graph, and a model whose trace holds one is not checked
+        # beside another check (``analyses.check.model._beside_safely``).
         error = None
         for inline in (False, True):
             try:

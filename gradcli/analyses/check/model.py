@@ -223,7 +223,7 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
                 products=None) -> None:
     """The whole-model check of ``mode`` and, where it runs, the layer pass
     (``analyses.layers``) into ``result``: the joint check (``JointCheck``)
-    runs beside the pass when the model's function is pure (``beside``)."""
+    runs beside the pass when that is safe (``_beside_safely``)."""
     checker = FullCheck if mode == "full" else FastCheck
     layered = layer_plan.wants_layers(model, options, mode)
     # The pass's refusals (no such layer, its memory) come before any work.
@@ -238,7 +238,7 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
             f"whole model checked along joint directions ({len(model.wrt)} inputs moved at once); "
             "the layer table says where"
         )
-        if model.pure_call:
+        if _beside_safely(model, graph):
             waiting = _units_too_large_beside(joint_memory, plan, options, result.notes)
     check = checker(model, outputs, fd, tol, options, graph, products)
     layers_failed = check.layer_verdict = Future()  # the layer pass's verdict, which the joint row reads
@@ -273,6 +273,20 @@ def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outpu
         if raised_in_gradcli(exc):
             raise  # a bug of ours: check_spec reports it as an internal error
         raise diagnose.raised(exc, model, in_autodiff(exc), graph) from None
+
+
+def _beside_safely(model: Model, graph) -> bool:
+    """Whether the joint check may run beside the layer pass (``beside``): the
+    model's function is pure (``Model.pure_call``), and its trace shows it
+    calls no ``tf.function`` (``ModelGraph.calls_functions``; a model that
+    cannot be traced says nothing, and runs after). Forward mode through a
+    called function is also taken with the functions run eagerly, and the
+    trace inlines them, by a switch that is process-wide
+    (``autodiff.functions_run_eagerly``): beside it, the other check's own
+    functions would run their bodies op by op, and its trace would inline
+    the calls it looks for. The keras-hub backbones and the ResNet-50 call
+    none, and keep running beside."""
+    return bool(model.pure_call and graph.trace() and not graph.calls_functions)
 
 
 def _units_too_large_beside(joint_memory: int, plan, options: CheckOptions, notes: list) -> set | None:
@@ -375,9 +389,8 @@ def beside(work) -> Future:
     Why it pays: the layer pass spends much of its time tracing (Python, one
     core) and the joint check evaluating the whole network (TensorFlow's
     kernels, which release the interpreter lock): on 2 cores a ResNet-50's
-    joint check (15 s) hides inside its layer pass (29 s). Only for a model
-    whose function is a pure function of its arguments (``Model.pure_call``):
-    nothing either check runs reads state the other writes, except
+    joint check (15 s) hides inside its layer pass (29 s). Only where
+    ``_beside_safely`` says so: nothing either check runs reads state the other writes, except
     TensorFlow's own forward-mode helpers, whose caches are not thread-safe:
     they are met under ``jvp_functions.CACHE_LOCK`` (``numerics.autodiff``).
     While it runs, the two checks share the cores (``in_place.sharing_cores``)."""
