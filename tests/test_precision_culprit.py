@@ -384,3 +384,38 @@ def test_a_float16_gradient_2x_off_beyond_the_central_differences_error_is_a_mis
     culprit = pair["culprit"]
     assert culprit["site"]["description"] == "tf.custom_gradient scale"
     assert culprit["definition"] == f"tests/models/_float16_far.py:{line_of('_float16_far.py', 'def scale(')}"
+
+
+def test_an_op_whose_gradient_to_the_output_cannot_be_checked_ends_the_scan(tmp_path, monkeypatch):
+    """The scan from the output backwards blames the first op whose gradient
+    to the output is wrong only after every op between it and the output is
+    shown right. An op whose check raises (here Svd's, made to raise) is not
+    shown right: the scan ends there, without a culprit, rather than blaming
+    the op before it (the doubling, whose gradient to the output carries
+    Svd's wrong one). Svd's own scan alone still names Svd (the test above)."""
+    import gradcli
+    from gradcli.verdicts import culprit as culprit_module
+
+    source = (tmp_path / "doubled_svd.py")
+    source.write_text(
+        "import numpy as np\nimport tensorflow as tf\n\n"
+        "C = [[1.0, 2.0], [3.0, 4.0]]\n\n\n"
+        "def model(a):\n"
+        "    s, u, v = tf.linalg.svd(2.0 * a)\n"
+        "    return tf.reduce_sum(tf.matmul(u, v, transpose_b=True) * tf.constant(C, tf.float64))\n\n\n"
+        "c, s = np.cos(0.3), np.sin(0.3)\n"
+        "inputs = {'a': np.array([[c, -s], [s, c]]) / 2}\n"
+    )
+    check_op = culprit_module.check_op
+    refused = []
+
+    def raising_at_svd(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1):
+        if op.type == "Svd" and to is not None:
+            refused.append(op.name)
+            raise ValueError("cannot be differenced alone")
+        return check_op(graph, op, feeds, feed_values, seen, tol, rng, to, order)
+
+    monkeypatch.setattr(culprit_module, "check_op", raising_at_svd)
+    (pair,) = gradcli.check(str(source), mode="full").models[0].pairs
+    assert pair.failed and refused
+    assert pair.culprit is None

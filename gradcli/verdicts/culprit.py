@@ -146,9 +146,9 @@ def _first_wrong(graph, ops, feeds, feed_values, seen, tol, rng, to, order):
     """(op, what convicted it, ops checked) of the first of ``ops`` whose
     gradient (to ``to``, or its own) is wrong (``check_op``), or None. In the
     scan to the output (``to``), an op whose gradient to the output cannot be
-    resolved (``UNRESOLVED``) ends the scan: the ops before it would be blamed
-    for an error that may enter at it (every op after the culprit must be
-    shown right).
+    resolved (``UNRESOLVED``) or checked at all (its check raises) ends the
+    scan: the ops before it would be blamed for an error that may enter at it
+    (every op after the culprit must be shown right).
 
     An op found right (or not checkable alone) is kept in the graph with the
     draws its check took (``graph.cleared_ops``; the feeds are the model's
@@ -167,8 +167,10 @@ def _first_wrong(graph, ops, feeds, feed_values, seen, tol, rng, to, order):
         draws = RecordedDraws(rng)
         try:
             found = check_op(graph, op, feeds, feed_values, seen, tol, draws, to, order)
-        except Exception:  # an op that cannot be fed or differenced alone: skip it
-            found = None
+        except Exception:  # an op that cannot be fed or differenced alone: not shown right
+            if to is not None:
+                return None
+            found = None  # alone: it cannot be blamed, and the scan goes on
         if found is UNRESOLVED:
             if to is not None:
                 return None
