@@ -308,7 +308,7 @@ def test_the_jvp_front_gives_tensorflows_own_products_to_the_bit_and_skips_only_
     point = {"x": rng.standard_normal((2, 4))}
     autodiff.jvp(_atan_function, point, {"x": np.ones((2, 4))})  # keyed (the cases above met it)
     assert traced == []
-    assert jvp_functions._entered == 0
+    assert jvp_functions._KEPT.entries == 0
 
     keys = set(jvp_functions._FRONT.functions)
     x = tf.constant(rng.standard_normal(7))

@@ -20,7 +20,8 @@ internals), every dispatch is TensorFlow's, and ``kept()`` holds the lock for
 the whole product, as before.
 
 TensorFlow's switch to run ``tf.function`` bodies eagerly is process-wide too:
-``functions_run_eagerly`` counts its entries across threads the same way.
+``functions_run_eagerly`` counts its entries across threads the same way
+(``SharedSetting``).
 """
 
 from __future__ import annotations
@@ -37,48 +38,63 @@ CACHE_LOCK = threading.RLock()
 def kept():
     """The cache bounded (``_bounded``), shapes relaxed (``_relaxed_shapes``)
     and lookups fronted (``_fronted``) for the duration, each thread's
-    entries counted together: the first sets them, the last restores them
-    (module docstring for the lock)."""
+    entries counted together (``_KEPT``: the first sets them, the last
+    restores them; module docstring for the lock)."""
+    global _FRONT
     with CACHE_LOCK:
         _bounded()
-        fronted = _enter()
+        if _FRONT is None:
+            _FRONT = SignatureFront.of_this_tensorflow()
+        _KEPT.enter()
     try:
-        if fronted:
+        if _FRONT is not None:
             yield
         else:  # TensorFlow's own dispatch meets its cache at every op
             with CACHE_LOCK:
                 yield
     finally:
         with CACHE_LOCK:
-            _leave()
+            _KEPT.leave()
 
 
-#: Entries of ``kept()`` not yet left, on every thread, and the trace limit
-#: the first of them found (``_relaxed_shapes``).
-_entered = 0
-_saved_limit = None
+class SharedSetting:
+    """A process-wide setting entered from any thread: the entries are
+    counted together, the first applies it (``apply()``, which returns what it
+    found) and the last restores that (``restore(found)``). Each entry
+    restoring what it found itself turned a setting off under another thread
+    still inside, and left it on when two entries left in turn. The caller
+    holds the lock that guards the setting around ``enter`` and ``leave``."""
+
+    def __init__(self, apply, restore):
+        self.apply, self.restore = apply, restore
+        self.entries, self.found = 0, None
+
+    def enter(self) -> None:
+        if self.entries == 0:
+            self.found = self.apply()
+        self.entries += 1
+
+    def leave(self) -> None:
+        self.entries -= 1
+        if self.entries == 0:
+            self.restore(self.found)
 
 
-def _enter() -> bool:
-    """One more entry (``CACHE_LOCK`` held): the first relaxes the shapes and
-    registers the front. Whether the front serves (``_fronted``)."""
-    global _entered, _saved_limit, _FRONT
-    if _FRONT is None:
-        _FRONT = SignatureFront.of_this_tensorflow()
-    if _entered == 0:
-        _saved_limit = _relaxed_shapes()
-        _fronted(True)
-    _entered += 1
-    return _FRONT is not None
+def _keep() -> int | None:
+    """``kept()``'s setting applied: shapes relaxed and the front registered;
+    the trace limit found."""
+    limit = _relaxed_shapes()
+    _fronted(True)
+    return limit
 
 
-def _leave() -> None:
-    """One entry fewer (``CACHE_LOCK`` held): the last restores what the first set."""
-    global _entered
-    _entered -= 1
-    if _entered == 0:
-        _restore_shapes(_saved_limit)
-        _fronted(False)
+def _unkeep(limit) -> None:
+    _restore_shapes(limit)
+    _fronted(False)
+
+
+#: ``kept()``'s entries on every thread (``CACHE_LOCK`` held).
+_KEPT = SharedSetting(_keep, _unkeep)
 
 
 def _relaxed_shapes():
@@ -302,37 +318,39 @@ def _fronted(on: bool) -> None:
     pywrap_tfe.TFE_Py_RegisterJVPFunction(_FRONT.dispatch if on else _FRONT.forwardprop._jvp_dispatch)
 
 
-#: Entries of ``functions_run_eagerly`` not yet left, on every thread, the
-#: setting the first of them found, and the lock that counts them.
-_eager_entries = 0
-_eager_found = False
-_EAGER_SWITCH = threading.Lock()
+def _run_functions_eagerly() -> bool:
+    """TensorFlow's switch on; what it found."""
+    from gradcli.tf_import import import_tensorflow
+
+    tf = import_tensorflow()
+    found = tf.config.functions_run_eagerly()
+    tf.config.run_functions_eagerly(True)
+    return found
+
+
+def _switch_back(found: bool) -> None:
+    from gradcli.tf_import import import_tensorflow
+
+    import_tensorflow().config.run_functions_eagerly(found)
+
+
+#: ``functions_run_eagerly``'s entries on every thread, and their lock.
+_EAGER = SharedSetting(_run_functions_eagerly, _switch_back)
+_EAGER_LOCK = threading.Lock()
 
 
 @contextlib.contextmanager
 def functions_run_eagerly():
     """``tf.function`` calls run their Python bodies (``run_functions_eagerly``)
     for the duration: in a graph being traced their ops are inlined; eagerly
-    they run op by op. TensorFlow's setting is process-wide, so entries on
-    every thread are counted: the first sets it, the last restores what the
-    first found. Each entry restoring what it found itself turned it off
-    under another thread still inside, and, when the two left in turn, left
-    it on for the rest of the process. Checks that enter it do not run
-    beside each other (``analyses.check.model``, ``_beside_safely``): another
-    thread's ``tf.function`` would run its body meanwhile."""
-    global _eager_entries, _eager_found
-    from gradcli.tf_import import import_tensorflow
-
-    tf = import_tensorflow()
-    with _EAGER_SWITCH:
-        if _eager_entries == 0:
-            _eager_found = tf.config.functions_run_eagerly()
-            tf.config.run_functions_eagerly(True)
-        _eager_entries += 1
+    they run op by op. TensorFlow's switch is process-wide: entries on every
+    thread are counted together (``SharedSetting``). Checks that enter it do
+    not run beside each other (``analyses.check.model._beside_safely``):
+    another thread's ``tf.function`` would run its body meanwhile."""
+    with _EAGER_LOCK:
+        _EAGER.enter()
     try:
         yield
     finally:
-        with _EAGER_SWITCH:
-            _eager_entries -= 1
-            if _eager_entries == 0:
-                tf.config.run_functions_eagerly(_eager_found)
+        with _EAGER_LOCK:
+            _EAGER.leave()

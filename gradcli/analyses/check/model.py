@@ -282,7 +282,7 @@ def _beside_safely(model: Model, graph) -> bool:
     cannot be traced says nothing, and runs after). Forward mode through a
     called function is also taken with the functions run eagerly, and the
     trace inlines them, by a switch that is process-wide
-    (``autodiff.functions_run_eagerly``): beside it, the other check's own
+    (``jvp_functions.functions_run_eagerly``): beside it, the other check's own
     functions would run their bodies op by op, and its trace would inline
     the calls it looks for. The keras-hub backbones and the ResNet-50 call
     none, and keep running beside."""
@@ -390,10 +390,11 @@ def beside(work) -> Future:
     core) and the joint check evaluating the whole network (TensorFlow's
     kernels, which release the interpreter lock): on 2 cores a ResNet-50's
     joint check (15 s) hides inside its layer pass (29 s). Only where
-    ``_beside_safely`` says so: nothing either check runs reads state the other writes, except
-    TensorFlow's own forward-mode helpers, whose caches are not thread-safe:
-    they are met under ``jvp_functions.CACHE_LOCK`` (``numerics.autodiff``).
-    While it runs, the two checks share the cores (``in_place.sharing_cores``)."""
+    ``_beside_safely`` says so: nothing either check runs reads state the
+    other writes, except TensorFlow's own forward-mode helpers, whose caches
+    are not thread-safe: they are met under ``jvp_functions.CACHE_LOCK``
+    (``numerics.autodiff``). While it runs, the two checks share the cores
+    (``in_place.sharing_cores``)."""
     import threading
 
     from gradcli.numerics.in_place import sharing_cores
