@@ -419,3 +419,40 @@ def test_an_op_whose_gradient_to_the_output_cannot_be_checked_ends_the_scan(tmp_
     (pair,) = gradcli.check(str(source), mode="full").models[0].pairs
     assert pair.failed and refused
     assert pair.culprit is None
+
+
+def test_an_op_left_unresolved_alone_is_checked_once_for_every_pair_of_a_graph(tmp_path, monkeypatch):
+    """Two inputs fail through one wrong custom gradient (its rule scaled by
+    0.9). An op whose own local check is unresolved (here the product a * b,
+    made so) is passed over in every pair's own scan, so it is checked once
+    and kept for the graph, as an op found right is; both pairs still name
+    the custom gradient."""
+    import gradcli
+    from gradcli.verdicts import culprit as culprit_module
+    from gradcli.verdicts.local_check import UNRESOLVED
+
+    source = tmp_path / "scaled_square.py"
+    source.write_text(
+        "import numpy as np\nimport tensorflow as tf\n\n\n"
+        "@tf.custom_gradient\n"
+        "def square(x):\n"
+        "    return x * x, lambda dy: dy * 0.9 * 2.0 * x\n\n\n"
+        "def model(a, b):\n"
+        "    return tf.reduce_sum(square(a * b))\n\n\n"
+        "inputs = {'a': np.linspace(0.5, 1.5, 4), 'b': np.linspace(-1.0, 2.0, 4)}\n"
+    )
+    check_op = culprit_module.check_op
+    unresolved = []
+
+    def unresolved_product(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1):
+        if op.type == "Mul" and to is None and not op.name.startswith("gradients"):
+            unresolved.append(op.name)
+            return UNRESOLVED
+        return check_op(graph, op, feeds, feed_values, seen, tol, rng, to, order)
+
+    monkeypatch.setattr(culprit_module, "check_op", unresolved_product)
+    result = gradcli.check(str(source), mode="full").models[0]
+    named = {p.input: p.culprit for p in result.pairs}
+    assert set(named) == {"a", "b"} and all(p.failed for p in result.pairs)
+    assert all(c is not None and c.site.op_type == "IdentityN" for c in named.values()), named
+    assert len(unresolved) == 1, unresolved
