@@ -386,6 +386,25 @@ def test_a_float16_gradient_2x_off_beyond_the_central_differences_error_is_a_mis
     assert culprit["definition"] == f"tests/models/_float16_far.py:{line_of('_float16_far.py', 'def scale(')}"
 
 
+def _check_op_replaced(monkeypatch, chosen, outcome) -> list:
+    """The culprit search's local check (``culprit.check_op``) with
+    ``outcome()`` in place of the check of every op ``chosen(op, to)`` picks
+    (``to``: None in an op's own scan, the output in the scan to it); the
+    names of the ops it picked, in order."""
+    from gradcli.verdicts import culprit
+
+    check_op, picked = culprit.check_op, []
+
+    def replaced(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1):
+        if chosen(op, to):
+            picked.append(op.name)
+            return outcome()
+        return check_op(graph, op, feeds, feed_values, seen, tol, rng, to, order)
+
+    monkeypatch.setattr(culprit, "check_op", replaced)
+    return picked
+
+
 def test_an_op_whose_gradient_to_the_output_cannot_be_checked_ends_the_scan(tmp_path, monkeypatch):
     """The scan from the output backwards blames the first op whose gradient
     to the output is wrong only after every op between it and the output is
@@ -394,9 +413,8 @@ def test_an_op_whose_gradient_to_the_output_cannot_be_checked_ends_the_scan(tmp_
     the op before it (the doubling, whose gradient to the output carries
     Svd's wrong one). Svd's own scan alone still names Svd (the test above)."""
     import gradcli
-    from gradcli.verdicts import culprit as culprit_module
 
-    source = (tmp_path / "doubled_svd.py")
+    source = tmp_path / "doubled_svd.py"
     source.write_text(
         "import numpy as np\nimport tensorflow as tf\n\n"
         "C = [[1.0, 2.0], [3.0, 4.0]]\n\n\n"
@@ -406,16 +424,11 @@ def test_an_op_whose_gradient_to_the_output_cannot_be_checked_ends_the_scan(tmp_
         "c, s = np.cos(0.3), np.sin(0.3)\n"
         "inputs = {'a': np.array([[c, -s], [s, c]]) / 2}\n"
     )
-    check_op = culprit_module.check_op
-    refused = []
+    def cannot_be_differenced():
+        raise ValueError("cannot be differenced alone")
 
-    def raising_at_svd(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1):
-        if op.type == "Svd" and to is not None:
-            refused.append(op.name)
-            raise ValueError("cannot be differenced alone")
-        return check_op(graph, op, feeds, feed_values, seen, tol, rng, to, order)
-
-    monkeypatch.setattr(culprit_module, "check_op", raising_at_svd)
+    refused = _check_op_replaced(monkeypatch, lambda op, to: op.type == "Svd" and to is not None,
+                                 cannot_be_differenced)
     (pair,) = gradcli.check(str(source), mode="full").models[0].pairs
     assert pair.failed and refused
     assert pair.culprit is None
@@ -428,7 +441,6 @@ def test_an_op_left_unresolved_alone_is_checked_once_for_every_pair_of_a_graph(t
     and kept for the graph, as an op found right is; both pairs still name
     the custom gradient."""
     import gradcli
-    from gradcli.verdicts import culprit as culprit_module
     from gradcli.verdicts.local_check import UNRESOLVED
 
     source = tmp_path / "scaled_square.py"
@@ -441,16 +453,9 @@ def test_an_op_left_unresolved_alone_is_checked_once_for_every_pair_of_a_graph(t
         "    return tf.reduce_sum(square(a * b))\n\n\n"
         "inputs = {'a': np.linspace(0.5, 1.5, 4), 'b': np.linspace(-1.0, 2.0, 4)}\n"
     )
-    check_op = culprit_module.check_op
-    unresolved = []
-
-    def unresolved_product(graph, op, feeds, feed_values, seen, tol, rng, to=None, order=1):
-        if op.type == "Mul" and to is None and not op.name.startswith("gradients"):
-            unresolved.append(op.name)
-            return UNRESOLVED
-        return check_op(graph, op, feeds, feed_values, seen, tol, rng, to, order)
-
-    monkeypatch.setattr(culprit_module, "check_op", unresolved_product)
+    unresolved = _check_op_replaced(
+        monkeypatch, lambda op, to: op.type == "Mul" and to is None and not op.name.startswith("gradients"),
+        lambda: UNRESOLVED)
     result = gradcli.check(str(source), mode="full").models[0]
     named = {p.input: p.culprit for p in result.pairs}
     assert set(named) == {"a", "b"} and all(p.failed for p in result.pairs)

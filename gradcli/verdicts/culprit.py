@@ -171,9 +171,7 @@ def _first_wrong(graph, ops, feeds, feed_values, seen, tol, rng, to, order):
         try:
             found = check_op(graph, op, feeds, feed_values, seen, tol, draws, to, order)
         except Exception:  # an op that cannot be fed or differenced alone: not shown right
-            if to is not None:
-                return None
-            found = None  # alone: it cannot be blamed, and the scan goes on
+            found = UNRESOLVED
         if found is UNRESOLVED and to is not None:
             return None
         if found is not None and found is not UNRESOLVED:
