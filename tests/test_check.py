@@ -420,8 +420,8 @@ def test_a_sample_that_shows_no_wrong_element_escalates_within_four_budgets(monk
     monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds", lambda self, names, beyond=None: budgets * budget)
     real = check.FastCheck.sampled_pairs
 
-    def blind(self, name, outputs, drawn, seconds):  # a sample of the right columns only
-        return real(self, name, outputs, drawn[np.asarray(drawn) % 64 != 0], seconds)
+    def blind(self, name, outputs, drawn, seconds, *rest):  # a sample of the right columns only
+        return real(self, name, outputs, drawn[np.asarray(drawn) % 64 != 0], seconds, *rest)
 
     monkeypatch.setattr(check.FastCheck, "sampled_pairs", blind)
     model = load_model(fixture("fast_wrong_kernel_column.py"))
@@ -481,6 +481,58 @@ def test_the_failing_inputs_re_checks_share_the_budget(monkeypatch, file, wrong,
             assert element.analytic == pytest.approx(0.9 * true[i, j], rel=1e-9)
 
 
+@pytest.mark.parametrize("seed, first_names", [(0, True), (2, False)])
+def test_a_sample_the_floor_raised_checks_what_the_share_buys_first(monkeypatch, seed, first_names):
+    """W's kernel gradient is 0.9 times the true one in column 0 (closed form:
+    dy/dW = x^T (1 - tanh(x W)^2)). A fixed prediction (the rule, not the
+    machine's load, is under test) of 2^-11 s per element: all 4,096 take 2 s
+    against a budget of 1/16 s, which buys 128 elements; the floor raises the
+    sample to 256 (``MIN_SAMPLED``). Its first 128 are checked first
+    (``SHOWN_FIRST``' rule). The draws are the rule's own
+    (``default_rng([seed, 4])``): at seed 0 the first 128 hold a column-0
+    element, and they stand; at seed 2 they hold none, and the whole sample
+    is checked, its first 128 elements' first pass evaluated once. Either way
+    the failing elements are exactly the checked column-0 elements, at their
+    closed-form values."""
+    from gradcli.analyses import check
+    from gradcli.model.loading import load_model
+    from gradcli.numerics.finite_diff import FiniteDifferences
+    from gradcli.options import CheckOptions
+
+    monkeypatch.setattr(FiniteDifferences, "predict_axes_seconds",
+                        lambda self, names, beyond=None: 2.0**-11 * sum(self.point[n].size for n in names))
+    first_pass = []  # (row, step) of every first-pass chunk evaluated for a function of W's sample
+    chunk = FiniteDifferences._chunk
+
+    def recorded(self, group, kind, part, steps, *args, **kwargs):
+        if group == ("w",) and kind == "axes" and self.point["w"].ndim == 1:
+            first_pass.extend(zip(np.asarray(part).tolist(), np.asarray(steps).tolist()))
+        return chunk(self, group, kind, part, steps, *args, **kwargs)
+
+    monkeypatch.setattr(FiniteDifferences, "_chunk", recorded)
+    model = load_model(fixture("fast_wrong_kernel_column.py"))
+    result = check.check_model(model, CheckOptions(mode="fast", budget=1 / 16, rng_seed=seed))
+    w = next(p for p in result.pairs if p.input == "w")
+    drawn = np.random.default_rng([seed, 4]).choice(4096, 256, replace=False)
+    assert (np.count_nonzero(drawn[:128] % 64 == 0) > 0) == first_names  # the draws the test is about
+    checked = drawn[:128] if first_names else drawn
+    assert w.verdict == "mismatch" and w.compared == len(checked), w
+    (note,) = [n for n in w.warnings if "drawn at random" in n]
+    assert f"comparison of {len(checked)} of its 4096 elements" in note, note
+    x = model.point["x"]
+    true = x.T @ (1.0 - np.tanh(x @ model.point["w"]) ** 2)
+    wrong = sorted(divmod(int(i), 64) for i in checked if i % 64 == 0)
+    assert sorted(tuple(e.input_index) for e in w.failing) == wrong
+    for element in w.failing:
+        i, j = element.input_index
+        assert element.numeric == pytest.approx(true[i, j], rel=1e-6)
+        assert element.analytic == pytest.approx(0.9 * true[i, j], rel=1e-9)
+    # The first pass along each checked element, at its step, once.
+    steps = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=["w"]).axis_steps("w", drawn)
+    taken = [(row, step) for row, step in first_pass if step == steps[row]]
+    assert sorted(taken) == sorted(zip(range(len(checked)), steps[: len(checked)].tolist()))
+
+
 def test_a_failing_pair_too_large_to_recheck_in_the_budget_is_shown_on_a_sample():
     """W's kernel gradient is 0.9 times the true one in column 0 (closed form:
     dy/dW = x^T (1 - tanh(x W)^2)); re-checking all 4,096 elements would not
@@ -494,7 +546,10 @@ def test_a_failing_pair_too_large_to_recheck_in_the_budget_is_shown_on_a_sample(
     assert w["failed"] and w["verdict"] == "mismatch" and pairs["x"]["verdict"] == "pass"
     (note,) = [n for n in w["warnings"] if "drawn at random" in n]
     sampled = int(note.split("comparison of ")[1].split(" of its 4096")[0])
-    assert 256 <= sampled < 4096 and w["compared"] == sampled
+    # The floor (256), or on a machine where the budget buys fewer, the part
+    # it buys when that names elements (SHOWN_FIRST's rule: the test above).
+    assert (256 <= sampled or (64 <= sampled and w["n_failing"] > 0)) and sampled < 4096
+    assert w["compared"] == sampled
     assert w["n_failing"] > 0 and w["failing"]
     from gradcli.model.loading import load_model
 

@@ -474,15 +474,24 @@ class FiniteDifferences:
         timed = parts[1 : 1 + TIMED_CHUNKS] or parts[:1]
         rate = np.inf
         for is_timed, rows in [(False, parts[0])] + [(True, rows) for rows in timed]:
-            h = self.axis_steps(name, rows)
-            part = rows + self.offset(name)
             started = time.perf_counter()
-            self._timed[_chunk_key(group, "axes", part, h)] = self._chunk(group, "axes", part, h)
+            self.first_pass_ahead(name, rows)
             if is_timed:
-                rate = min(rate, (time.perf_counter() - started) / len(h))
-            self.evaluations += len(SIGNS) * len(h)
+                rate = min(rate, (time.perf_counter() - started) / len(rows))
         self._rate = rate
         return rate * total
+
+    def first_pass_ahead(self, name: str, rows: np.ndarray) -> None:
+        """The first pass along the axes ``rows`` of ``name`` (one chunk, at
+        ``along_axes``' steps), evaluated now and kept (``_timed``) for the
+        pass that takes it, once: auto's timing chunks, and a sample's first
+        elements, whose check and the whole sample's share them
+        (``FastCheck.sampled_pairs``, ``take_timed``)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        h = self.axis_steps(name, rows)
+        part = rows + self.offset(name)
+        self._timed[_chunk_key(self.group(name), "axes", part, h)] = self._chunk(self.group(name), "axes", part, h)
+        self.evaluations += len(SIGNS) * len(h)
 
     def _quick_rate(self, name: str, rows) -> float | None:
         """Seconds per direction along axes of ``name``'s group from chunks of

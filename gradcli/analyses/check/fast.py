@@ -13,7 +13,7 @@ import numpy as np
 
 from gradcli import progress
 from gradcli.analyses.check.full import FullCheck
-from gradcli.analyses.check.rules import MIN_SAMPLED, UNEXPLAINED_BUDGETS
+from gradcli.analyses.check.rules import MIN_SAMPLED, SHOWN_FIRST, UNEXPLAINED_BUDGETS
 from gradcli.model.loading import Model
 from gradcli.numerics import autodiff
 from gradcli.results import INCONCLUSIVE, PASS, PairResult
@@ -166,10 +166,10 @@ class FastCheck(FullCheck):
                         f"blocks) would need {over}: the fast result is shown"
                     )
             return pairs
-        sample, predicted = self.sample_within_budget(name, elements, budget.share)
+        sample, predicted, first = self.sample_within_budget(name, elements, budget.share)
         shown = f"fast check {outcome}; element-wise comparison shown"
         if sample is not None:
-            checked, count = self.sampled_pairs(name, outputs, sample, budget.share)
+            checked, count = self.sampled_pairs(name, outputs, sample, budget.share, first)
             if not any(p.failed for p in checked) and predicted <= UNEXPLAINED_BUDGETS * budget.share:
                 shown += (
                     f" (a sample of {count} elements showed none outside tolerance; all {elements}, "
@@ -199,27 +199,33 @@ class FastCheck(FullCheck):
         ]
 
     def sample_within_budget(self, name, elements, seconds: float) -> tuple:
-        """(flat element indices, predicted seconds of all) for an element-wise
-        re-check that would not fit ``seconds`` (the input's share of the
-        budget, ``RecheckBudget``), or (None, None). Rule: a failing pair is
+        """(flat element indices, predicted seconds of all, how many of them to
+        check first or None) for an element-wise re-check that would not fit
+        ``seconds`` (the input's share of the budget, ``RecheckBudget``), or
+        (None, None, None). Rule: a failing pair is
         re-checked on every element when the first pass along every axis is
         predicted (``FiniteDifferences.predict_axes_seconds``) to fit
         ``seconds``; else on a random sample of ``elements * seconds /
         predicted`` of them (at least ``MIN_SAMPLED``), so that a wrong kernel
         of a real-size layer (590k elements: about 40 minutes in full) is shown
         by elements within the budget. The projections found the error; the
-        sample shows where it is, as far as it reaches."""
+        sample shows where it is, as far as it reaches. A sample the floor
+        raised above what ``seconds`` buys is checked that many first (at
+        least ``SHOWN_FIRST``), the rest only if they name no element."""
         # Past this figure the sample is MIN_SAMPLED elements and no element-wise
         # re-check follows it (``replace_with_full``): a quick timing says so.
         decided = seconds * max(UNEXPLAINED_BUDGETS, elements / MIN_SAMPLED)
         predicted = self.fd.predict_axes_seconds([name], beyond=decided)
         if predicted is None or predicted <= seconds:
-            return None, None
-        count = min(elements, max(MIN_SAMPLED, int(elements * seconds / predicted)))
+            return None, None, None
+        bought = int(elements * seconds / predicted)
+        count = min(elements, max(MIN_SAMPLED, bought))
+        first = max(SHOWN_FIRST, bought)
         rng = np.random.default_rng([self.options.rng_seed, 4])
-        return rng.choice(elements, count, replace=False), predicted
+        return rng.choice(elements, count, replace=False), predicted, (first if first < count else None)
 
-    def sampled_pairs(self, name, outputs, drawn, seconds: float) -> tuple[list[PairResult], int]:
+    def sampled_pairs(self, name, outputs, drawn, seconds: float,
+                      first: int | None = None) -> tuple[list[PairResult], int]:
         """``pairs_for`` on the elements ``drawn`` (in the order drawn) of input
         ``name`` alone: the model as a function of those elements (the others
         fixed at the point, ``sampled_model``), checked by the same rules
@@ -236,35 +242,56 @@ class FastCheck(FullCheck):
         them, as the sorted sample was, the timing's chunks were thrown away
         and evaluated again (a wrong GELU inside BERT-base: a chunk of 488
         directions of a transformer layer, for each of its nine failing
-        inputs)."""
+        inputs).
+
+        ``first``: the prefix checked first (``SHOWN_FIRST``' rule): its
+        result stands when it shows an element outside tolerance; else the
+        whole sample is checked, its first chunk that prefix's first pass,
+        evaluated once for both."""
         shape = np.shape(self.model.point[name])
 
-        def checker(sample):
+        def checker(sample, chunk=None):
             sub = sampled_model(self.model, name, sample)
             fd = self.fd.anew(function=sub.function, point=sub.point, wrt=[name],
-                              jit_compile=self.fd.jit_compile or False)
+                              jit_compile=self.fd.jit_compile or False, chunk=chunk or self.fd.chunk)
             return FullCheck(sub, outputs, fd, self.tol, self.options, self.graph)
 
         sample = np.asarray(drawn)
-        check = checker(sample)
-        predicted = check.fd.predict_axes_seconds([name])
-        if predicted is not None and predicted > seconds and len(sample) > MIN_SAMPLED:
-            keep = max(MIN_SAMPLED, int(len(sample) * seconds / predicted),
-                       check.fd.timed_rows(name))
-            if keep < len(sample):
-                self.fd.evaluations += check.fd.evaluations
-                timed = check.fd
-                sample = sample[:keep]
-                check = checker(sample)
-                check.fd.take_timed(timed)
+        if first is not None and first < len(sample):
+            shown = checker(sample[:first])
+            shown.fd.first_pass_ahead(name, np.arange(first))
+            check = checker(sample, chunk=first)  # chunks of ``first``: its first is the prefix's
+            check.fd.take_timed(shown.fd)
+            pairs = shown.pairs_for(name, outputs, shown.reverse_jacobians([name], outputs))
+            self.fd.evaluations += shown.fd.evaluations
+            if any(p.failed for p in pairs):
+                return _sample_indices(pairs, sample[:first], shape), first
+        else:
+            check = checker(sample)
+            predicted = check.fd.predict_axes_seconds([name])
+            if predicted is not None and predicted > seconds and len(sample) > MIN_SAMPLED:
+                keep = max(MIN_SAMPLED, int(len(sample) * seconds / predicted),
+                           check.fd.timed_rows(name))
+                if keep < len(sample):
+                    self.fd.evaluations += check.fd.evaluations
+                    timed = check.fd
+                    sample = sample[:keep]
+                    check = checker(sample)
+                    check.fd.take_timed(timed)
         pairs = check.pairs_for(name, outputs, check.reverse_jacobians([name], outputs))
         self.fd.evaluations += check.fd.evaluations
-        for pair in pairs:
-            for element in [*pair.failing, *pair.kinks, *([pair.worst] if pair.worst else [])]:
-                if element.input_index:
-                    flat = int(sample[int(element.input_index[0])])
-                    element.input_index = [int(i) for i in np.unravel_index(flat, shape)]
-        return pairs, len(sample)
+        return _sample_indices(pairs, sample, shape), len(sample)
+
+
+def _sample_indices(pairs: list[PairResult], sample, shape) -> list[PairResult]:
+    """``pairs`` of a sampled model (``sampled_model``) with their elements'
+    input indices mapped back to the whole input's (``shape``)."""
+    for pair in pairs:
+        for element in [*pair.failing, *pair.kinks, *([pair.worst] if pair.worst else [])]:
+            if element.input_index:
+                flat = int(sample[int(element.input_index[0])])
+                element.input_index = [int(i) for i in np.unravel_index(flat, shape)]
+    return pairs
 
 
 @dataclasses.dataclass(frozen=True)

@@ -105,6 +105,19 @@ ROUNDOFF_RETRY = (16.0, 256.0, 4096.0)
 #: share of the budget (``RecheckBudget``) is re-checked on a random sample of
 #: its elements, at least this many (``FastCheck.sample_within_budget``).
 MIN_SAMPLED = 256
+#: A sample the floor (``MIN_SAMPLED``) raised above what the input's share of
+#: the budget buys is checked in two parts: first the elements the share buys,
+#: at least this many; the rest only when those show no element outside
+#: tolerance (``FastCheck.sampled_pairs``). The floor is there so that each
+#: failing input names elements: once some are named, the share stands. A
+#: wrong GELU inside a BERT-base transformer layer fails 9 of its inputs, and
+#: at a share of 1.1 s each the floor's 256 elements cost about 7 s an input
+#: (two evaluations of the layer, 7 ms each, per element, the failing ones'
+#: second pass, and their ladders). An error that touches a twentieth of an
+#: input's elements is shown by 64 of them with probability 1 - 0.95**64 =
+#: 0.96; one rarer still goes on to the whole sample, whose first pass takes
+#: the first part's as it is (not evaluated twice).
+SHOWN_FIRST = 64
 #: A sample that shows no element outside tolerance leaves the failing
 #: projections unexplained (a max pool's few hundred kinks at ties among 41k
 #: inputs, which a sample of a tenth can miss): then every element is
