@@ -258,9 +258,11 @@ class FastCheck(FullCheck):
 
         sample = np.asarray(drawn)
         if first is not None and first < len(sample):
-            shown = checker(sample[:first])
+            # Chunks of ``first`` in both: the prefix's first pass is one chunk,
+            # and the whole sample's first chunk is the same, kept ahead for both.
+            shown = checker(sample[:first], chunk=first)
             shown.fd.first_pass_ahead(name, np.arange(first))
-            check = checker(sample, chunk=first)  # chunks of ``first``: its first is the prefix's
+            check = checker(sample, chunk=first)
             check.fd.take_timed(shown.fd)
             pairs = shown.pairs_for(name, outputs, shown.reverse_jacobians([name], outputs))
             self.fd.evaluations += shown.fd.evaluations
