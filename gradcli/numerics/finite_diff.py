@@ -594,7 +594,9 @@ class FiniteDifferences:
             if pad:
                 part = np.concatenate([part, np.repeat(part[-1:], pad, axis=0)])
                 steps = np.concatenate([steps, np.repeat(steps[-1:], pad)])
-            timed = self._timed.pop(_chunk_key(group, kind, part, steps), None)
+            # Keyed only when something is kept: a key is a copy of the chunk's
+            # rows, 0.87 GB for a joint direction of BERT-base's 109M weights.
+            timed = self._timed.pop(_chunk_key(group, kind, part, steps), None) if self._timed else None
             ahead = self._axes_ahead.get(group, 0) if kind == "axes" else 0
             d, fmax, sides = timed or self._chunk(group, kind, part, steps, remaining=max(0, k - start - chunk) + ahead)
             keep = len(steps) - pad
