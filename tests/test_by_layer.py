@@ -590,7 +590,8 @@ def test_the_joint_check_streams_its_probes_with_the_same_draws_and_verdicts(mon
         assert np.array_equal(draws.cotangents[o], rng.standard_normal((3,) + np.shape(model.outputs[o])))
     expected = {n: rng.standard_normal((3,) + np.shape(model.point[n])).astype(model.point[n].dtype)
                 for n in model.wrt}
-    for chunk in ([2], [0, 1], [1]):
+    # [0] first: drawn while the generator's states were recorded; then again from its state.
+    for chunk in ([0], [2], [0, 1], [1], [0]):
         taken = draws.tangents(chunk)
         for n in model.wrt:
             assert np.array_equal(taken[n], expected[n][chunk])

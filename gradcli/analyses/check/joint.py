@@ -233,7 +233,7 @@ class JointDraws:
         per_probe = sum(int(np.size(model.point[n])) * np.asarray(model.point[n]).dtype.itemsize for n in model.wrt)
         per_chunk = joint_chunk_probes(per_probe, probes)
         self.chunks = [range(s, min(s + per_chunk, probes)) for s in range(0, probes, per_chunk)]
-        self._rng, self._held, self._states = rng, None, {}
+        self._rng, self._held, self._states, self._first = rng, None, {}, None
         if len(self.chunks) == 1:
             self._held = fd.laid_out(model.wrt, rows=probes)
             for n in self.inputs:  # input by input, every probe: FastCheck.run's order
@@ -242,10 +242,20 @@ class JointDraws:
             for array in [self._held.block, *self._held.values()]:
                 array.flags.writeable = False  # served again to every caller, not copied
             return
-        for n, shape in self.inputs.items():  # one pass to record where each probe's normals start
+        # One pass to record where each probe's normals start. It draws the
+        # first chunk's directions where that chunk is held (the first pass
+        # takes them from here, ``tangents``), and every other probe's into one
+        # scratch array: the same normals, drawn once each, without a fresh
+        # array for each (input, probe) (BERT-base: 199 inputs x 3 probes).
+        first = self.chunks[0]
+        self._first = fd.laid_out(self.inputs, rows=len(first))
+        sizes = {n: int(np.prod(shape, dtype=np.int64)) for n, shape in self.inputs.items()}
+        scratch = np.empty(max(sizes.values()))
+        for n in self.inputs:
             for p in range(probes):
                 self._states[n, p] = rng.bit_generator.state
-                rng.standard_normal(shape)
+                row = p - first.start
+                held.normals(rng)(self._first[n][row:row + 1] if p in first else scratch[:sizes[n]])
 
     def tangents(self, probes) -> dict:
         """Each input's tangents of ``probes`` (indices), ``[len(probes), *shape]``:
@@ -255,6 +265,9 @@ class JointDraws:
             if probes == list(range(self.probes)):
                 return self._held
             return self.fd.laid_out(self.inputs, block=self._held.block[probes])
+        if self._first is not None and probes == list(self.chunks[0]):  # drawn while recording, once
+            taken, self._first = self._first, None
+            return taken
         taken = self.fd.laid_out(self.inputs, rows=len(probes))
         for n, shape in self.inputs.items():
             for row, p in enumerate(probes):
