@@ -70,6 +70,44 @@ def test_the_traced_jvp_of_a_weight_held_as_a_variable_is_its_derivative():
     np.testing.assert_allclose(traced, truth, rtol=1e-13)
 
 
+@pytest.mark.parametrize("name, eager_along", [("fwd_traced_only_ok.py", 1), ("fwd_traced_only_wrong.py", 3)])
+def test_the_eager_jvp_along_the_first_tangent_shows_whether_the_traced_ones_stand_for_it(monkeypatch, name,
+                                                                                        eager_along):
+    """The full check takes forward mode both ways (the user's custom softplus).
+    Where the eager JVP along its first tangent equals the traced one to
+    round-off (the rule recorded: both ways give J t), the eager JVP is taken
+    along that tangent alone and the traced ones stand for the others
+    (``FullCheck.eager_shown_traced``); where they differ (the traced JVP is
+    exactly 0), the eager JVP is taken along every tangent. Either way the
+    eager way's J t along every tangent is the closed form, and the traced
+    JVPs are taken once for both ways."""
+    from gradcli.analyses.check import check_model
+    from gradcli.analyses.check.full import FullCheck
+    from gradcli.model.loading import load_model
+    from gradcli.numerics import autodiff
+    from gradcli.options import CheckOptions
+
+    eager, traced, served = [], [], []
+    batched, in_trace, asked = autodiff.batched_jvp, autodiff.traced_jvp, FullCheck.batched_jvp
+    monkeypatch.setattr(autodiff, "batched_jvp", lambda f, p, t, o: eager.append(len(t["x"])) or batched(f, p, t, o))
+    monkeypatch.setattr(autodiff, "traced_jvp", lambda f, p, t, o, r=None: traced.append(len(t["x"])) or in_trace(f, p, t, o, r))
+
+    def recorded(self, tangents, outputs):
+        result = asked(self, tangents, outputs)
+        served.append((self.traced_jvps, np.array(tangents["x"]), np.asarray(result["output"])))
+        return result
+
+    monkeypatch.setattr(FullCheck, "batched_jvp", recorded)
+    model = load_model(fixture(name))
+    result = check_model(model, CheckOptions(mode="full"))
+    assert [p.verdict for p in result.pairs] == (["pass"] if eager_along == 1 else ["mismatch"])
+    assert eager == ([1] if eager_along == 1 else [1, 2])  # the first tangent, then the others where needed
+    assert traced == [3]  # once, for the eager way's comparison and the traced way
+    x = np.asarray(model.point["x"])
+    (eager_way,) = [(t, j) for in_trace_way, t, j in served if not in_trace_way]
+    np.testing.assert_allclose(eager_way[1], [closed_form_jvp(x, t) for t in eager_way[0]], rtol=1e-12)
+
+
 @pytest.mark.parametrize("mode", ["full", "fast"])
 def test_a_jvp_wrong_only_inside_a_tf_function_fails_and_says_so(mode):
     run, document = check_json(fixture("fwd_traced_only_wrong.py"), "--mode", mode)

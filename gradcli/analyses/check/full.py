@@ -16,7 +16,9 @@ import numpy as np
 from gradcli import progress
 from gradcli.analyses.check.products import ModelProducts
 from gradcli.analyses.check.raised import raised_in_gradcli
-from gradcli.analyses.check.rules import COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, ROUNDOFF_RETRY, WINDOW
+from gradcli.analyses.check.rules import (
+    COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, JVP_SHOWN_EQUAL_ULPS, ROUNDOFF_RETRY, WINDOW,
+)
 from gradcli.model.core import first_cotangents, first_line
 from gradcli.numerics import autodiff
 from gradcli.results import INCONCLUSIVE, MISMATCH, PASS, BlockWindow, PairResult
@@ -344,15 +346,58 @@ class FullCheck:
         """J t for a batch of tangents (``products``): inside one traced
         function while ``jvps_traced``, or for more tangents than a few eager
         JVPs cost (``autodiff.traced_in_one``) where the traced JVP is the
-        eager one (``jvps_alike``); else eagerly, as the model's call takes it."""
+        eager one (``jvps_alike``); else eagerly, as the model's call takes it,
+        the first tangent's alone where that shows the eager JVP equal to the
+        traced one the check also takes (``eager_shown_traced``)."""
         if self.traced_jvps:
-            return self.products.traced_jvp(tangents, outputs, self.output_specs())
+            return self.traced_jvp(tangents, outputs)
         if autodiff.traced_in_one(tangents) and self.jvps_alike():
             try:
-                return self.products.traced_jvp(tangents, outputs, self.output_specs())
+                return self.traced_jvp(tangents, outputs)
             except Exception:  # noqa: BLE001 - not traceable this way: the eager JVPs say
                 pass
-        return self.products.batched_jvp(tangents, outputs)
+        shown = self.eager_shown_traced(tangents, outputs)
+        return shown if shown is not None else self.products.batched_jvp(tangents, outputs)
+
+    def traced_jvp(self, tangents: dict, outputs) -> dict:
+        """``products.traced_jvp``, taken once for the same tangents (the same
+        arrays) and outputs, its result or its exception: the eager way's
+        ``eager_shown_traced`` and the traced way (``jvps_traced``) both ask."""
+        key = (tuple((n, id(t)) for n, t in tangents.items()), tuple(outputs))
+        kept = getattr(self, "_traced_jvps", None)
+        if kept is None or kept[0] != key:
+            try:
+                kept = (key, tangents, self.products.traced_jvp(tangents, outputs, self.output_specs()), None)
+            except Exception as exc:  # noqa: BLE001 - raised again to each caller
+                kept = (key, tangents, None, exc)
+            self._traced_jvps = kept  # the tangents kept with it: their ids stay theirs
+        if kept[3] is not None:
+            raise kept[3]
+        return kept[2]
+
+    def eager_shown_traced(self, tangents: dict, outputs) -> dict | None:
+        """The eager JVPs of a batch (``products.batched_jvp``), taken for the
+        first tangent only, where the check also takes forward mode inside a
+        trace (``forward_ways``: a ``tf.custom_gradient`` the user wrote) and
+        the eager JVP along the first tangent equals the traced one to
+        round-off (``JVP_SHOWN_EQUAL_ULPS``): both are linear maps, and a
+        difference between them, were there one, would show along a random
+        tangent with probability 1 (as the joint check's one probe shows a
+        wrong JVP rule), so the traced JVPs along the other tangents are the
+        eager ones. None where the rule does not apply or the two differ: the
+        eager JVPs are then taken along every tangent, as before."""
+        k = len(next(iter(tangents.values())))
+        if k < 2 or autodiff.functions_eager() or not any(how == TRACED_JVP for how, _ in self.forward_ways()):
+            return None
+        try:
+            traced = self.traced_jvp(tangents, outputs)
+        except Exception:  # noqa: BLE001 - the traced way says why, as a warning
+            return None
+        first = self.products.batched_jvp({n: t[:1] for n, t in tangents.items()}, outputs)
+        if not all(shown_equal(first[o][0], traced[o][0]) for o in outputs):
+            rest = self.products.batched_jvp({n: t[1:] for n, t in tangents.items()}, outputs)
+            return {o: np.concatenate([first[o], rest[o]]) for o in outputs}
+        return {o: np.concatenate([first[o], np.asarray(traced[o])[1:]]) for o in outputs}
 
     def output_specs(self) -> dict | None:
         """Each output's (shape, dtype), from the model's trace (``graph``)
@@ -539,3 +584,16 @@ def block_window(analytic, numeric, errors, tol, size: int = WINDOW) -> BlockWin
         row_offset=start[0], col_offset=start[1], rows=a.shape[0], columns=a.shape[1],
         analytic=a[cut].copy(), numeric=numeric[cut].copy(), failing=failing[cut].copy(),
     )
+
+
+def shown_equal(eager, traced) -> bool:
+    """Whether two JVPs along one tangent are equal to round-off
+    (``JVP_SHOWN_EQUAL_ULPS`` units of their dtype's eps, of their largest
+    element): finite, and no element apart by more."""
+    eager, traced = np.asarray(eager), np.asarray(traced)
+    if eager.shape != traced.shape or not (np.all(np.isfinite(eager)) and np.all(np.isfinite(traced))):
+        return False
+    dtype = np.result_type(eager, traced)
+    eps = np.finfo(dtype).eps if np.issubdtype(dtype, np.inexact) else np.finfo(np.float64).eps
+    scale = max(np.max(np.abs(eager), initial=0.0), np.max(np.abs(traced), initial=0.0))
+    return bool(np.max(np.abs(eager - traced), initial=0.0) <= JVP_SHOWN_EQUAL_ULPS * eps * scale)

@@ -54,6 +54,18 @@ CLEARLY_OVER = 10.0
 #: few probes see it; FD and reverse mode are already at hand, so each probe
 #: costs one JVP and no evaluation.
 FORWARD_PROBES = 3
+#: Where forward mode is taken both eagerly and inside a trace (a
+#: ``tf.custom_gradient`` the user wrote), the eager JVP is taken along the
+#: first probe's tangent alone when it equals the traced JVP there to this many
+#: units of round-off (the dtype's eps times their largest element); the traced
+#: JVPs along the other tangents then stand for the eager ones
+#: (``FullCheck.eager_shown_traced``). Both are linear maps: a difference
+#: between them shows along a random tangent with probability 1, where a wrong
+#: rule is off by a relative 2^-3 or more (the rule's eager-only tangent of a
+#: stop-gradiented op: a whole term), and the two ways' round-off (Grappler's
+#: rewrites of the trace) by a few units. The eager JVPs of a warm check of
+#: tanh(x) x with the user's tanh gradient (6 elements) were 28% of its time.
+JVP_SHOWN_EQUAL_ULPS = 2.0**10
 #: Forward-mode probes of the joint whole-model check (``JointCheck``): each is
 #: a forward pass through the whole network (3 s on a ResNet-50), and the layer
 #: pass probes every layer's forward mode 3 times; what is left to the whole
