@@ -135,6 +135,38 @@ def test_a_warm_check_gives_the_cold_checks_report(programs, function, arguments
     assert report(warm[0]) == report(cold) == report(warm[1])
 
 
+def test_a_warm_checks_proof_compares_the_users_call_with_the_programs_first_product(programs, monkeypatch):
+    """A warm check's first reverse pass (does any gradient reach the
+    inputs?) is seeded with the proof's draw, through the kept program, and
+    the proof compares the user's own call with that product rather than
+    taking it again: the program's VJPs are each seeded once, and none with
+    ones. The product is the closed form J^T c of tanh(x w) (each element's
+    derivative (1 - tanh(x w)^2) times w for x, x for w)."""
+    from gradcli.model.core import first_cotangents
+
+    function = fresh(own_tanh)
+    w = X[::-1]
+    assert gradcli.check(function, (X, w)).ok
+    seeded, served = [], autodiff.Program.vjps
+
+    def recorded(self, point, seeds):
+        products = served(self, point, seeds)
+        seeded.extend(zip(seeds, products))
+        return products
+
+    monkeypatch.setattr(autodiff.Program, "vjps", recorded)
+    result = gradcli.check(function, (X, w))
+    assert result.ok and programs and result.models[0].call_proof.proven
+    (model,) = result.models
+    drawn = first_cotangents({"output": np.zeros(6)}, 0)["output"]
+    at_draw = [product for seeds, product in seeded if np.array_equal(seeds["output"], drawn)]
+    assert len(at_draw) == 1, [s["output"] for s, _ in seeded]
+    assert not any(np.array_equal(seeds["output"], np.ones(6)) for seeds, _ in seeded)
+    derivative = 1 - np.tanh(X * w) ** 2
+    np.testing.assert_allclose(at_draw[0]["x"], drawn * derivative * w, rtol=1e-12)
+    np.testing.assert_allclose(at_draw[0]["w"], drawn * derivative * X, rtol=1e-12)
+
+
 def test_a_warm_check_fails_a_wrong_gradient_by_its_closed_form(programs):
     function = fresh(twice_the_derivative)
     for _ in range(3):

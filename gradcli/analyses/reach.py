@@ -21,7 +21,7 @@ from gradcli.model.loading import Model
 def require_gradient(
     model: Model, outputs: list[str], wrt: list[str] | None = None, *, numeric_option: bool = False,
     through=None, seed: int | None = None,
-) -> None:
+) -> tuple | None:
     """Raise ``ModelError`` if TensorFlow returns no gradient of ``outputs``
     for any input in ``wrt`` (default ``model.wrt``). One reverse pass:
     whether a gradient is None depends on the graph, not on the seed, so a
@@ -35,20 +35,24 @@ def require_gradient(
     TensorFlow Probability ``bessel_ive``, whose passes run its loops op by op).
     ``numeric_option``: the command has the ``numeric`` option, so say so.
     ``through``: cotangents -> that VJP for ``model.wrt``, where the caller
-    takes its products other than by ``autodiff.vjp`` (a warm check's program)."""
+    takes its products other than by ``autodiff.vjp`` (a warm check's program).
+    Returns (cotangents, VJP) of a pass seeded with the proof's draw, which
+    the proof then compares with the user's own call instead of taking it
+    again (``same_function.prove``'s ``taken``; a warm check's program: one
+    of the three VJPs of its call), else None."""
     from gradcli.model.core import first_cotangents
     from gradcli.numerics import autodiff
     from gradcli.verdicts.same_function import taken_product
 
     wrt = list(model.wrt if wrt is None else wrt)
     if not outputs or not wrt:
-        return
+        return None
     taken = taken_product(model)
     if taken is not None and set(outputs) <= set(taken[0]) and any(taken[1].get(n) is not None for n in wrt):
-        return
+        return None
     seeds = {o: np.ones(np.shape(model.outputs[o]), model.outputs[o].dtype) for o in outputs}
     kept = None  # the proof's draw, where it seeds this pass
-    if seed is not None and through is None and wrt == list(model.wrt):
+    if seed is not None and wrt == list(model.wrt):
         drawn = first_cotangents(model.outputs, seed)
         if drawn.keys() == set(outputs):
             seeds = kept = drawn
@@ -60,11 +64,11 @@ def require_gradient(
     except GradcliError:
         raise
     except Exception:  # noqa: BLE001 - the analysis itself reports why TensorFlow fails
-        return
+        return None
     if kept is not None:
         model.taken_vjp = (model.point, kept, grads)
     if any(g is not None for g in grads.values()):
-        return
+        return None if kept is None else (kept, grads)
     hint = "; use {@numeric} for finite differences only" if numeric_option else ""
     raise ModelError(
         f"{model.name}: TensorFlow sees no gradient: no output ({', '.join(outputs)}) depends on "

@@ -147,7 +147,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     size = sum(int(np.size(model.point[n])) for n in model.wrt)
     if not outputs:
         raise GradcliError(f"{model.name}: no floating-point output with elements to differentiate")
-    _require_a_gradient(model, outputs, graph, products, options.rng_seed)
+    reached = _require_a_gradient(model, outputs, graph, products, options.rng_seed)
 
     def differences(mode):
         return FiniteDifferences(
@@ -173,7 +173,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
         + ([graph.run_note] if graph.run_note else []),
         predicted_full_seconds=predicted,
     )
-    result.call_proof = _prove_own_function(model, options, result.notes, proof, products)
+    result.call_proof = _prove_own_function(model, options, result.notes, proof, products, reached)
     if not warm.proves(entry, result.call_proof):  # the kept program is not this function now
         warm.stale(entry)
     if options.autodiff == "reverse":
@@ -202,7 +202,7 @@ def check_model(model: Model, options: CheckOptions, proof=None) -> ModelResult:
     return result
 
 
-def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None, seed: int = 0) -> None:
+def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None, seed: int = 0) -> tuple | None:
     """``reach.require_gradient``, except where a TensorFlow path exists but
     its gradient is None (an op with no gradient for that input, a
     stop_gradient): check goes on, so the disconnected pairs name the op
@@ -210,13 +210,17 @@ def _require_a_gradient(model: Model, outputs, graph: ModelGraph, products=None,
     it is in every command, except in a layer unit (``Model.unit``), whose
     pairs the disconnected rule judges: zero where the finite differences
     are, a failure where the output changes. ``products``: the check's own
-    (a kept program's); ``seed``: the check's, whose draw the proof takes."""
+    (a kept program's); ``seed``: the check's, whose draw the proof takes.
+    Returns the pass's (cotangents, VJP) where it took the proof's draw
+    through ``products`` (``require_gradient``), else None."""
     through = None if products is None else (lambda seeds: products.taken_vjps([seeds])[0])
     try:
-        require_gradient(model, outputs, through=through, seed=seed)
+        reached = require_gradient(model, outputs, through=through, seed=seed)
     except ModelError:
         if not model.unit and not any(reaches(graph, n, o) for n in model.wrt for o in outputs):
             raise
+        return None
+    return reached if through is not None else None
 
 
 def _run_checks(model: Model, options: CheckOptions, mode: str, fd, graph, outputs, tol, result,
@@ -414,15 +418,17 @@ def beside(work) -> Future:
     return future
 
 
-def _prove_own_function(model: Model, options: CheckOptions, notes: list, proof=None, products=None):
+def _prove_own_function(model: Model, options: CheckOptions, notes: list, proof=None, products=None,
+                        taken=None):
     """``verdicts.same_function.prove`` (or the ``proof`` taken already): a model
     whose checked function differs from the user's own call fails whatever its
     pairs say; one whose own call could not be run says so in a note.
     ``products``: where the check takes its products (a kept program,
-    ``ProgramProducts``), so the proof is of them."""
+    ``ProgramProducts``), so the proof is of them; ``taken``: (cotangents,
+    VJP) the check took through them already (``_require_a_gradient``)."""
     if proof is None:
         through = None if products is None else (lambda cotangents: products.taken_vjps([cotangents])[0])
-        proof = same_function.prove(model, options.rng_seed, through=through)
+        proof = same_function.prove(model, options.rng_seed, taken=taken, through=through)
     if proof is not None and not proof.proven and not proof.differs:
         notes.append(f"not proven to be the user's function: {proof.detail}")
     return proof
