@@ -108,6 +108,29 @@ def test_the_eager_jvp_along_the_first_tangent_shows_whether_the_traced_ones_sta
     np.testing.assert_allclose(eager_way[1], [closed_form_jvp(x, t) for t in eager_way[0]], rtol=1e-12)
 
 
+def test_an_eager_jvp_is_shown_equal_to_the_traced_one_only_to_round_off_and_with_the_margin():
+    """``shown_equal``: 2^10 eps of the largest element apart at most, and only
+    where that bound is 2^20 times below the check's rtol: float64 at its
+    default rtol (1e-6), not float32, bfloat16 or an rtol set below 2.4e-7.
+    A non-finite value, another shape or a difference past the bound is not
+    shown equal."""
+    import ml_dtypes
+
+    from gradcli.analyses.check.full import shown_equal
+
+    eps = np.finfo(np.float64).eps
+    x = np.array([1.0, -2.0, 1e-3])
+    assert shown_equal(x, x + np.array([0.0, 2000 * eps, 0.0]), 1e-6)  # 1000 units of the largest element
+    assert not shown_equal(x, x + np.array([0.0, 4200 * eps, 0.0]), 1e-6)  # 2100 units
+    assert shown_equal(x + 1j * x, x + 1j * x, 1e-6)
+    assert not shown_equal(x + 1j * x, x - 1j * x, 1e-6)  # complex values compared as complex
+    assert not shown_equal(x, x, 1e-8)  # the margin: 2^10 eps x 2^20 = 2.4e-7 > 1e-8
+    assert not shown_equal(x.astype(np.float32), x.astype(np.float32), 1e-3)
+    assert not shown_equal(x.astype(ml_dtypes.bfloat16), x.astype(ml_dtypes.bfloat16), 1e-1)
+    assert not shown_equal(np.array([np.nan, 1.0]), np.array([np.nan, 1.0]), 1e-6)
+    assert not shown_equal(x, x[:2], 1e-6)
+
+
 @pytest.mark.parametrize("mode", ["full", "fast"])
 def test_a_jvp_wrong_only_inside_a_tf_function_fails_and_says_so(mode):
     run, document = check_json(fixture("fwd_traced_only_wrong.py"), "--mode", mode)

@@ -17,10 +17,12 @@ from gradcli import progress
 from gradcli.analyses.check.products import ModelProducts
 from gradcli.analyses.check.raised import raised_in_gradcli
 from gradcli.analyses.check.rules import (
-    COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, JVP_SHOWN_EQUAL_ULPS, ROUNDOFF_RETRY, WINDOW,
+    COTANGENT_SCALES, FORWARD_CHECKED, FORWARD_PROBES, JVP_SHOWN_EQUAL_ULPS, JVP_SHOWN_MARGIN, ROUNDOFF_RETRY,
+    WINDOW,
 )
 from gradcli.model.core import first_cotangents, first_line
 from gradcli.numerics import autodiff
+from gradcli.numerics.difference_rule import machine_eps
 from gradcli.results import INCONCLUSIVE, MISMATCH, PASS, BlockWindow, PairResult
 from gradcli.verdicts import compare, diagnose, diagnosis
 
@@ -394,7 +396,7 @@ class FullCheck:
         except Exception:  # noqa: BLE001 - the traced way says why, as a warning
             return None
         first = self.products.batched_jvp({n: t[:1] for n, t in tangents.items()}, outputs)
-        if not all(shown_equal(first[o][0], traced[o][0]) for o in outputs):
+        if not all(shown_equal(first[o][0], traced[o][0], self.tol.rtol) for o in outputs):
             rest = self.products.batched_jvp({n: t[1:] for n, t in tangents.items()}, outputs)
             return {o: np.concatenate([first[o], rest[o]]) for o in outputs}
         return {o: np.concatenate([first[o], np.asarray(traced[o])[1:]]) for o in outputs}
@@ -586,14 +588,19 @@ def block_window(analytic, numeric, errors, tol, size: int = WINDOW) -> BlockWin
     )
 
 
-def shown_equal(eager, traced) -> bool:
-    """Whether two JVPs along one tangent are equal to round-off
-    (``JVP_SHOWN_EQUAL_ULPS`` units of their dtype's eps, of their largest
-    element): finite, and no element apart by more."""
+def shown_equal(eager, traced, rtol: float) -> bool:
+    """Whether two JVPs along one tangent are equal to round-off: finite, no
+    element apart by more than ``JVP_SHOWN_EQUAL_ULPS`` units of their dtype's
+    eps times their largest element, and that bound at least
+    ``JVP_SHOWN_MARGIN`` times below the check's ``rtol`` (else False: every
+    eager JVP is taken)."""
     eager, traced = np.asarray(eager), np.asarray(traced)
     if eager.shape != traced.shape or not (np.all(np.isfinite(eager)) and np.all(np.isfinite(traced))):
         return False
-    dtype = np.result_type(eager, traced)
-    eps = np.finfo(dtype).eps if np.issubdtype(dtype, np.inexact) else np.finfo(np.float64).eps
+    bound = JVP_SHOWN_EQUAL_ULPS * max(machine_eps(eager.dtype), machine_eps(traced.dtype))  # bfloat16 included
+    if bound * JVP_SHOWN_MARGIN > rtol:
+        return False
+    wide = np.result_type(eager.dtype, traced.dtype, np.float64)  # complex stays complex
+    eager, traced = eager.astype(wide), traced.astype(wide)
     scale = max(np.max(np.abs(eager), initial=0.0), np.max(np.abs(traced), initial=0.0))
-    return bool(np.max(np.abs(eager - traced), initial=0.0) <= JVP_SHOWN_EQUAL_ULPS * eps * scale)
+    return bool(np.max(np.abs(eager - traced), initial=0.0) <= bound * scale)

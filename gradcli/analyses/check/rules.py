@@ -66,6 +66,14 @@ FORWARD_PROBES = 3
 #: rewrites of the trace) by a few units. The eager JVPs of a warm check of
 #: tanh(x) x with the user's tanh gradient (6 elements) were 28% of its time.
 JVP_SHOWN_EQUAL_ULPS = 2.0**10
+#: ... and only where that bound is this many times below the check's rtol.
+#: A difference of the two maps that hides along the first tangent (at most
+#: the bound) and moves a verdict along another (past rtol) needs their
+#: projections' ratio past the margin: for a difference of rank one, a ratio
+#: of two standard normals, past 2^20 with probability 6e-7. float64 at its
+#: default rtol 1e-6 has the margin (the bound is 2.3e-13); float32 (1.2e-4
+#: against 1e-3) and an rtol set below 2.4e-7 do not, and take every eager JVP.
+JVP_SHOWN_MARGIN = 2.0**20
 #: Forward-mode probes of the joint whole-model check (``JointCheck``): each is
 #: a forward pass through the whole network (3 s on a ResNet-50), and the layer
 #: pass probes every layer's forward mode 3 times; what is left to the whole
