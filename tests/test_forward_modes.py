@@ -70,17 +70,24 @@ def test_the_traced_jvp_of_a_weight_held_as_a_variable_is_its_derivative():
     np.testing.assert_allclose(traced, truth, rtol=1e-13)
 
 
-@pytest.mark.parametrize("name, eager_along", [("fwd_traced_only_ok.py", 1), ("fwd_traced_only_wrong.py", 3)])
-def test_the_eager_jvp_along_the_first_tangent_shows_whether_the_traced_ones_stand_for_it(monkeypatch, name,
-                                                                                        eager_along):
-    """The full check takes forward mode both ways (the user's custom softplus).
-    Where the eager JVP along its first tangent equals the traced one to
-    round-off (the rule recorded: both ways give J t), the eager JVP is taken
-    along that tangent alone and the traced ones stand for the others
-    (``FullCheck.eager_shown_traced``); where they differ (the traced JVP is
-    exactly 0), the eager JVP is taken along every tangent. Either way the
-    eager way's J t along every tangent is the closed form, and the traced
-    JVPs are taken once for both ways."""
+@pytest.mark.parametrize("name, eager_batches, verdict, eager_jvp", [
+    ("fwd_traced_only_ok.py", [1], "pass", lambda x, t: closed_form_jvp(x, t)),
+    ("fwd_traced_only_wrong.py", [1], "mismatch", lambda x, t: closed_form_jvp(x, t)),
+    # x * stop_gradient(x) under the rule 2x: the eager JVP differentiates the forward ops, x t
+    ("forward_only_wrong.py", [1, 2], "mismatch", lambda x, t: x * t),
+])
+def test_the_eager_jvp_along_the_first_tangent_shows_whether_reverse_modes_stand_for_it(
+        monkeypatch, name, eager_batches, verdict, eager_jvp):
+    """The full check holds reverse mode's Jacobian. Where the eager JVP along
+    the first tangent equals J t from it to round-off, the eager JVP is taken
+    along that tangent alone and reverse mode's J t stands for the others
+    (``FullCheck.eager_shown``): the custom softplus twins, whose eager JVP is
+    right (the wrong twin's traced JVP is 0, and the traced way finds it).
+    Where they differ (a custom square whose eager JVP is x t against the
+    rule's 2x t), the eager JVP is taken along every tangent. Either way the
+    eager way's J t along every tangent is the closed form of what eager
+    forward mode computes, and the traced JVPs (the user wrote a custom
+    gradient) are taken once, for the traced way."""
     from gradcli.analyses.check import check_model
     from gradcli.analyses.check.full import FullCheck
     from gradcli.model.loading import load_model
@@ -94,18 +101,19 @@ def test_the_eager_jvp_along_the_first_tangent_shows_whether_the_traced_ones_sta
 
     def recorded(self, tangents, outputs):
         result = asked(self, tangents, outputs)
-        served.append((self.traced_jvps, np.array(tangents["x"]), np.asarray(result["output"])))
+        served.append((self.traced_jvps, np.array(tangents["x"]), np.asarray(result[outputs[0]])))
         return result
 
     monkeypatch.setattr(FullCheck, "batched_jvp", recorded)
     model = load_model(fixture(name))
     result = check_model(model, CheckOptions(mode="full"))
-    assert [p.verdict for p in result.pairs] == (["pass"] if eager_along == 1 else ["mismatch"])
-    assert eager == ([1] if eager_along == 1 else [1, 2])  # the first tangent, then the others where needed
-    assert traced == [3]  # once, for the eager way's comparison and the traced way
+    assert [p.verdict for p in result.pairs] == [verdict]
+    assert eager == eager_batches  # the first tangent, then the others where needed
+    assert traced == [3]  # once, for the traced way
     x = np.asarray(model.point["x"])
     (eager_way,) = [(t, j) for in_trace_way, t, j in served if not in_trace_way]
-    np.testing.assert_allclose(eager_way[1], [closed_form_jvp(x, t) for t in eager_way[0]], rtol=1e-12)
+    assert len(eager_way[0]) == 3
+    np.testing.assert_allclose(eager_way[1], [eager_jvp(x, t) for t in eager_way[0]], rtol=1e-12)
 
 
 def test_an_eager_jvp_is_shown_equal_to_the_traced_one_only_to_round_off_and_with_the_margin():

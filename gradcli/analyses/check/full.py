@@ -105,6 +105,7 @@ class FullCheck:
                 block = analytic[(o, n)]
                 ju = u @ block.reshape(size, u.shape[1]).T if isinstance(block, np.ndarray) else 0.0
                 reverse[o][n] = np.sum(v * ju, axis=1)  # None: disconnected; a wrong shape is its pair's
+        self.reverse_blocks = analytic  # ``eager_shown``'s reference: J t from them costs no product
         self.mark_forward(pairs, *self.checked_forward(pairs, tangents, cotangents, numeric, reverse))
 
     @staticmethod
@@ -349,8 +350,8 @@ class FullCheck:
         function while ``jvps_traced``, or for more tangents than a few eager
         JVPs cost (``autodiff.traced_in_one``) where the traced JVP is the
         eager one (``jvps_alike``); else eagerly, as the model's call takes it,
-        the first tangent's alone where that shows the eager JVP equal to the
-        traced one the check also takes (``eager_shown_traced``)."""
+        the first tangent's alone where that shows the eager JVPs equal to a
+        linear map's the check holds anyway (``eager_shown``)."""
         if self.traced_jvps:
             return self.traced_jvp(tangents, outputs)
         if autodiff.traced_in_one(tangents) and self.jvps_alike():
@@ -358,13 +359,13 @@ class FullCheck:
                 return self.traced_jvp(tangents, outputs)
             except Exception:  # noqa: BLE001 - not traceable this way: the eager JVPs say
                 pass
-        shown = self.eager_shown_traced(tangents, outputs)
+        shown = self.eager_shown(tangents, outputs)
         return shown if shown is not None else self.products.batched_jvp(tangents, outputs)
 
     def traced_jvp(self, tangents: dict, outputs) -> dict:
         """``products.traced_jvp``, taken once for the same tangents (the same
         arrays) and outputs, its result or its exception: the eager way's
-        ``eager_shown_traced`` and the traced way (``jvps_traced``) both ask."""
+        ``eager_shown``'s reference and the traced way (``jvps_traced``) both ask."""
         key = (tuple((n, id(t)) for n, t in tangents.items()), tuple(outputs))
         kept = getattr(self, "_traced_jvps", None)
         if kept is None or kept[0] != key:
@@ -377,29 +378,44 @@ class FullCheck:
             raise kept[3]
         return kept[2]
 
-    def eager_shown_traced(self, tangents: dict, outputs) -> dict | None:
-        """The eager JVPs of a batch (``products.batched_jvp``), taken for the
-        first tangent only, where the check also takes forward mode inside a
-        trace (``forward_ways``: a ``tf.custom_gradient`` the user wrote) and
-        the eager JVP along the first tangent equals the traced one to
-        round-off (``JVP_SHOWN_EQUAL_ULPS``): both are linear maps, and a
-        difference between them, were there one, would show along a random
-        tangent with probability 1 (as the joint check's one probe shows a
-        wrong JVP rule), so the traced JVPs along the other tangents are the
-        eager ones. None where the rule does not apply or the two differ: the
-        eager JVPs are then taken along every tangent, as before."""
+    def eager_shown(self, tangents: dict, outputs) -> dict | None:
+        """The eager JVPs of a batch (``products.batched_jvp``), taken along the
+        first tangent alone where they equal there, to round-off
+        (``shown_equal``), the JVPs of a linear map the check holds anyway
+        (``reference_jvps``): two linear maps that differ show it along a
+        random tangent with probability 1 (as the joint check's one probe
+        shows a wrong JVP rule), so the reference's JVPs along the other
+        tangents are the eager ones. None where no reference is held or the
+        two differ: the eager JVPs are then taken along every tangent."""
         k = len(next(iter(tangents.values())))
-        if k < 2 or autodiff.functions_eager() or not any(how == TRACED_JVP for how, _ in self.forward_ways()):
+        if k < 2 or not getattr(self.products, "eager_jvps", False):  # a program's JVPs: one call for all
             return None
-        try:
-            traced = self.traced_jvp(tangents, outputs)
-        except Exception:  # noqa: BLE001 - the traced way says why, as a warning
+        reference = self.reference_jvps(tangents, outputs)
+        if reference is None:
             return None
         first = self.products.batched_jvp({n: t[:1] for n, t in tangents.items()}, outputs)
-        if not all(shown_equal(first[o][0], traced[o][0], self.tol.rtol) for o in outputs):
+        if not all(shown_equal(first[o][0], reference[o][0], self.tol.rtol) for o in outputs):
             rest = self.products.batched_jvp({n: t[1:] for n, t in tangents.items()}, outputs)
             return {o: np.concatenate([first[o], rest[o]]) for o in outputs}
-        return {o: np.concatenate([first[o], np.asarray(traced[o])[1:]]) for o in outputs}
+        return {o: np.concatenate([first[o], np.asarray(reference[o])[1:]]) for o in outputs}
+
+    def reference_jvps(self, tangents: dict, outputs) -> dict | None:
+        """J t along every tangent from a linear map the check holds without
+        another product (``eager_shown``'s reference): the reverse-mode blocks
+        of the full check (``check_forward_mode`` keeps them: J t is their
+        product with t), else the traced JVP where forward mode is also taken
+        inside a trace (``forward_ways``: a ``tf.custom_gradient`` the user
+        wrote; not with tf.functions run eagerly). None where neither is held."""
+        blocks = getattr(self, "reverse_blocks", None)
+        reference = None if blocks is None else reverse_jvps(blocks, tangents, outputs, self.model.outputs)
+        if reference is not None:
+            return reference
+        if autodiff.functions_eager() or not any(how == TRACED_JVP for how, _ in self.forward_ways()):
+            return None
+        try:
+            return self.traced_jvp(tangents, outputs)
+        except Exception:  # noqa: BLE001 - the traced way says why, as a warning
+            return None
 
     def output_specs(self) -> dict | None:
         """Each output's (shape, dtype), from the model's trace (``graph``)
@@ -586,6 +602,29 @@ def block_window(analytic, numeric, errors, tol, size: int = WINDOW) -> BlockWin
         row_offset=start[0], col_offset=start[1], rows=a.shape[0], columns=a.shape[1],
         analytic=a[cut].copy(), numeric=numeric[cut].copy(), failing=failing[cut].copy(),
     )
+
+
+def reverse_jvps(blocks: dict, tangents: dict, outputs, values: dict) -> dict | None:
+    """J t along each tangent (``tangents``: input -> ``[k, *shape]``) of each
+    output from reverse mode's Jacobian blocks ((output, input) -> an array of
+    output size by input size elements; None: disconnected, no term), each
+    output's shape from ``values``. None where a block is not held or has
+    the wrong size (compare's shape rule reports it in its pair)."""
+    k = len(next(iter(tangents.values())))
+    products = {}
+    for o in outputs:
+        shape = np.shape(values[o])
+        size = int(np.prod(shape, dtype=np.int64))
+        total = np.zeros((k, size))
+        for n, t in tangents.items():
+            block = blocks.get((o, n), ())
+            if block is None:
+                continue
+            if not isinstance(block, np.ndarray) or block.size != size * np.size(t[0]):
+                return None
+            total = total + np.reshape(t, (k, -1)) @ block.reshape(size, -1).T
+        products[o] = total.reshape((k,) + shape)
+    return products
 
 
 def shown_equal(eager, traced, rtol: float) -> bool:

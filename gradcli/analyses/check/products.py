@@ -22,6 +22,10 @@ class ModelProducts:
     def __init__(self, model):
         self.model = model
 
+    #: Whether ``batched_jvp`` takes eager JVPs, one forward pass of the model
+    #: each (``FullCheck.eager_shown`` takes as few of them as it can).
+    eager_jvps = True
+
     def vjps(self, seeds: list[dict]) -> list[dict]:
         """J^T c at the point for each cotangent c of ``seeds``: one forward
         pass for them all (``autodiff.vjps``), and the product the proof took
@@ -65,6 +69,10 @@ class ProgramProducts(ModelProducts):
 
     def taken_vjps(self, seeds: list[dict]) -> list[dict]:
         return self._served(lambda: self.program.vjps(self.model.point, seeds), super().taken_vjps, seeds)
+
+    @property
+    def eager_jvps(self) -> bool:
+        return self.program is None or self.entry.own_gradients
 
     def batched_jvp(self, tangents: dict, outputs) -> dict:
         """The program's JVPs are traced ones: they stand for the eager JVPs
