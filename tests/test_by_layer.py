@@ -607,6 +607,66 @@ def test_the_joint_check_streams_its_probes_with_the_same_draws_and_verdicts(mon
     assert [(r.path, r.verdict) for r in held.layers] == [(r.path, r.verdict) for r in streamed.layers]
 
 
+def test_the_round_off_retry_holds_two_chunks_of_joint_directions_between_its_scales(monkeypatch):
+    """The round-off retry's passes take no VJPs, so it holds the directions of
+    ``RETRY_HELD_CHUNKS`` chunks between its step scales (``JointDraws.holding``):
+    each pass starts with the chunks held and draws the rest, one of three
+    chunks a pass after the first. The directions are numpy's draws from the
+    seed, the differences along them the same numbers as along directions
+    drawn afresh, and nothing is held after the retry."""
+    from gradcli.analyses.check import joint
+    from gradcli.analyses.check.rules import RETRY_HELD_CHUNKS
+    from gradcli.model.loading import load_model
+    from gradcli.numerics.finite_diff import FiniteDifferences
+    from gradcli.options import CheckOptions
+    from gradcli.verdicts import compare
+
+    monkeypatch.setattr(joint, "JOINT_CHUNK_BYTES", 1)  # a chunk a probe, as BERT-base's
+    options = CheckOptions(mode="fast", by_layer=True)
+    model = load_model(fixture("by_layer_functional.py"))
+    fd = FiniteDifferences(model.function, model.point, list(model.outputs), wrt=list(model.wrt), joint=True)
+    check = joint.JointCheck(model, list(model.outputs), fd, compare.tolerance(str(model.dtype), None, None), options)
+    draws = check.draws = joint.JointDraws(model, list(model.outputs), 3, options.rng_seed, fd)
+    rng = np.random.default_rng(options.rng_seed)
+    for o in model.outputs:
+        rng.standard_normal((3,) + np.shape(model.outputs[o]))
+    expected = {n: rng.standard_normal((3,) + np.shape(model.point[n])).astype(model.point[n].dtype)
+                for n in model.wrt}
+    for c in draws.chunks:
+        draws.tangents(c)  # the first pass's draws (the first chunk's taken while recording)
+    afresh = {scale: check.along_joint(scale) for scale in (10.0, 100.0)}  # nothing held: each chunk drawn
+
+    served, taken = [], joint.JointDraws.tangents
+    monkeypatch.setattr(joint.JointDraws, "tangents", lambda self, probes: served.append(
+        (list(probes), len(self._kept))) or taken(self, probes))
+    drawn = []
+    monkeypatch.setattr(joint.held, "normals", lambda rng, normals=joint.held.normals: drawn.append(1) or normals(rng))
+    with draws.holding(RETRY_HELD_CHUNKS):
+        passes = []
+        for scale in (10.0, 100.0, 10.0):
+            before = len(drawn)
+            held = {key: draws._kept[key] for key in draws._kept}
+            derivatives = check.along_joint(scale)
+            passes.append((len(drawn) - before, [p for p, _ in served[-3:]]))
+            for key, directions in held.items():  # served again as they were: not drawn
+                if key in draws._kept:
+                    assert draws._kept[key] is directions
+            assert all(count <= RETRY_HELD_CHUNKS for _, count in served)  # never more held
+            reference = afresh[scale]
+            for o in model.outputs:
+                np.testing.assert_array_equal(derivatives.values[o], reference.values[o])
+                np.testing.assert_array_equal(derivatives.errors[o], reference.errors[o])
+            for key, directions in draws._kept.items():
+                for n in model.wrt:
+                    assert np.array_equal(directions[n], expected[n][list(key)])
+        inputs = len(model.wrt)
+        # Draws count one per (input, probe): the first pass all three probes,
+        # then one chunk a pass, the two held served first.
+        assert [count for count, _ in passes] == [3 * inputs, inputs, inputs]
+        assert passes[1][1] == [[1], [2], [0]] and passes[2][1] == [[2], [0], [1]]
+    assert not draws._kept
+
+
 def _joint_threads(monkeypatch):
     """Record the thread each whole-model joint check runs on."""
     import threading

@@ -105,6 +105,13 @@ JOINT_CHUNK_BYTES = 256 * 2**20
 #: took 22.7 GB and grew.)
 JOINT_BLOCKS_PER_PROBE = 2
 JOINT_BLOCKS_FIXED = 3
+#: Chunks of joint directions the round-off retry holds between its step
+#: scales (``JointDraws.holding``): its passes take no VJPs, so the block a
+#: chunk's gradients took in the first pass (``JOINT_BLOCKS_PER_PROBE``) holds
+#: another chunk's directions. Each pass then starts with the chunks held and
+#: draws the rest: a wrong GELU inside BERT-base (3 probes of 0.87 GB, a chunk
+#: each, inconclusive at every scale) draws 5 chunks in its 3 passes, not 9.
+RETRY_HELD_CHUNKS = 2
 #: The round-off retry (``FullCheck.retry_larger_step``): an inconclusive pair
 #: (every element within tolerance, but an error estimate over a tenth of the
 #: derivatives: round-off swamps them) is differenced again at these many
