@@ -105,8 +105,11 @@ class FullCheck:
                 block = analytic[(o, n)]
                 ju = u @ block.reshape(size, u.shape[1]).T if isinstance(block, np.ndarray) else 0.0
                 reverse[o][n] = np.sum(v * ju, axis=1)  # None: disconnected; a wrong shape is its pair's
-        self.reverse_blocks = analytic  # ``eager_shown``'s reference: J t from them costs no product
-        self.mark_forward(pairs, *self.checked_forward(pairs, tangents, cotangents, numeric, reverse))
+        self.reverse_blocks = analytic
+        try:
+            self.mark_forward(pairs, *self.checked_forward(pairs, tangents, cotangents, numeric, reverse))
+        finally:
+            self.reverse_blocks = None  # dense blocks: not held past forward mode (the diagnosis runs after)
 
     @staticmethod
     def mark_forward(pairs, failures, agreed=frozenset()) -> None:
@@ -253,6 +256,9 @@ class FullCheck:
 
     #: Whether ``batched_jvp`` takes the JVPs inside one traced function (``jvps_traced``).
     traced_jvps = False
+    #: The reverse-mode Jacobian blocks while the full check takes forward mode
+    #: (``check_forward_mode``): ``eager_shown``'s reference, J t at no product.
+    reverse_blocks: dict | None = None
 
     def forward_ways(self) -> list:
         """The ways forward mode is taken besides the model's call as it is,
@@ -406,7 +412,7 @@ class FullCheck:
         product with t), else the traced JVP where forward mode is also taken
         inside a trace (``forward_ways``: a ``tf.custom_gradient`` the user
         wrote; not with tf.functions run eagerly). None where neither is held."""
-        blocks = getattr(self, "reverse_blocks", None)
+        blocks = self.reverse_blocks
         reference = None if blocks is None else reverse_jvps(blocks, tangents, outputs, self.model.outputs)
         if reference is not None:
             return reference
