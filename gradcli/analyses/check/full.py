@@ -394,7 +394,7 @@ class FullCheck:
         tangents are the eager ones. None where no reference is held or the
         two differ: the eager JVPs are then taken along every tangent."""
         k = len(next(iter(tangents.values())))
-        if k < 2 or not getattr(self.products, "eager_jvps", False):  # a program's JVPs: one call for all
+        if k < 2 or not self.products.eager_jvps:  # a program's or a trace's JVPs: one call for all
             return None
         reference = self.reference_jvps(tangents, outputs)
         if reference is None:

@@ -240,8 +240,9 @@ class JointDraws:
         per_probe = sum(int(np.size(model.point[n])) * np.asarray(model.point[n]).dtype.itemsize for n in model.wrt)
         per_chunk = joint_chunk_probes(per_probe, probes)
         self.chunks = [range(s, min(s + per_chunk, probes)) for s in range(0, probes, per_chunk)]
-        self._rng, self._held, self._states, self._first = rng, None, {}, None
-        #: chunks' directions held after they are served, up to ``_keep``
+        self._rng, self._held, self._states = rng, None, {}
+        #: chunks' directions held: the first chunk's from the recording pass
+        #: until the next is drawn, and up to ``_keep`` after they are served
         #: (``holding``), least recently served first: probes -> directions
         self._kept: collections.OrderedDict = collections.OrderedDict()
         self._keep = 0
@@ -250,23 +251,24 @@ class JointDraws:
             for n in self.inputs:  # input by input, every probe: FastCheck.run's order
                 for p in range(probes):  # drawn in place (GPT-2 small's directions: 0.99 GB a probe)
                     held.normals(rng)(self._held[n][p:p + 1])
-            for array in [self._held.block, *self._held.values()]:
-                array.flags.writeable = False  # served again to every caller, not copied
+            _read_only(self._held)  # served again to every caller, not copied
             return
         # One pass to record where each probe's normals start. It draws the
         # first chunk's directions where that chunk is held (the first pass
-        # takes them from here, ``tangents``), and every other probe's into one
-        # scratch array: the same normals, drawn once each, without a fresh
-        # array for each (input, probe) (BERT-base: 199 inputs x 3 probes).
+        # takes them from here, ``tangents``; the next chunk drawn releases
+        # them), and every other probe's into one scratch array: the same
+        # normals, drawn once each, without a fresh array for each (input,
+        # probe) (BERT-base: 199 inputs x 3 probes).
         first = self.chunks[0]
-        self._first = fd.laid_out(self.inputs, rows=len(first))
+        directions = fd.laid_out(self.inputs, rows=len(first))
         sizes = {n: int(np.prod(shape, dtype=np.int64)) for n, shape in self.inputs.items()}
         scratch = np.empty(max(sizes.values()))
         for n in self.inputs:
             for p in range(probes):
                 self._states[n, p] = rng.bit_generator.state
                 row = p - first.start
-                held.normals(rng)(self._first[n][row:row + 1] if p in first else scratch[:sizes[n]])
+                held.normals(rng)(directions[n][row:row + 1] if p in first else scratch[:sizes[n]])
+        self._kept[tuple(first)] = _read_only(directions)
 
     def tangents(self, probes) -> dict:
         """Each input's tangents of ``probes`` (indices), ``[len(probes), *shape]``:
@@ -276,9 +278,6 @@ class JointDraws:
             if probes == list(range(self.probes)):
                 return self._held
             return self.fd.laid_out(self.inputs, block=self._held.block[probes])
-        if self._first is not None and probes == list(self.chunks[0]):  # drawn while recording, once
-            taken, self._first = self._first, None
-            return taken
         key = tuple(probes)
         if key in self._kept:
             self._kept.move_to_end(key)
@@ -294,9 +293,7 @@ class JointDraws:
                 self._rng.bit_generator.state = self._states[n, p]
                 held.normals(self._rng)(taken[n][row:row + 1])
         if chunk and self._keep:
-            for array in [taken.block, *taken.values()]:
-                array.flags.writeable = False  # served again, not copied
-            self._kept[key] = taken
+            self._kept[key] = _read_only(taken)
         return taken
 
     @contextlib.contextmanager
@@ -318,6 +315,13 @@ class JointDraws:
         room), then the others in order."""
         held = [c for key in self._kept for c in chunks if tuple(c) == key]
         return held + [c for c in chunks if c not in held]
+
+
+def _read_only(directions):
+    """``directions`` (``fd.laid_out``) made read-only: served again, not copied."""
+    for array in [directions.block, *directions.values()]:
+        array.flags.writeable = False
+    return directions
 
 
 def joint_chunk_probes(bytes_per_probe: int, probes: int) -> int:

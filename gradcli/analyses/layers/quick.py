@@ -109,6 +109,9 @@ class TracedProducts:
         self.fallback = fallback
         self.joint = None  # (input names, JVPs along their joint tangents), set by ``run_traced``
 
+    #: The JVPs come from the traced call, all tangents at once (``FullCheck.eager_shown``).
+    eager_jvps = False
+
     def vjps(self, seeds: list[dict]) -> list[dict]:
         return self.fallback.vjps(seeds)
 
