@@ -4,7 +4,7 @@ The models are issue 36's (bench/real_libraries/): keras-hub backbones of 2
 layers, hidden 32 (about 20k weights: GPT-2, BERT, Llama), BERT-base and GPT-2
 small at their real shapes (one BERT-base with a wrong GELU inside: a row
 names the failing layers), and tfp.math special functions of 4 elements
-(bessel_ive, log_bessel_ive, betaincinv), built from their constructors
+(bessel_ive, log_bessel_ive, betaincinv, hyp2f1), built from their constructors
 (keras-hub and TensorFlow Probability come from the test extras). Each runs in
 a process of its own, so its peak memory is its own: after the imports (not
 timed) the child

@@ -230,6 +230,7 @@ TARGETS = [
     ("tfp_bessel_ive.py", "<= 5 s"),
     ("tfp_log_bessel_ive.py", "<= 5 s"),
     ("tfp_betaincinv.py", "<= 5 s"),
+    ("tfp_hyp2f1.py", "<= 5 s"),
     ("resnet50", "exit 0 in <= 100 training steps"),
     ("resnet50_wrong", "exit 1 in <= 100 training steps, the wrong layer named"),
     ("hub_bert_base.py", "exit 0 in <= 300 training steps, within the memory limit"),
