@@ -1,6 +1,8 @@
 """tfp.math.hypergeometric.hyp2f1_small_argument(a, b, c, z) with respect to z,
-4 elements: one near 0, one past 1/2 and two toward -1 and 1, where TFP's
-series switch to their transformations."""
+4 elements. TFP sums its Taylor series for -0.5 < z < 0.9 (0.1 and 0.6 here)
+and uses a transformation for z <= -0.5 (-0.8) and for z >= 0.9 (0.9, on that
+branch's edge: its finite differences straddle both branches, which agree
+there)."""
 import numpy as np
 import tensorflow as tf
 from tensorflow_probability.python.math import hypergeometric
