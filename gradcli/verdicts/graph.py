@@ -123,33 +123,6 @@ def _layer_names(model) -> set:
     return names
 
 
-@contextlib.contextmanager
-def _unrewritten():
-    """Calls of graph functions on this thread run without grappler's rewrites
-    for the duration (the meta-optimizer off in the thread's function call
-    options; restored after). Two reasons: the graph run is then the traced
-    ops themselves, with no rewrite changing their round-off from the eager
-    call the proof compares with; and grappler is most of a large graph's
-    first run (measured, bench/README.md "twenty-ninth round": TensorFlow
-    Probability's hyp2f1 4.8 s with it, 1.8 s without) while a call after it
-    is no slower (a float64 ResNet-50: 24-26 ms a call without, 27-28 ms with).
-    A function is instantiated with the options of its first call, so every
-    call of the traced callable enters this, not only the first."""
-    from tensorflow.core.protobuf import config_pb2
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    saved = ctx.function_call_options
-    config = config_pb2.ConfigProto()
-    config.ParseFromString(saved.config_proto_serialized)
-    config.graph_options.rewrite_options.disable_meta_optimizer = True
-    ctx.function_call_options = context.FunctionCallOptions(executor_type=saved.executor_type, config_proto=config)
-    try:
-        yield
-    finally:
-        ctx.function_call_options = saved
-
-
 class TracedGraph:
     """A lazily traced graph of ``model.function`` at ``model.point``."""
 
@@ -238,8 +211,7 @@ class TracedGraph:
             if wrapped is None:
                 continue
             try:
-                with _unrewritten():
-                    wrapped(*point)
+                wrapped(*point)
             except Exception as exc:  # this trace cannot run: the next, else none
                 failure = failure or exc
                 continue
@@ -251,8 +223,7 @@ class TracedGraph:
                 )
 
             def function(values: dict, wrapped=wrapped) -> dict:
-                with _unrewritten():
-                    return wrapped(*[values[n] for n in names])
+                return wrapped(*[values[n] for n in names])
 
             return function
         self.run_note = (
